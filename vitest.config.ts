@@ -1,0 +1,11 @@
+import { defineConfig } from 'vitest/config';
+
+// Tests live in test/, mirroring src/. Worker-pool kernels need real threads, so vitest runs test files in forks.
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    pool: 'forks',
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+  },
+});
