@@ -1,0 +1,441 @@
+import type { KernelBackend, KvCacheLayer } from '../kernels/backend.js';
+import type { CausalLM, ForwardBatch } from './forward-batch.js';
+import type { ModelConfig } from './model-config.js';
+import type { LayerWeights, ModelWeights } from './model-weights.js';
+import { RopeCache } from './rope-cache.js';
+
+/** A forward batch or the KV caches handed to {@link LlamaModel.forward} are inconsistent with each other or the model. */
+export class ForwardBatchError extends Error {
+  override readonly name = 'ForwardBatchError';
+}
+
+/** The model config asks for something this forward pass does not implement. */
+export class UnsupportedModelError extends Error {
+  override readonly name = 'UnsupportedModelError';
+}
+
+/** How decodes are attended. */
+export type AttentionMode =
+  /** Prefill tokens through `prefillAttention`, decode tokens through `pagedAttention` (vLLM's split). */
+  | 'split'
+  /** Every token of the batch through one `prefillAttention` call (decodes are prefills of one token). */
+  | 'prefill';
+
+/** Options of {@link LlamaModel}. */
+export interface LlamaModelOptions {
+  /** Rows of the RoPE table: the largest position + 1 the model accepts (default config.maxPositionEmbeddings). */
+  readonly maxPositions?: number;
+  /** Tokens the activation buffers hold before they grow (default 256); set it to the scheduler's token budget. */
+  readonly maxNumTokens?: number;
+  /**
+   * Run q/k/v and gate/up as one stacked matmul each (when the weights were loaded stacked) for batches of at most
+   * this many tokens; larger batches run separate matmuls (the stacked output would need de-interleaving copies).
+   * Default: Infinity (always stacked, with copies when numTokens > 1). 0 disables stacking.
+   */
+  readonly fuseUpToTokens?: number;
+  /** Attention dispatch (default 'split'). */
+  readonly attentionMode?: AttentionMode;
+  /** Accumulate wall time per operation in {@link LlamaModel.profile} (for benchmarks; adds timer calls). */
+  readonly profile?: boolean;
+}
+
+/** Activation buffers for up to `tokens` tokens, all in the kernel arena. */
+class Activations {
+  readonly hidden: Float32Array;
+  readonly normed: Float32Array;
+  readonly qkv: Float32Array;
+  readonly q: Float32Array;
+  readonly k: Float32Array;
+  readonly v: Float32Array;
+  readonly attnOut: Float32Array;
+  readonly proj: Float32Array;
+  readonly gateUp: Float32Array;
+  readonly gate: Float32Array;
+  readonly up: Float32Array;
+  readonly act: Float32Array;
+  readonly logits: Float32Array;
+  readonly sampled: Float32Array;
+  readonly tokenIds: Int32Array;
+  readonly positions: Int32Array;
+  readonly slotMapping: Int32Array;
+  readonly seqLens: Int32Array;
+  /** [tokens + 1]. */
+  readonly queryStartLoc: Int32Array;
+
+  constructor(backend: KernelBackend, c: ModelConfig, readonly tokens: number) {
+    const a = backend.arena;
+    const qDim = c.numHeads * c.headSize;
+    const kvDim = c.numKvHeads * c.headSize;
+    this.hidden = a.allocF32(tokens * c.dim);
+    this.normed = a.allocF32(tokens * c.dim);
+    this.qkv = a.allocF32(tokens * (qDim + 2 * kvDim));
+    this.q = a.allocF32(tokens * qDim);
+    this.k = a.allocF32(tokens * kvDim);
+    this.v = a.allocF32(tokens * kvDim);
+    this.attnOut = a.allocF32(tokens * qDim);
+    this.proj = a.allocF32(tokens * c.dim);
+    this.gateUp = a.allocF32(tokens * 2 * c.hiddenDim);
+    this.gate = a.allocF32(tokens * c.hiddenDim);
+    this.up = a.allocF32(tokens * c.hiddenDim);
+    this.act = a.allocF32(tokens * c.hiddenDim);
+    this.sampled = a.allocF32(tokens * c.dim);
+    this.logits = a.allocF32(tokens * c.vocabSize);
+    this.tokenIds = a.allocI32(tokens);
+    this.positions = a.allocI32(tokens);
+    this.slotMapping = a.allocI32(tokens);
+    this.seqLens = a.allocI32(tokens);
+    this.queryStartLoc = a.allocI32(tokens + 1);
+  }
+}
+
+/**
+ * The Llama-family decoder (Llama with GQA, tied embeddings, rope theta and Llama-3 scaling, both RoPE conventions;
+ * Mistral sliding window; Qwen2 q/k/v bias; Qwen3 per-head q/k RMSNorm) over a flattened batch on the paged KV cache.
+ *
+ * forward: embedding → per layer [RMSNorm → q/k/v (+bias) → q/k norm → RoPE → reshapeAndCache through the slot
+ * mapping → attention through the block tables (prefills: prefillAttention, decodes: pagedAttention) → o-proj →
+ * residual → RMSNorm → silu(gate)·up → down → residual] → final RMSNorm on the sampled rows only → LM head.
+ *
+ * Activation buffers live in the kernel arena, sized for `maxNumTokens` and regrown (doubling) when a larger batch
+ * arrives; the hot path allocates nothing else. Mirrors vLLM's vllm/model_executor/models/llama.py
+ * (`LlamaForCausalLM`, `LlamaDecoderLayer`, `LlamaAttention`, `LlamaMLP`) and qwen2.py / qwen3.py.
+ */
+export class LlamaModel implements CausalLM {
+  readonly rope: RopeCache;
+  /** Milliseconds per operation name, accumulated while `options.profile` is set. */
+  readonly profile = new Map<string, number>();
+
+  private acts: Activations;
+  private blockTablesBuf: Int32Array;
+  private readonly fuseUpToTokens: number;
+  private readonly attentionMode: AttentionMode;
+  private readonly profiling: boolean;
+  private tStart = 0;
+  private readonly qDim: number;
+  private readonly kvDim: number;
+  private readonly scale: number;
+
+  /**
+   * @param config the model's shape (validated against the weights).
+   * @param weights loaded with `loadModelWeights` into `backend.arena`.
+   * @throws UnsupportedModelError for an architecture or RoPE setting this pass does not implement.
+   * @throws ForwardBatchError when the weights do not match the config.
+   */
+  constructor(
+    readonly config: ModelConfig,
+    readonly weights: ModelWeights,
+    readonly backend: KernelBackend,
+    options: LlamaModelOptions = {},
+  ) {
+    if (!['llama', 'mistral', 'qwen2', 'qwen3'].includes(config.architecture)) {
+      throw new UnsupportedModelError(`architecture ${String(config.architecture)} is not implemented (llama, mistral, qwen2, qwen3 are)`);
+    }
+    if (config.numHeads % config.numKvHeads !== 0) {
+      throw new UnsupportedModelError(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
+    }
+    if (weights.layers.length !== config.numLayers) {
+      throw new ForwardBatchError(`weights have ${weights.layers.length} layers, config says ${config.numLayers}`);
+    }
+    this.qDim = config.numHeads * config.headSize;
+    this.kvDim = config.numKvHeads * config.headSize;
+    this.scale = 1 / Math.sqrt(config.headSize);
+    this.rope = RopeCache.forConfig(config, options.maxPositions ?? config.maxPositionEmbeddings,
+      (n) => backend.arena.allocF32(n));
+    this.fuseUpToTokens = options.fuseUpToTokens ?? Infinity;
+    this.attentionMode = options.attentionMode ?? 'split';
+    this.profiling = options.profile ?? false;
+    this.acts = new Activations(backend, config, Math.max(1, options.maxNumTokens ?? 256));
+    this.blockTablesBuf = backend.arena.allocI32(Math.max(64, this.acts.tokens * 4));
+  }
+
+  /** Tokens the activation buffers currently hold. */
+  get capacityTokens(): number {
+    return this.acts.tokens;
+  }
+
+  /**
+   * Runs one flattened batch (see {@link ForwardBatch}); returns logits [sampleIndices.length, vocabSize], a view
+   * into the arena valid until the next call.
+   * @throws ForwardBatchError when the batch is inconsistent (sizes, query start locations, token ids outside the
+   *   vocabulary, positions outside the RoPE table, slots or block ids outside the cache) or kvCaches do not match.
+   */
+  forward(batch: ForwardBatch, kvCaches: readonly KvCacheLayer[]): Float32Array {
+    this.validate(batch, kvCaches);
+    const T = batch.numTokens;
+    const need = Math.max(T, batch.sampleIndices.length);
+    if (need > this.acts.tokens) this.acts = new Activations(this.backend, this.config, Math.max(need, 2 * this.acts.tokens));
+    const a = this.acts;
+    const be = this.backend;
+    const c = this.config;
+    const { dim, hiddenDim, numHeads, numKvHeads, headSize, normEps: eps } = c;
+    const { qDim, kvDim } = this;
+    const numSeqs = batch.numSeqs;
+    const mbps = batch.maxBlocksPerSeq;
+
+    // Batch metadata into the arena (the wasm kernels address everything by arena offset).
+    const ids = a.tokenIds.subarray(0, T);
+    ids.set(batch.tokenIds.subarray(0, T));
+    const positions = a.positions.subarray(0, T);
+    positions.set(batch.positions.subarray(0, T));
+    const slots = a.slotMapping.subarray(0, T);
+    slots.set(batch.slotMapping.subarray(0, T));
+    const seqLens = a.seqLens.subarray(0, numSeqs);
+    seqLens.set(batch.seqLens.subarray(0, numSeqs));
+    const qsl = a.queryStartLoc.subarray(0, numSeqs + 1);
+    qsl.set(batch.queryStartLoc.subarray(0, numSeqs + 1));
+    if (this.blockTablesBuf.length < numSeqs * mbps) {
+      this.blockTablesBuf = be.arena.allocI32(Math.max(numSeqs * mbps, 2 * this.blockTablesBuf.length));
+    }
+    const blockTables = this.blockTablesBuf.subarray(0, numSeqs * mbps);
+    blockTables.set(batch.blockTables.subarray(0, numSeqs * mbps));
+
+    const split = this.attentionMode === 'split';
+    const numPrefills = split ? batch.numPrefills : numSeqs;
+    const numDecodes = numSeqs - numPrefills;
+    const numPrefillTokens = qsl[numPrefills];
+    const attnBase = { numHeads, numKvHeads, headSize, scale: this.scale, slidingWindow: c.slidingWindow };
+    const fuse = T <= this.fuseUpToTokens;
+
+    const hidden = a.hidden.subarray(0, T * dim);
+    const normed = a.normed.subarray(0, T * dim);
+    const proj = a.proj.subarray(0, T * dim);
+    const attnOut = a.attnOut.subarray(0, T * qDim);
+    const act = a.act.subarray(0, T * hiddenDim);
+
+    this.t0();
+    be.embedding(hidden, this.weights.tokenEmbedding, ids, T);
+    this.t1('embedding');
+
+    for (let l = 0; l < c.numLayers; l++) {
+      const w = this.weights.layers[l];
+      const cache = kvCaches[l];
+
+      this.t0();
+      be.rmsNorm(normed, hidden, w.attnNorm, T, dim, eps);
+      this.t1('rmsNorm');
+
+      const [q, k, v] = this.qkvProjection(w, normed, T, fuse);
+
+      if (w.qNorm && w.kNorm) {
+        this.t0();
+        be.rmsNorm(q, q, w.qNorm, T * numHeads, headSize, eps);
+        be.rmsNorm(k, k, w.kNorm, T * numKvHeads, headSize, eps);
+        this.t1('qkNorm');
+      }
+
+      this.t0();
+      be.rope(q, positions, T, numHeads, headSize, this.rope.cosSin, this.rope.rotaryDim, c.ropeStyle);
+      be.rope(k, positions, T, numKvHeads, headSize, this.rope.cosSin, this.rope.rotaryDim, c.ropeStyle);
+      this.t1('rope');
+
+      this.t0();
+      be.reshapeAndCache(k, v, cache, slots, T);
+      this.t1('reshapeAndCache');
+
+      this.t0();
+      if (numPrefills > 0) {
+        be.prefillAttention({
+          ...attnBase,
+          out: attnOut.subarray(0, numPrefillTokens * qDim),
+          query: q.subarray(0, numPrefillTokens * qDim),
+          cache,
+          blockTables: blockTables.subarray(0, numPrefills * mbps),
+          maxBlocksPerSeq: mbps,
+          seqLens: seqLens.subarray(0, numPrefills),
+          queryStartLoc: qsl.subarray(0, numPrefills + 1),
+          numSeqs: numPrefills,
+        });
+      }
+      if (numDecodes > 0) {
+        be.pagedAttention({
+          ...attnBase,
+          out: attnOut.subarray(numPrefillTokens * qDim, T * qDim),
+          query: q.subarray(numPrefillTokens * qDim, T * qDim),
+          cache,
+          blockTables: blockTables.subarray(numPrefills * mbps, numSeqs * mbps),
+          maxBlocksPerSeq: mbps,
+          seqLens: seqLens.subarray(numPrefills, numSeqs),
+          numSeqs: numDecodes,
+        });
+      }
+      this.t1('attention');
+
+      this.t0();
+      be.matmul(proj, attnOut, w.wo, T);
+      this.t1('matmul.o');
+      this.t0();
+      be.add(hidden, hidden, proj, T * dim);
+      be.rmsNorm(normed, hidden, w.ffnNorm, T, dim, eps);
+      this.t1('add+rmsNorm');
+
+      this.t0();
+      if (fuse && w.wGateUp) {
+        const gateUp = a.gateUp.subarray(0, T * 2 * hiddenDim);
+        be.matmul(gateUp, normed, w.wGateUp, T);
+        this.t1('matmul.gateUp');
+        if (T === 1) {
+          this.t0();
+          be.siluMul(act, gateUp.subarray(0, hiddenDim), gateUp.subarray(hiddenDim, 2 * hiddenDim), hiddenDim);
+          this.t1('siluMul');
+        } else {
+          this.t0();
+          const gate = a.gate.subarray(0, T * hiddenDim);
+          const up = a.up.subarray(0, T * hiddenDim);
+          for (let t = 0; t < T; t++) {
+            const row = t * 2 * hiddenDim;
+            gate.set(gateUp.subarray(row, row + hiddenDim), t * hiddenDim);
+            up.set(gateUp.subarray(row + hiddenDim, row + 2 * hiddenDim), t * hiddenDim);
+          }
+          this.t1('split');
+          this.t0();
+          be.siluMul(act, gate, up, T * hiddenDim);
+          this.t1('siluMul');
+        }
+      } else {
+        const gate = a.gate.subarray(0, T * hiddenDim);
+        const up = a.up.subarray(0, T * hiddenDim);
+        be.matmul(gate, normed, w.wGate, T);
+        be.matmul(up, normed, w.wUp, T);
+        this.t1('matmul.gateUp');
+        this.t0();
+        be.siluMul(act, gate, up, T * hiddenDim);
+        this.t1('siluMul');
+      }
+      this.t0();
+      be.matmul(proj, act, w.wDown, T);
+      this.t1('matmul.down');
+      this.t0();
+      be.add(hidden, hidden, proj, T * dim);
+      this.t1('add');
+    }
+
+    // Final norm and LM head only for the rows that will be sampled.
+    const S = batch.sampleIndices.length;
+    const logits = a.logits.subarray(0, S * c.vocabSize);
+    if (S === 0) return logits;
+    this.t0();
+    const sampled = a.sampled.subarray(0, S * dim);
+    for (let j = 0; j < S; j++) {
+      const i = batch.sampleIndices[j];
+      sampled.set(hidden.subarray(i * dim, (i + 1) * dim), j * dim);
+    }
+    be.rmsNorm(sampled, sampled, this.weights.outputNorm, S, dim, eps);
+    this.t1('finalNorm');
+    this.t0();
+    be.matmul(logits, sampled, this.weights.output, S);
+    this.t1('matmul.lmHead');
+    return logits;
+  }
+
+  /** q [T, qDim], k and v [T, kvDim] from the normed hidden states: one stacked matmul (split by copies) or three. */
+  private qkvProjection(w: LayerWeights, normed: Float32Array, T: number, fuse: boolean): [Float32Array, Float32Array, Float32Array] {
+    const be = this.backend;
+    const a = this.acts;
+    const { qDim, kvDim } = this;
+    this.t0();
+    if (fuse && w.wqkv) {
+      const width = qDim + 2 * kvDim;
+      const qkv = a.qkv.subarray(0, T * width);
+      be.matmul(qkv, normed, w.wqkv, T, w.bqkv);
+      this.t1('matmul.qkv');
+      if (T === 1) return [qkv.subarray(0, qDim), qkv.subarray(qDim, qDim + kvDim), qkv.subarray(qDim + kvDim, width)];
+      this.t0();
+      const q = a.q.subarray(0, T * qDim);
+      const k = a.k.subarray(0, T * kvDim);
+      const v = a.v.subarray(0, T * kvDim);
+      for (let t = 0; t < T; t++) {
+        const row = t * width;
+        q.set(qkv.subarray(row, row + qDim), t * qDim);
+        k.set(qkv.subarray(row + qDim, row + qDim + kvDim), t * kvDim);
+        v.set(qkv.subarray(row + qDim + kvDim, row + width), t * kvDim);
+      }
+      this.t1('split');
+      return [q, k, v];
+    }
+    const q = a.q.subarray(0, T * qDim);
+    const k = a.k.subarray(0, T * kvDim);
+    const v = a.v.subarray(0, T * kvDim);
+    be.matmul(q, normed, w.wq, T, w.bq);
+    be.matmul(k, normed, w.wk, T, w.bk);
+    be.matmul(v, normed, w.wv, T, w.bv);
+    this.t1('matmul.qkv');
+    return [q, k, v];
+  }
+
+  private t0(): void {
+    if (this.profiling) this.tStart = performance.now();
+  }
+
+  private t1(op: string): void {
+    if (this.profiling) this.profile.set(op, (this.profile.get(op) ?? 0) + performance.now() - this.tStart);
+  }
+
+  /** Checks every index the kernels will follow, so a bad batch fails here with a message instead of in a kernel. */
+  private validate(b: ForwardBatch, kvCaches: readonly KvCacheLayer[]): void {
+    const c = this.config;
+    const fail = (msg: string): never => {
+      throw new ForwardBatchError(msg);
+    };
+    const T = b.numTokens;
+    const S = b.numSeqs;
+    if (!Number.isInteger(T) || T < 1) fail(`numTokens must be a positive integer, got ${T}`);
+    if (!Number.isInteger(S) || S < 1 || S > T) fail(`numSeqs must be in [1, numTokens=${T}], got ${S}`);
+    if (!Number.isInteger(b.numPrefills) || b.numPrefills < 0 || b.numPrefills > S) {
+      fail(`numPrefills must be in [0, numSeqs=${S}], got ${b.numPrefills}`);
+    }
+    for (const [name, arr] of [['tokenIds', b.tokenIds], ['positions', b.positions], ['slotMapping', b.slotMapping]] as const) {
+      if (arr.length < T) fail(`${name} has ${arr.length} entries, numTokens is ${T}`);
+    }
+    if (b.queryStartLoc.length < S + 1) fail(`queryStartLoc has ${b.queryStartLoc.length} entries, need numSeqs + 1 = ${S + 1}`);
+    if (b.seqLens.length < S) fail(`seqLens has ${b.seqLens.length} entries, numSeqs is ${S}`);
+    const mbps = b.maxBlocksPerSeq;
+    if (!Number.isInteger(mbps) || mbps < 1) fail(`maxBlocksPerSeq must be a positive integer, got ${mbps}`);
+    if (b.blockTables.length < S * mbps) fail(`blockTables has ${b.blockTables.length} entries, need numSeqs × maxBlocksPerSeq = ${S * mbps}`);
+    if (kvCaches.length !== c.numLayers) fail(`got ${kvCaches.length} KV cache layers, the model has ${c.numLayers}`);
+    const cache0 = kvCaches[0];
+    for (let l = 0; l < kvCaches.length; l++) {
+      const kc = kvCaches[l];
+      if (kc.numKvHeads !== c.numKvHeads || kc.headSize !== c.headSize) {
+        fail(`KV cache layer ${l} is [kvHeads ${kc.numKvHeads}, headSize ${kc.headSize}], the model needs [${c.numKvHeads}, ${c.headSize}]`);
+      }
+      if (kc.numBlocks !== cache0.numBlocks || kc.blockSize !== cache0.blockSize) {
+        fail(`KV cache layer ${l} has ${kc.numBlocks} blocks of ${kc.blockSize}, layer 0 has ${cache0.numBlocks} of ${cache0.blockSize}`);
+      }
+    }
+    const { numBlocks, blockSize } = cache0;
+    const numSlots = numBlocks * blockSize;
+    if (b.queryStartLoc[0] !== 0) fail(`queryStartLoc[0] must be 0, got ${b.queryStartLoc[0]}`);
+    for (let s = 0; s < S; s++) {
+      const qLen = b.queryStartLoc[s + 1] - b.queryStartLoc[s];
+      const seqLen = b.seqLens[s];
+      if (qLen < 1) fail(`sequence ${s} has ${qLen} new tokens (queryStartLoc must increase)`);
+      if (s >= b.numPrefills && qLen !== 1) fail(`sequence ${s} is a decode but has ${qLen} new tokens`);
+      if (seqLen < qLen) fail(`sequence ${s}: seqLens ${seqLen} is shorter than its ${qLen} new tokens`);
+      if (seqLen > mbps * blockSize) fail(`sequence ${s}: seqLens ${seqLen} does not fit ${mbps} blocks of ${blockSize}`);
+      const nb = Math.ceil(seqLen / blockSize);
+      for (let j = 0; j < nb; j++) {
+        const id = b.blockTables[s * mbps + j];
+        if (!(id >= 0 && id < numBlocks)) fail(`sequence ${s}: block table entry ${j} is ${id}, the cache has ${numBlocks} blocks`);
+      }
+      for (let t = b.queryStartLoc[s]; t < b.queryStartLoc[s + 1]; t++) {
+        // The j-th new token of s sits at position seqLen − qLen + j (contract of prefillAttention).
+        const expected = seqLen - qLen + (t - b.queryStartLoc[s]);
+        if (b.positions[t] !== expected) fail(`token ${t} (sequence ${s}) has position ${b.positions[t]}, its place in the sequence is ${expected}`);
+      }
+    }
+    if (b.queryStartLoc[S] !== T) fail(`queryStartLoc[numSeqs] is ${b.queryStartLoc[S]}, numTokens is ${T}`);
+    const maxPos = this.rope.maxPositions;
+    for (let t = 0; t < T; t++) {
+      const id = b.tokenIds[t];
+      if (!(id >= 0 && id < c.vocabSize)) fail(`token ${t}: id ${id} is outside the vocabulary [0, ${c.vocabSize})`);
+      const p = b.positions[t];
+      if (!(p >= 0 && p < maxPos)) fail(`token ${t}: position ${p} is outside [0, ${maxPos}) (the RoPE table; raise maxPositions)`);
+      const slot = b.slotMapping[t];
+      if (slot !== -1 && !(slot >= 0 && slot < numSlots)) fail(`token ${t}: slot ${slot} is outside the cache's ${numSlots} slots`);
+    }
+    for (let j = 0; j < b.sampleIndices.length; j++) {
+      const i = b.sampleIndices[j];
+      if (!(i >= 0 && i < T)) fail(`sampleIndices[${j}] = ${i} is outside [0, numTokens=${T})`);
+    }
+  }
+}

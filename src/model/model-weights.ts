@@ -1,0 +1,322 @@
+import type { Arena, Weight, WeightDType } from '../kernels/backend.js';
+import type { ModelConfig } from './model-config.js';
+import type { TensorInfo } from './model-source.js';
+
+/**
+ * A model file's tensor table does not fit its config: a tensor is missing, has the wrong shape or byte length, an
+ * unsupported type for its role, or is unexpected. The message names the file, the tensor and the field.
+ */
+export class ModelWeightsError extends Error {
+  override readonly name = 'ModelWeightsError';
+}
+
+/** Reads a tensor's bytes (exactly `tensor.byteLength`) into `dest`. The loaders' `readTensorInto` fits. */
+export type TensorReader = (tensor: TensorInfo, dest: Uint8Array) => void | Promise<void>;
+
+/** One transformer block's weights. Matrices keep their file dtype (q8_0 stays quantized); vectors are f32. */
+export interface LayerWeights {
+  readonly attnNorm: Float32Array;
+  readonly wq: Weight;
+  readonly wk: Weight;
+  readonly wv: Weight;
+  /**
+   * q, k and v stacked row-wise in one contiguous allocation ([qDim + 2·kvDim, dim]; wq/wk/wv are views into it) when
+   * the three share a dtype, so one matmul computes all three. Undefined otherwise.
+   */
+  readonly wqkv?: Weight;
+  /** Qwen2 q/k/v biases (f32) [qDim], [kvDim], [kvDim], and stacked [qDim + 2·kvDim] (same memory). */
+  readonly bq?: Float32Array;
+  readonly bk?: Float32Array;
+  readonly bv?: Float32Array;
+  readonly bqkv?: Float32Array;
+  /** Qwen3 per-head RMSNorm weights [headSize]. */
+  readonly qNorm?: Float32Array;
+  readonly kNorm?: Float32Array;
+  readonly wo: Weight;
+  readonly ffnNorm: Float32Array;
+  readonly wGate: Weight;
+  readonly wUp: Weight;
+  /** gate and up stacked row-wise ([2·hiddenDim, dim]; wGate/wUp are views into it) when they share a dtype. */
+  readonly wGateUp?: Weight;
+  readonly wDown: Weight;
+}
+
+/** All weights of a Llama-family model, in the kernel arena. */
+export interface ModelWeights {
+  /** [vocabSize, dim] in the file's dtype. */
+  readonly tokenEmbedding: Weight;
+  readonly layers: readonly LayerWeights[];
+  /** Final RMSNorm [dim]. */
+  readonly outputNorm: Float32Array;
+  /** LM head [vocabSize, dim]; the same object as tokenEmbedding when embeddings are tied. */
+  readonly output: Weight;
+  /** Bytes of weight data placed in the arena (matrices in their dtype, vectors as f32). */
+  readonly bytes: number;
+}
+
+/** Options for {@link loadModelWeights}. */
+export interface LoadWeightsOptions {
+  /** Called after each tensor with bytes read so far and the total to read. */
+  readonly onProgress?: (loadedBytes: number, totalBytes: number) => void;
+  /** Name of the model file for error messages (defaults to each tensor's `file`). */
+  readonly modelPath?: string;
+}
+
+/** Bytes of a [rows, cols] matrix stored as `dtype`. q8_0: 34 bytes per 32 values. */
+export function weightByteLength(dtype: WeightDType, rows: number, cols: number): number {
+  switch (dtype) {
+    case 'f32': return rows * cols * 4;
+    case 'f16':
+    case 'bf16': return rows * cols * 2;
+    case 'q8_0': return rows * (cols / 32) * 34;
+  }
+}
+
+const f16Scratch = new DataView(new ArrayBuffer(4));
+
+/** IEEE half bits → number. */
+export function f16ToF32(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >> 10) & 0x1f;
+  const frac = h & 0x3ff;
+  if (exp === 0) return sign * frac * 2 ** -24;
+  if (exp === 31) return frac === 0 ? sign * Infinity : NaN;
+  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
+}
+
+/** bfloat16 bits → number. */
+export function bf16ToF32(h: number): number {
+  f16Scratch.setUint32(0, h << 16, true);
+  return f16Scratch.getFloat32(0, true);
+}
+
+/**
+ * Converts `count` values of `dtype` raw bytes into `out` (f32). q8_0 is dequantized block by block
+ * (value = f16 scale × int8).
+ */
+export function convertToF32(out: Float32Array, src: Uint8Array, dtype: WeightDType, count: number): void {
+  const view = new DataView(src.buffer, src.byteOffset, src.byteLength);
+  switch (dtype) {
+    case 'f32':
+      for (let i = 0; i < count; i++) out[i] = view.getFloat32(4 * i, true);
+      return;
+    case 'f16':
+      for (let i = 0; i < count; i++) out[i] = f16ToF32(view.getUint16(2 * i, true));
+      return;
+    case 'bf16':
+      for (let i = 0; i < count; i++) out[i] = bf16ToF32(view.getUint16(2 * i, true));
+      return;
+    case 'q8_0':
+      for (let b = 0; b < count / 32; b++) {
+        const scale = f16ToF32(view.getUint16(34 * b, true));
+        for (let j = 0; j < 32; j++) out[32 * b + j] = scale * view.getInt8(34 * b + 2 + j);
+      }
+      return;
+  }
+}
+
+/** What the loader expects of one tensor. */
+interface Expected {
+  readonly name: string;
+  readonly shape: readonly number[];
+}
+
+/**
+ * Loads a Llama / Mistral / Qwen2 / Qwen3 model's tensors into `arena`: matrices keep their dtype (q8_0 stays
+ * quantized, f16/bf16 stay half width), 1-D tensors (norm weights, biases) are converted to f32. q/k/v and gate/up
+ * are placed contiguously so the forward pass can run each group as one matmul. Every tensor is read straight into
+ * its final arena bytes (no second copy of large tensors).
+ *
+ * Expected GGUF names: `token_embd.weight` [vocab, dim], `output_norm.weight` [dim], `output.weight` [vocab, dim]
+ * (absent when tied), and per block N: `blk.N.attn_norm.weight` [dim], `attn_q` [heads·headSize, dim], `attn_k` /
+ * `attn_v` [kvHeads·headSize, dim], `attn_output` [dim, heads·headSize], `ffn_norm` [dim], `ffn_gate` / `ffn_up`
+ * [hidden, dim], `ffn_down` [dim, hidden]; qwen2 adds `attn_q|k|v.bias`, qwen3 adds `attn_q_norm|attn_k_norm`
+ * [headSize].
+ *
+ * Mirrors vLLM's `LlamaForCausalLM.load_weights` (stacked qkv_proj / gate_up_proj).
+ * @throws ModelWeightsError when a tensor is missing, mis-shaped, of the wrong byte length, not a matrix type the
+ *   kernels take, or left over (an unexpected tensor means the config does not describe the file).
+ */
+export async function loadModelWeights(
+  config: ModelConfig,
+  tensors: readonly TensorInfo[],
+  arena: Arena,
+  read: TensorReader,
+  options: LoadWeightsOptions = {},
+): Promise<ModelWeights> {
+  const byName = new Map<string, TensorInfo>();
+  for (const t of tensors) {
+    if (byName.has(t.name)) throw new ModelWeightsError(`${t.file}: tensor ${t.name} appears twice`);
+    byName.set(t.name, t);
+  }
+  const used = new Set<string>();
+  const where = (t: TensorInfo): string => options.modelPath ?? t.file;
+  const fileName = options.modelPath ?? tensors[0]?.file ?? '<model>';
+
+  const { dim, hiddenDim, numHeads, numKvHeads, headSize, vocabSize } = config;
+  const qDim = numHeads * headSize;
+  const kvDim = numKvHeads * headSize;
+
+  const get = (e: Expected, optional = false): TensorInfo | undefined => {
+    const t = byName.get(e.name);
+    if (t === undefined) {
+      if (optional) return undefined;
+      throw new ModelWeightsError(`${fileName}: tensor ${e.name} is missing (expected shape [${e.shape.join(', ')}])`);
+    }
+    used.add(e.name);
+    const shape = t.shape;
+    if (shape.length !== e.shape.length || shape.some((d, i) => d !== e.shape[i])) {
+      throw new ModelWeightsError(
+        `${where(t)}: tensor ${t.name} has shape [${t.shape.join(', ')}], expected [${e.shape.join(', ')}] from the model config`);
+    }
+    const cols = e.shape[e.shape.length - 1];
+    const rows = e.shape.length === 2 ? e.shape[0] : 1;
+    if (t.dtype === 'q8_0' && cols % 32 !== 0) {
+      throw new ModelWeightsError(`${where(t)}: tensor ${t.name} is q8_0 but its row length ${cols} is not a multiple of 32`);
+    }
+    const expectedBytes = weightByteLength(t.dtype, rows, cols);
+    if (t.byteLength !== expectedBytes) {
+      throw new ModelWeightsError(
+        `${where(t)}: tensor ${t.name} (${t.dtype} [${t.shape.join(', ')}]) has byteLength ${t.byteLength}, expected ${expectedBytes}`);
+    }
+    return t;
+  };
+
+  // Plan every tensor first so progress knows the total and shape errors come before any reading.
+  interface MatrixGroup { readonly tensors: readonly TensorInfo[]; readonly rows: readonly number[]; readonly cols: number }
+  const vec = (name: string, len: number, optional = false): TensorInfo | undefined => get({ name, shape: [len] }, optional);
+  const mat = (name: string, rows: number, cols: number, optional = false): TensorInfo | undefined =>
+    get({ name, shape: [rows, cols] }, optional);
+
+  const embT = mat('token_embd.weight', vocabSize, dim)!;
+  const outNormT = vec('output_norm.weight', dim)!;
+  const outT = config.tiedEmbeddings ? undefined : mat('output.weight', vocabSize, dim)!;
+  if (config.tiedEmbeddings && byName.has('output.weight')) {
+    throw new ModelWeightsError(`${fileName}: tensor output.weight is present but the config says embeddings are tied`);
+  }
+
+  interface LayerPlan {
+    attnNorm: TensorInfo; qkv: MatrixGroup; bias?: readonly TensorInfo[]; qNorm?: TensorInfo; kNorm?: TensorInfo;
+    wo: TensorInfo; ffnNorm: TensorInfo; gateUp: MatrixGroup; down: TensorInfo;
+  }
+  const plans: LayerPlan[] = [];
+  for (let l = 0; l < config.numLayers; l++) {
+    const p = `blk.${l}.`;
+    const q = mat(`${p}attn_q.weight`, qDim, dim)!;
+    const k = mat(`${p}attn_k.weight`, kvDim, dim)!;
+    const v = mat(`${p}attn_v.weight`, kvDim, dim)!;
+    const plan: LayerPlan = {
+      attnNorm: vec(`${p}attn_norm.weight`, dim)!,
+      qkv: { tensors: [q, k, v], rows: [qDim, kvDim, kvDim], cols: dim },
+      wo: mat(`${p}attn_output.weight`, dim, qDim)!,
+      ffnNorm: vec(`${p}ffn_norm.weight`, dim)!,
+      gateUp: {
+        tensors: [mat(`${p}ffn_gate.weight`, hiddenDim, dim)!, mat(`${p}ffn_up.weight`, hiddenDim, dim)!],
+        rows: [hiddenDim, hiddenDim], cols: dim,
+      },
+      down: mat(`${p}ffn_down.weight`, dim, hiddenDim)!,
+    };
+    if (config.qkvBias) {
+      plan.bias = [vec(`${p}attn_q.bias`, qDim)!, vec(`${p}attn_k.bias`, kvDim)!, vec(`${p}attn_v.bias`, kvDim)!];
+    }
+    if (config.qkNorm) {
+      plan.qNorm = vec(`${p}attn_q_norm.weight`, headSize)!;
+      plan.kNorm = vec(`${p}attn_k_norm.weight`, headSize)!;
+    }
+    plans.push(plan);
+  }
+  // Tensors the forward pass does not use but files commonly carry (precomputed RoPE tables).
+  const ignorable = (name: string): boolean => name === 'rope_freqs.weight' || /^blk\.\d+\.rope_freqs\.weight$/.test(name);
+  for (const name of byName.keys()) {
+    if (!used.has(name) && !ignorable(name)) {
+      throw new ModelWeightsError(
+        `${where(byName.get(name)!)}: unexpected tensor ${name} for a ${config.architecture} model with ` +
+        `${config.numLayers} layers (qkvBias=${config.qkvBias}, qkNorm=${config.qkNorm}, tied=${config.tiedEmbeddings})`);
+    }
+  }
+
+  let total = 0;
+  for (const name of used) total += byName.get(name)!.byteLength;
+  let loaded = 0;
+  let bytes = 0;
+  const progress = (t: TensorInfo): void => {
+    loaded += t.byteLength;
+    options.onProgress?.(loaded, total);
+  };
+
+  const loadMatrix = async (t: TensorInfo): Promise<Weight> => {
+    const data = arena.allocBytes(t.byteLength, 64);
+    await read(t, data);
+    bytes += t.byteLength;
+    progress(t);
+    return { dtype: t.dtype, rows: t.shape[0], cols: t.shape[1], data };
+  };
+  /** Loads tensors of one dtype back to back into one allocation; returns the parts and the stacked weight. */
+  const loadGroup = async (g: MatrixGroup): Promise<{ parts: Weight[]; stacked?: Weight }> => {
+    const dtype = g.tensors[0].dtype;
+    if (!g.tensors.every((t) => t.dtype === dtype)) {
+      const parts: Weight[] = [];
+      for (const t of g.tensors) parts.push(await loadMatrix(t));
+      return { parts };
+    }
+    const totalBytes = g.tensors.reduce((s, t) => s + t.byteLength, 0);
+    const region = arena.allocBytes(totalBytes, 64);
+    const parts: Weight[] = [];
+    let off = 0;
+    for (let i = 0; i < g.tensors.length; i++) {
+      const t = g.tensors[i];
+      const data = region.subarray(off, off + t.byteLength);
+      await read(t, data);
+      off += t.byteLength;
+      progress(t);
+      parts.push({ dtype, rows: g.rows[i], cols: g.cols, data });
+    }
+    bytes += totalBytes;
+    const rows = g.rows.reduce((s, r) => s + r, 0);
+    return { parts, stacked: { dtype, rows, cols: g.cols, data: region } };
+  };
+  const loadVectors = async (ts: readonly TensorInfo[]): Promise<{ parts: Float32Array[]; stacked: Float32Array }> => {
+    const lens = ts.map((t) => t.shape[t.shape.length - 1]);
+    const stacked = arena.allocF32(lens.reduce((s, n) => s + n, 0));
+    const parts: Float32Array[] = [];
+    let off = 0;
+    for (let i = 0; i < ts.length; i++) {
+      const t = ts[i];
+      const raw = new Uint8Array(t.byteLength);
+      await read(t, raw);
+      const out = stacked.subarray(off, off + lens[i]);
+      convertToF32(out, raw, t.dtype, lens[i]);
+      parts.push(out);
+      off += lens[i];
+      progress(t);
+    }
+    bytes += stacked.byteLength;
+    return { parts, stacked };
+  };
+  const loadVector = async (t: TensorInfo): Promise<Float32Array> => (await loadVectors([t])).parts[0];
+
+  const tokenEmbedding = await loadMatrix(embT);
+  const layers: LayerWeights[] = [];
+  for (const p of plans) {
+    const attnNorm = await loadVector(p.attnNorm);
+    const qkv = await loadGroup(p.qkv);
+    const bias = p.bias ? await loadVectors(p.bias) : undefined;
+    const qNorm = p.qNorm ? await loadVector(p.qNorm) : undefined;
+    const kNorm = p.kNorm ? await loadVector(p.kNorm) : undefined;
+    const wo = await loadMatrix(p.wo);
+    const ffnNorm = await loadVector(p.ffnNorm);
+    const gateUp = await loadGroup(p.gateUp);
+    const wDown = await loadMatrix(p.down);
+    layers.push({
+      attnNorm,
+      wq: qkv.parts[0], wk: qkv.parts[1], wv: qkv.parts[2], wqkv: qkv.stacked,
+      bq: bias?.parts[0], bk: bias?.parts[1], bv: bias?.parts[2], bqkv: bias?.stacked,
+      qNorm, kNorm, wo, ffnNorm,
+      wGate: gateUp.parts[0], wUp: gateUp.parts[1], wGateUp: gateUp.stacked,
+      wDown,
+    });
+  }
+  const outputNorm = await loadVector(outNormT);
+  const output = outT ? await loadMatrix(outT) : tokenEmbedding;
+  return { tokenEmbedding, layers, outputNorm, output, bytes };
+}
