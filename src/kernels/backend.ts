@@ -178,6 +178,12 @@ export interface KernelBackend {
   prefillAttention(input: PrefillAttentionInput): void;
   /** For every (src, dst) pair, copies block src to block dst in each given layer's K and V (and scales). */
   copyBlocks(layers: readonly KvCacheLayer[], pairs: ReadonlyArray<readonly [number, number]>): void;
+  /**
+   * For every (src, dst) pair copies block src of layer `src` onto block dst of layer `dst` (K, V and int8 scales):
+   * swap-out (arena → host tier) or swap-in (host → arena). The layers must agree in dtype, numKvHeads, blockSize
+   * and headSize; either may live outside the arena. Mirrors vLLM's `swap_blocks` (csrc/cache_kernels.cu).
+   */
+  swapBlocks(src: KvCacheLayer, dst: KvCacheLayer, pairs: ReadonlyArray<readonly [number, number]>): void;
 
   /** Terminates worker threads. The backend is unusable afterwards. */
   close(): Promise<void>;
