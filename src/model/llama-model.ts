@@ -168,7 +168,7 @@ export class LlamaModel implements CausalLM {
     const be = this.backend;
     const c = this.config;
     const { dim, hiddenDim, numHeads, numKvHeads, headSize, normEps: eps } = c;
-    const { qDim, kvDim } = this;
+    const { qDim } = this;
     const numSeqs = batch.numSeqs;
     const mbps = batch.maxBlocksPerSeq;
 
