@@ -1,4 +1,6 @@
-import type { Arena, Weight, WeightDType } from '../kernels/backend.js';
+import type { Arena, Weight } from '../kernels/backend.js';
+import { weightBytes } from '../kernels/validate.js';
+import { decodeWeightRow } from '../kernels/weight-codec.js';
 import type { ModelConfig } from './model-config.js';
 import type { TensorInfo } from './model-source.js';
 
@@ -62,59 +64,6 @@ export interface LoadWeightsOptions {
   readonly modelPath?: string;
 }
 
-/** Bytes of a [rows, cols] matrix stored as `dtype`. q8_0: 34 bytes per 32 values. */
-export function weightByteLength(dtype: WeightDType, rows: number, cols: number): number {
-  switch (dtype) {
-    case 'f32': return rows * cols * 4;
-    case 'f16':
-    case 'bf16': return rows * cols * 2;
-    case 'q8_0': return rows * (cols / 32) * 34;
-  }
-}
-
-const f16Scratch = new DataView(new ArrayBuffer(4));
-
-/** IEEE half bits → number. */
-export function f16ToF32(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >> 10) & 0x1f;
-  const frac = h & 0x3ff;
-  if (exp === 0) return sign * frac * 2 ** -24;
-  if (exp === 31) return frac === 0 ? sign * Infinity : NaN;
-  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
-}
-
-/** bfloat16 bits → number. */
-export function bf16ToF32(h: number): number {
-  f16Scratch.setUint32(0, h << 16, true);
-  return f16Scratch.getFloat32(0, true);
-}
-
-/**
- * Converts `count` values of `dtype` raw bytes into `out` (f32). q8_0 is dequantized block by block
- * (value = f16 scale × int8).
- */
-export function convertToF32(out: Float32Array, src: Uint8Array, dtype: WeightDType, count: number): void {
-  const view = new DataView(src.buffer, src.byteOffset, src.byteLength);
-  switch (dtype) {
-    case 'f32':
-      for (let i = 0; i < count; i++) out[i] = view.getFloat32(4 * i, true);
-      return;
-    case 'f16':
-      for (let i = 0; i < count; i++) out[i] = f16ToF32(view.getUint16(2 * i, true));
-      return;
-    case 'bf16':
-      for (let i = 0; i < count; i++) out[i] = bf16ToF32(view.getUint16(2 * i, true));
-      return;
-    case 'q8_0':
-      for (let b = 0; b < count / 32; b++) {
-        const scale = f16ToF32(view.getUint16(34 * b, true));
-        for (let j = 0; j < 32; j++) out[32 * b + j] = scale * view.getInt8(34 * b + 2 + j);
-      }
-      return;
-  }
-}
-
 /** What the loader expects of one tensor. */
 interface Expected {
   readonly name: string;
@@ -174,7 +123,7 @@ export async function loadModelWeights(
     if (t.dtype === 'q8_0' && cols % 32 !== 0) {
       throw new ModelWeightsError(`${where(t)}: tensor ${t.name} is q8_0 but its row length ${cols} is not a multiple of 32`);
     }
-    const expectedBytes = weightByteLength(t.dtype, rows, cols);
+    const expectedBytes = weightBytes({ dtype: t.dtype, rows, cols });
     if (t.byteLength !== expectedBytes) {
       throw new ModelWeightsError(
         `${where(t)}: tensor ${t.name} (${t.dtype} [${t.shape.join(', ')}]) has byteLength ${t.byteLength}, expected ${expectedBytes}`);
@@ -285,7 +234,7 @@ export async function loadModelWeights(
       const raw = new Uint8Array(t.byteLength);
       await read(t, raw);
       const out = stacked.subarray(off, off + lens[i]);
-      convertToF32(out, raw, t.dtype, lens[i]);
+      decodeWeightRow({ dtype: t.dtype, rows: 1, cols: lens[i], data: raw }, 0, out);
       parts.push(out);
       off += lens[i];
       progress(t);

@@ -1,3 +1,4 @@
+import { computeCosSin } from '../kernels/rope-cache.js';
 import type { Llama3RopeScaling, ModelConfig } from './model-config.js';
 
 /** A RoPE table or its parameters are invalid (non-positive sizes, an odd rotary dimension, bad scaling factors). */
@@ -47,30 +48,6 @@ export function ropeInvFrequencies(rotaryDim: number, theta: number, scaling?: L
 }
 
 /**
- * Fills `out` [maxPositions, rotaryDim] with the table the `rope` kernel reads: row p holds
- * cos(p·invFreq[i]) for i < rotaryDim/2, then sin(p·invFreq[i]). Angles are computed in float64 and rounded once.
- * @throws RopeConfigError when `out` is not exactly maxPositions × rotaryDim values.
- */
-export function fillRopeCosSin(out: Float32Array, maxPositions: number, invFreq: Float64Array): void {
-  const half = invFreq.length;
-  const rotaryDim = 2 * half;
-  if (!Number.isInteger(maxPositions) || maxPositions <= 0) {
-    throw new RopeConfigError(`maxPositions must be a positive integer, got ${maxPositions}`);
-  }
-  if (out.length !== maxPositions * rotaryDim) {
-    throw new RopeConfigError(`cos/sin table has ${out.length} values, expected ${maxPositions} × ${rotaryDim}`);
-  }
-  for (let p = 0; p < maxPositions; p++) {
-    const row = p * rotaryDim;
-    for (let i = 0; i < half; i++) {
-      const angle = p * invFreq[i];
-      out[row + i] = Math.cos(angle);
-      out[row + half + i] = Math.sin(angle);
-    }
-  }
-}
-
-/**
  * The rotary-embedding cos/sin cache of a model: a [maxPositions, rotaryDim] f32 table (cos half, then sin half per
  * row) the `rope` kernel indexes by position. The table lives wherever `alloc` puts it (the kernel arena for the
  * wasm backend). Mirrors vLLM's `RotaryEmbedding._compute_cos_sin_cache`.
@@ -97,7 +74,7 @@ export class RopeCache {
       throw new RopeConfigError(`maxPositions must be a positive integer, got ${maxPositions}`);
     }
     this.cosSin = alloc(maxPositions * rotaryDim);
-    fillRopeCosSin(this.cosSin, maxPositions, invFreq);
+    computeCosSin(maxPositions, rotaryDim, theta, this.cosSin, invFreq);
   }
 
   /** The cache for `config` (theta, Llama-3 scaling, rotaryDim = headSize) with `maxPositions` rows. */
