@@ -76,7 +76,9 @@ describe('loadModelWeights', () => {
       rm.tensors.map((t) => (t.name === name ? f(t) : t));
 
     it('missing tensor', async () => {
-      await expect(load(rm.tensors.filter((t) => t.name !== 'blk.0.attn_v.weight')))
+      const missing = rm.tensors.filter((t) => t.name !== 'blk.0.attn_v.weight');
+      await expect(load(missing)).rejects.toBeInstanceOf(ModelWeightsError);
+      await expect(load(missing))
         .rejects.toThrow(/m\.gguf: tensor blk\.0\.attn_v\.weight is missing \(expected shape \[32, 64\]\)/);
     });
     it('wrong shape', async () => {
