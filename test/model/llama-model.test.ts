@@ -66,7 +66,7 @@ describe('LlamaModel', () => {
       good = kv.buildBatch([{ seq: a, tokens: [5, 6], prefill: true }, { seq: b, tokens: [7], prefill: false }]);
     });
     const bad: Array<[string, (b: ForwardBatch) => Partial<ForwardBatch>, RegExp]> = [
-      ['token outside the vocabulary', (b) => ({ tokenIds: Int32Array.from([5, 80, 7]) }), /id 80 is outside the vocabulary \[0, 80\)/],
+      ['token outside the vocabulary', () => ({ tokenIds: Int32Array.from([5, 80, 7]) }), /id 80 is outside the vocabulary \[0, 80\)/],
       ['negative token', () => ({ tokenIds: Int32Array.from([5, -1, 7]) }), /id -1/],
       ['position not matching the sequence', () => ({ positions: Int32Array.from([0, 2, 3]) }), /token 1 .* has position 2, its place in the sequence is 1/],
       ['slot outside the cache', () => ({ slotMapping: Int32Array.from([0, 1, 32]) }), /slot 32 is outside the cache's 32 slots/],
