@@ -1,9 +1,10 @@
 /**
- * Test helper: a paged KV cache in the kernel arena with a tiny block allocator, and a builder for flattened
- * `ForwardBatch`es over it. Physical blocks are handed out in a seeded random order so that a sequence's blocks are
+ * Test helper: a paged KV cache in the kernel arena (the real `CacheEngine`'s compute tier) with a tiny block
+ * allocator, and a builder for flattened `ForwardBatch`es over it. Physical blocks are handed out in a seeded random order so that a sequence's blocks are
  * scattered through the cache and every test exercises the block-table indirection.
  */
-import type { KernelBackend, KvCacheLayer } from '../../src/kernels/backend.js';
+import { CacheEngine } from '../../src/cache/cache-engine.js';
+import type { KernelBackend, KvCacheDType, KvCacheLayer } from '../../src/kernels/backend.js';
 import type { CausalLM, ForwardBatch } from '../../src/model/forward-batch.js';
 import type { ModelConfig } from '../../src/model/model-config.js';
 
@@ -37,20 +38,17 @@ export function mulberry32(seed: number): () => number {
   };
 }
 
-/** A fp32 paged KV cache for every layer of `config`, plus a block allocator and batch builder. */
+/** A paged KV cache (fp32 by default) for every layer of `config`, plus a block allocator and batch builder. */
 export class TestKvCache {
-  readonly layers: KvCacheLayer[];
+  readonly layers: readonly KvCacheLayer[];
   private readonly free: number[];
 
-  constructor(backend: KernelBackend, config: ModelConfig, readonly blockSize: number, readonly numBlocks: number, seed = 1) {
-    const per = numBlocks * config.numKvHeads * blockSize * config.headSize;
-    this.layers = [];
-    for (let l = 0; l < config.numLayers; l++) {
-      this.layers.push({
-        dtype: 'fp32', numBlocks, numKvHeads: config.numKvHeads, blockSize, headSize: config.headSize,
-        k: backend.arena.allocF32(per), v: backend.arena.allocF32(per),
-      });
-    }
+  constructor(backend: KernelBackend, config: ModelConfig, readonly blockSize: number, readonly numBlocks: number, seed = 1,
+    cacheDtype: KvCacheDType = 'fp32') {
+    const engine = new CacheEngine(
+      { numLayers: config.numLayers, numKvHeads: config.numKvHeads, headSize: config.headSize, blockSize, cacheDtype },
+      backend, { numGpuBlocks: numBlocks, numCpuBlocks: 0 });
+    this.layers = engine.gpuCache;
     const rand = mulberry32(seed);
     this.free = Array.from({ length: numBlocks }, (_, i) => i);
     for (let i = this.free.length - 1; i > 0; i--) {
