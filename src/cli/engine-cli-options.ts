@@ -1,0 +1,78 @@
+import { Option, type Command } from 'commander';
+import { defaultModelPath } from './default-model.js';
+import { anyInt, byteSize, intAtLeast } from './option-parsers.js';
+
+/**
+ * The engine flags `serve`, `generate`, `chat` and `info` share, with vLLM's names (vllm/engine/arg_utils.py
+ * `EngineArgs.add_cli_args`): what commander hands the command after parsing and checking them.
+ */
+export interface EngineCliOptions {
+  /** Model file or folder (llama2.c folder, .gguf file, Hugging Face folder). */
+  model: string;
+  /** Names the API accepts in `model` (the first is reported); default: the model folder or file name. */
+  servedModelName?: string[];
+  /** Tokens per KV block. */
+  blockSize: number;
+  /** Bytes of KV cache in the compute tier (`Device.GPU`). */
+  kvCacheMemory?: number;
+  /** Exact number of GPU-tier blocks, overriding the memory budget. */
+  numGpuBlocksOverride?: number;
+  /** Bytes of host swap tier (`Device.CPU`). */
+  swapSpace?: number;
+  maxNumSeqs?: number;
+  maxNumBatchedTokens?: number;
+  maxModelLen?: number;
+  enablePrefixCaching: boolean;
+  enableChunkedPrefill?: boolean;
+  preemptionMode?: 'recompute' | 'swap';
+  kvCacheDtype: 'auto' | 'fp32' | 'fp16' | 'int8';
+  schedulingPolicy: 'fcfs' | 'priority';
+  /** Kernel threads (the calling thread included); default: the number of CPU cores. */
+  threads?: number;
+  /** Global seed for requests that give none. */
+  seed?: number;
+  /** A chat template: a file path, or the Jinja text itself. */
+  chatTemplate?: string;
+  /** Run a model whose weights are random (made by `create-random-model`); its text is meaningless. */
+  allowRandomWeights: boolean;
+  /** Kernel backend: the WebAssembly SIMD one, or the plain TypeScript reference (slow, for debugging). */
+  backend: 'wasm' | 'reference';
+}
+
+/**
+ * Adds the shared engine flags to `cmd`. Defaults left unset here are the engine's own (stated in `--help` and the
+ * README); the model defaults to {@link defaultModelPath}.
+ */
+export function addEngineOptions(cmd: Command): Command {
+  return cmd
+    .option('--model <path>', 'model file or folder (llama2.c folder, .gguf, Hugging Face folder); env PAGELLM_MODEL',
+      defaultModelPath())
+    .option('--served-model-name <names...>', 'model name(s) the API answers to (default: the model\'s folder/file name)')
+    .option('--block-size <tokens>', 'tokens per KV cache block', intAtLeast(1), 16)
+    .option('--kv-cache-memory <bytes>', 'KV cache budget in the compute tier, e.g. 512MiB, 2GiB (default 512MiB)', byteSize)
+    .option('--num-gpu-blocks-override <n>', 'exact number of KV blocks in the compute tier (overrides --kv-cache-memory)',
+      intAtLeast(1))
+    .option('--swap-space <bytes>', 'host swap tier for preempted sequences, e.g. 256MiB (default 0: preempt by recompute)',
+      byteSize)
+    .option('--max-num-seqs <n>', 'most sequences in one batch (default 256)', intAtLeast(1))
+    .option('--max-num-batched-tokens <n>', 'most tokens in one step (default: the engine\'s, see README)', intAtLeast(1))
+    .option('--max-model-len <tokens>', 'longest prompt + output in tokens (default: the model\'s context length)',
+      intAtLeast(1))
+    .option('--enable-prefix-caching', 'share KV blocks of identical prompt prefixes (default on)')
+    .option('--no-enable-prefix-caching', 'turn prefix caching off')
+    .option('--enable-chunked-prefill', 'split long prefills into chunks mixed with decodes (default on)')
+    .option('--no-enable-chunked-prefill', 'turn chunked prefill off')
+    .addOption(new Option('--preemption-mode <mode>',
+      'how to preempt when blocks run out (default: swap for groups with n > 1, else recompute)')
+      .choices(['recompute', 'swap']))
+    .addOption(new Option('--kv-cache-dtype <dtype>', 'KV cache element type (auto = fp32)')
+      .choices(['auto', 'fp32', 'fp16', 'int8']).default('auto'))
+    .addOption(new Option('--scheduling-policy <policy>', 'fcfs or priority (requests carry a priority)')
+      .choices(['fcfs', 'priority']).default('fcfs'))
+    .option('--threads <n>', 'kernel threads, the main thread included (default: the number of CPU cores)', intAtLeast(1))
+    .option('--seed <n>', 'seed for requests that give none', anyInt)
+    .option('--chat-template <file-or-template>', 'Jinja chat template (a file path or the template text)')
+    .option('--allow-random-weights', 'run a model with random weights (create-random-model); its text is meaningless',
+      false)
+    .addOption(new Option('--backend <kind>', 'kernel backend').choices(['wasm', 'reference']).default('wasm'));
+}

@@ -1,0 +1,52 @@
+import { InvalidArgumentError } from 'commander';
+import { InvalidSizeError, parseSize } from './parse-size.js';
+
+/**
+ * Argument parsers for commander options: each turns the flag's text into a checked value or throws commander's
+ * `InvalidArgumentError` (commander then prints `error: option '--x <n>' argument 'y' is invalid. <why>` and exits
+ * with status 1).
+ */
+
+/** An integer ≥ `min` (default 1). */
+export function intAtLeast(min = 1): (value: string) => number {
+  return (value: string): number => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isSafeInteger(n) || n < min) {
+      throw new InvalidArgumentError(`expected an integer ≥ ${min}.`);
+    }
+    return n;
+  };
+}
+
+/** Any safe integer (seeds). */
+export function anyInt(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isSafeInteger(n)) throw new InvalidArgumentError('expected an integer.');
+  return n;
+}
+
+/** A finite number within [min, max]. */
+export function numberIn(min: number, max: number): (value: string) => number {
+  return (value: string): number => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isFinite(n) || n < min || n > max) {
+      throw new InvalidArgumentError(`expected a number in [${min}, ${max}].`);
+    }
+    return n;
+  };
+}
+
+/** A byte size (`512MiB`, `2GiB`, `1GB`, `4096`); see parse-size.ts. */
+export function byteSize(value: string): number {
+  try {
+    return parseSize(value);
+  } catch (err) {
+    if (err instanceof InvalidSizeError) throw new InvalidArgumentError(err.message + '.');
+    throw err;
+  }
+}
+
+/** Collects a repeatable option into an array (`--prompt a --prompt b`). */
+export function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
