@@ -1,0 +1,45 @@
+/**
+ * Typed errors of the engine layer. Every message says what was wrong and, where it helps, what to do instead.
+ */
+
+/** Base class of every error the engine throws on purpose. */
+export class EngineError extends Error {
+  override readonly name: string = 'EngineError';
+}
+
+/**
+ * A sampling parameter is out of range or of the wrong type. `field` names the parameter (camelCase, as in
+ * {@link SamplingParams}). Mirrors the `ValueError`s of vLLM's `SamplingParams._verify_args`
+ * (vllm/sampling_params.py).
+ */
+export class SamplingParamsError extends EngineError {
+  override readonly name = 'SamplingParamsError';
+  constructor(readonly field: string, message: string) {
+    super(`invalid sampling parameter ${field}: ${message}`);
+  }
+}
+
+/** An engine, scheduler or LLM option is invalid (a budget below 1, an unknown policy, a chunk size that does not fit). */
+export class EngineConfigError extends EngineError {
+  override readonly name = 'EngineConfigError';
+}
+
+/** A request id is already in use by an unfinished request. */
+export class DuplicateRequestError extends EngineError {
+  override readonly name = 'DuplicateRequestError';
+}
+
+/** A request's input is unusable: an empty prompt, a token id outside the vocabulary, an unknown priority type. */
+export class InvalidRequestError extends EngineError {
+  override readonly name = 'InvalidRequestError';
+}
+
+/** The engine was used after `close()`, or its state is inconsistent (a bug: the message says which invariant broke). */
+export class EngineStateError extends EngineError {
+  override readonly name = 'EngineStateError';
+}
+
+/** A request was aborted (by `abortRequest`, a consumer that stopped reading, or an AbortSignal). */
+export class RequestAbortedError extends EngineError {
+  override readonly name = 'RequestAbortedError';
+}

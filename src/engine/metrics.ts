@@ -1,0 +1,167 @@
+import type { FinishReason } from './sequence.js';
+
+/** Names of the per-request and per-token latency / size histograms the engine records. */
+export type HistogramName =
+  /** Time to first token, ms (arrival → first output token). */
+  | 'ttftMs'
+  /** Inter-token latency, ms, one sample per output token after the first. */
+  | 'itlMs'
+  /** Time per output token, ms, one sample per finished request: (finished − first token) / (output tokens − 1). */
+  | 'tpotMs'
+  /** End-to-end latency, ms (arrival → finished). */
+  | 'e2eMs'
+  /** Time in the waiting queue before first scheduled, ms. */
+  | 'queueMs'
+  /** Prompt tokens per finished request. */
+  | 'promptTokens'
+  /** Generated tokens per finished request (all its sequences). */
+  | 'generationTokens';
+
+/** The histogram names, in a fixed order. */
+export const HISTOGRAM_NAMES: readonly HistogramName[] =
+  ['ttftMs', 'itlMs', 'tpotMs', 'e2eMs', 'queueMs', 'promptTokens', 'generationTokens'];
+
+/** Receives every histogram observation as it happens (the server feeds prom-client histograms this way). */
+export type MetricsListener = (name: HistogramName, value: number) => void;
+
+/** A snapshot of the engine's state and counters. Mirrors vLLM's `Stats` (vllm/engine/metrics_types.py). */
+export interface EngineStats {
+  /** ms, `performance.now()` clock. */
+  readonly now: number;
+  readonly numRunning: number;
+  readonly numWaiting: number;
+  readonly numSwapped: number;
+  readonly numGpuBlocks: number;
+  readonly numCpuBlocks: number;
+  readonly numFreeGpuBlocks: number;
+  readonly numFreeCpuBlocks: number;
+  /** Fraction of compute-tier blocks in use, in [0, 1]. */
+  readonly gpuCacheUsage: number;
+  /** Fraction of swap-tier blocks in use, in [0, 1]. */
+  readonly cpuCacheUsage: number;
+  /** Highest gpuCacheUsage seen after any step. */
+  readonly peakGpuCacheUsage: number;
+  /** Prompt tokens looked up in the prefix cache when their request was admitted, and the tokens found there. */
+  readonly prefixCacheQueries: number;
+  readonly prefixCacheHits: number;
+  /** The block manager's block-level hit rate on the compute tier, in [0, 1] (NaN when not available). */
+  readonly gpuPrefixCacheHitRate: number;
+  readonly numPreemptionsRecompute: number;
+  readonly numPreemptionsSwap: number;
+  readonly numBlocksSwappedIn: number;
+  readonly numBlocksSwappedOut: number;
+  readonly numBlocksCopied: number;
+  /** Prompt tokens computed by the model (prefix-cache hits excluded; recomputation included). */
+  readonly numPromptTokensComputed: number;
+  /** Prompt tokens of admitted requests (each request once). */
+  readonly promptTokens: number;
+  /** Tokens sampled. */
+  readonly generationTokens: number;
+  readonly numSteps: number;
+  readonly requestsFinished: Readonly<Record<FinishReason, number>>;
+}
+
+/** Mutable counters the engine updates; {@link EngineMetrics.snapshot} adds the live queue and cache figures. */
+export interface EngineCounters {
+  peakGpuCacheUsage: number;
+  prefixCacheQueries: number;
+  prefixCacheHits: number;
+  numPreemptionsRecompute: number;
+  numPreemptionsSwap: number;
+  numBlocksSwappedIn: number;
+  numBlocksSwappedOut: number;
+  numBlocksCopied: number;
+  numPromptTokensComputed: number;
+  promptTokens: number;
+  generationTokens: number;
+  numSteps: number;
+  requestsFinished: Record<FinishReason, number>;
+}
+
+/** Live figures the engine reads from its scheduler and block manager when a snapshot is taken. */
+export interface EngineGauges {
+  readonly numRunning: number;
+  readonly numWaiting: number;
+  readonly numSwapped: number;
+  readonly numGpuBlocks: number;
+  readonly numCpuBlocks: number;
+  readonly numFreeGpuBlocks: number;
+  readonly numFreeCpuBlocks: number;
+  readonly gpuPrefixCacheHitRate: number;
+}
+
+/**
+ * The engine's metrics: plain counters and bounded histogram sample windows (the most recent `maxSamples` values
+ * of each histogram), plus listeners that see every observation. Nothing here depends on an exporter; the server
+ * maps them to Prometheus metrics. Mirrors what vLLM's `StatLoggerBase` / `PrometheusStatLogger` record
+ * (vllm/engine/metrics.py).
+ */
+export class EngineMetrics {
+  readonly counters: EngineCounters = {
+    peakGpuCacheUsage: 0, prefixCacheQueries: 0, prefixCacheHits: 0, numPreemptionsRecompute: 0,
+    numPreemptionsSwap: 0, numBlocksSwappedIn: 0, numBlocksSwappedOut: 0, numBlocksCopied: 0,
+    numPromptTokensComputed: 0, promptTokens: 0, generationTokens: 0, numSteps: 0,
+    requestsFinished: { stop: 0, length: 0, abort: 0 },
+  };
+  private readonly samples = new Map<HistogramName, number[]>();
+  private readonly listeners = new Set<MetricsListener>();
+
+  /** @param maxSamples values kept per histogram (older ones are dropped; listeners still see every value). */
+  constructor(readonly maxSamples = 100_000) {
+    for (const n of HISTOGRAM_NAMES) this.samples.set(n, []);
+  }
+
+  /** Records one observation. */
+  observe(name: HistogramName, value: number): void {
+    const arr = this.samples.get(name)!;
+    arr.push(value);
+    if (arr.length > this.maxSamples) arr.splice(0, arr.length - this.maxSamples);
+    for (const l of this.listeners) l(name, value);
+  }
+
+  /** The kept samples of a histogram, oldest first (a copy). */
+  getSamples(name: HistogramName): number[] {
+    return [...this.samples.get(name)!];
+  }
+
+  /** Calls `listener` with every future observation; returns a function that removes it. */
+  addListener(listener: MetricsListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Counters and gauges together. */
+  snapshot(gauges: EngineGauges, now: number = performance.now()): EngineStats {
+    const c = this.counters;
+    const usage = (free: number, total: number): number => (total > 0 ? (total - free) / total : 0);
+    return {
+      now,
+      ...gauges,
+      gpuCacheUsage: usage(gauges.numFreeGpuBlocks, gauges.numGpuBlocks),
+      cpuCacheUsage: usage(gauges.numFreeCpuBlocks, gauges.numCpuBlocks),
+      peakGpuCacheUsage: c.peakGpuCacheUsage,
+      prefixCacheQueries: c.prefixCacheQueries,
+      prefixCacheHits: c.prefixCacheHits,
+      numPreemptionsRecompute: c.numPreemptionsRecompute,
+      numPreemptionsSwap: c.numPreemptionsSwap,
+      numBlocksSwappedIn: c.numBlocksSwappedIn,
+      numBlocksSwappedOut: c.numBlocksSwappedOut,
+      numBlocksCopied: c.numBlocksCopied,
+      numPromptTokensComputed: c.numPromptTokensComputed,
+      promptTokens: c.promptTokens,
+      generationTokens: c.generationTokens,
+      numSteps: c.numSteps,
+      requestsFinished: { ...c.requestsFinished },
+    };
+  }
+}
+
+/** The q-quantile (0..1) of values by linear interpolation; NaN for an empty list. For bench and log summaries. */
+export function quantile(values: readonly number[], q: number): number {
+  if (values.length === 0) return NaN;
+  const s = [...values].sort((a, b) => a - b);
+  const pos = (s.length - 1) * Math.min(1, Math.max(0, q));
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  return s[lo] + (s[hi] - s[lo]) * (pos - lo);
+}

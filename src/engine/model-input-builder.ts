@@ -1,0 +1,125 @@
+import { AttentionMetadataBuilder, Int32Buffer, type ScheduledSequence } from '../cache/index.js';
+import type { ForwardBatch } from '../model/forward-batch.js';
+import type { ScheduledSequenceGroup } from './scheduler.js';
+import { SequenceStatus, type Sequence } from './sequence.js';
+import type { SequenceGroup } from './sequence-group.js';
+
+/** One sequence that gets a logits row this step, in the order of the batch's sampleIndices. */
+export interface SampledSequence {
+  readonly seqGroup: SequenceGroup;
+  readonly seq: Sequence;
+  /** True when this row is the end of a prefill (the prompt's, or a recompute's). */
+  readonly isPrompt: boolean;
+}
+
+/** The batch for the model plus what the engine needs to map its logits back to sequences. */
+export interface ModelInput {
+  readonly batch: ForwardBatch;
+  /** One entry per logits row (= per batch.sampleIndices entry). */
+  readonly sampled: readonly SampledSequence[];
+}
+
+/** Options of {@link ModelInputBuilder}. */
+export interface ModelInputBuilderOptions {
+  readonly blockSize: number;
+  /** Blocks of the compute tier (block ids are checked against it). */
+  readonly numGpuBlocks: number;
+  /** The physical block ids of a sequence's block table (core's `BlockSpaceManager.getBlockTable`). */
+  readonly getBlockTable: (seq: Sequence) => ArrayLike<number>;
+  /** The block manager's null block id (sliding window), if any. */
+  readonly nullBlockId?: number;
+}
+
+/**
+ * Turns one step's scheduled groups into the flattened {@link ForwardBatch}: for every running sequence of every
+ * scheduled group (prefills first, then decodes, in the scheduler's order), the tokens it computes this step — a
+ * prefill chunk after its prefix-cache hits, or its one decode token — with their positions and KV-cache slots, its
+ * context length and block table; and a sample index at the last token of each decode and of each prefill whose
+ * chunk reaches the end of the sequence (intermediate chunks are not sampled).
+ *
+ * Mirrors vLLM's `ModelInputForCPUBuilder` / `ModelInputForGPUBuilder` (vllm/worker/cpu_model_runner.py,
+ * model_runner.py) with `_compute_for_prefix_cache_hit`; the attention fields come from the cache layer's
+ * `AttentionMetadataBuilder`.
+ */
+export class ModelInputBuilder {
+  private readonly meta: AttentionMetadataBuilder;
+  private readonly tokens = new Int32Buffer(256);
+  private readonly sampleIdx = new Int32Buffer(64);
+  private readonly getBlockTable: (seq: Sequence) => ArrayLike<number>;
+
+  constructor(options: ModelInputBuilderOptions) {
+    this.meta = new AttentionMetadataBuilder({
+      blockSize: options.blockSize, numGpuBlocks: options.numGpuBlocks, nullBlockId: options.nullBlockId,
+    });
+    this.getBlockTable = options.getBlockTable;
+  }
+
+  /**
+   * Builds the batch. Views are valid until the next call.
+   * @throws RangeError when a scheduled group has no running sequence or a chunk leaves nothing to compute.
+   */
+  build(scheduled: readonly ScheduledSequenceGroup[]): ModelInput {
+    const seqs: ScheduledSequence[] = [];
+    const owners: Sequence[] = [];
+    const sampled: SampledSequence[] = [];
+    const sampleAt: number[] = [];
+    let numPrefills = 0;
+    let numTokens = 0;
+    for (const s of scheduled) {
+      const running = s.seqGroup.getSeqs(SequenceStatus.RUNNING);
+      if (running.length === 0) {
+        throw new RangeError(`scheduled group ${s.seqGroup.requestId} has no running sequence`);
+      }
+      for (const seq of running) {
+        const computed = seq.getNumComputedTokens();
+        let contextLen: number;
+        let seqLen: number;
+        if (s.isPrefill) {
+          contextLen = computed + s.numCachedTokens;
+          seqLen = computed + s.tokenChunkSize;
+          numPrefills++;
+        } else {
+          contextLen = seq.getLen() - 1;
+          seqLen = seq.getLen();
+          if (computed !== contextLen) {
+            throw new RangeError(`decoding sequence ${seq.seqId} has ${computed} computed tokens of ${seq.getLen()}`);
+          }
+        }
+        if (seqLen <= contextLen || seqLen > seq.getLen()) {
+          throw new RangeError(`sequence ${seq.seqId}: chunk [${contextLen}, ${seqLen}) is not inside its ` +
+            `${seq.getLen()} tokens`);
+        }
+        seqs.push({ blockTable: this.getBlockTable(seq), contextLen, seqLen });
+        owners.push(seq);
+        numTokens += seqLen - contextLen;
+        if (seqLen === seq.getLen()) {
+          sampled.push({ seqGroup: s.seqGroup, seq, isPrompt: s.isPrefill });
+          sampleAt.push(numTokens - 1);
+        }
+      }
+    }
+    const meta = this.meta.build(seqs);
+    const tokenIds = this.tokens.view(numTokens);
+    let t = 0;
+    for (let i = 0; i < seqs.length; i++) {
+      const ids = owners[i].getTokenIds();
+      for (let p = seqs[i].contextLen; p < seqs[i].seqLen; p++) tokenIds[t++] = ids[p];
+    }
+    const sampleIndices = this.sampleIdx.view(sampleAt.length);
+    for (let i = 0; i < sampleAt.length; i++) sampleIndices[i] = sampleAt[i];
+    const batch: ForwardBatch = {
+      tokenIds,
+      positions: meta.positions,
+      slotMapping: meta.slotMapping,
+      numTokens,
+      numSeqs: meta.numSeqs,
+      numPrefills,
+      queryStartLoc: meta.queryStartLoc,
+      seqLens: meta.seqLens,
+      blockTables: meta.blockTables,
+      maxBlocksPerSeq: meta.maxBlocksPerSeq,
+      sampleIndices,
+    };
+    return { batch, sampled };
+  }
+}

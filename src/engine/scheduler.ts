@@ -1,0 +1,570 @@
+import { AllocStatus, type SequenceGroupLike, type SequenceLike } from '../core/index.js';
+import { EngineStateError } from './errors.js';
+import { PreemptionMode, type SchedulerConfig } from './scheduler-config.js';
+import { SchedulingBudget } from './scheduling-budget.js';
+import { SequenceStatus, type Sequence } from './sequence.js';
+import type { SequenceGroup } from './sequence-group.js';
+
+/** A (source, destination) pair of physical block ids, as the block manager returns them and the CacheEngine takes them. */
+export type BlockPair = readonly [number, number];
+
+/**
+ * The part of core's `BlockSpaceManager` the scheduler drives (vllm/core/block_manager.py,
+ * `SelfAttnBlockSpaceManager`). Declared structurally so the scheduler states exactly what it relies on.
+ */
+export interface SchedulerBlockManager {
+  canAllocate(seqGroup: SequenceGroupLike, numLookaheadSlots?: number): AllocStatus;
+  allocate(seqGroup: SequenceGroupLike): void;
+  canAppendSlots(seqGroup: SequenceGroupLike, numLookaheadSlots: number): boolean;
+  appendSlots(seq: SequenceLike, numLookaheadSlots: number): ReadonlyArray<BlockPair>;
+  fork(parentSeq: SequenceLike, childSeq: SequenceLike): void;
+  free(seq: SequenceLike): void;
+  canSwapIn(seqGroup: SequenceGroupLike, numLookaheadSlots: number): AllocStatus;
+  canSwapOut(seqGroup: SequenceGroupLike): boolean;
+  swapIn(seqGroup: SequenceGroupLike): ReadonlyArray<BlockPair>;
+  swapOut(seqGroup: SequenceGroupLike): ReadonlyArray<BlockPair>;
+  getNumCachedTokens(seq: SequenceLike): number;
+}
+
+/**
+ * One group scheduled for this step. Every running sequence of the group advances by `tokenChunkSize` tokens: the
+ * first `numCachedTokens` of them are prefix-cache hits already in the KV cache (not computed), the rest run through
+ * the model. Decodes have tokenChunkSize 1 per sequence. Mirrors vLLM's `ScheduledSequenceGroup`.
+ */
+export interface ScheduledSequenceGroup {
+  readonly seqGroup: SequenceGroup;
+  readonly tokenChunkSize: number;
+  readonly numCachedTokens: number;
+  /** True for a prefill (or prefill chunk), false for a decode. */
+  readonly isPrefill: boolean;
+}
+
+/**
+ * What one scheduling step decided: the groups to run (prefills first, then decodes), what the cache engine must do
+ * before the forward pass (swap in, swap out, copy-on-write), and what was dropped. Mirrors vLLM's
+ * `SchedulerOutputs` (vllm/core/scheduler.py).
+ */
+export interface SchedulerOutputs {
+  readonly scheduledSeqGroups: readonly ScheduledSequenceGroup[];
+  /** The first numPrefillGroups scheduled groups are prefills. */
+  readonly numPrefillGroups: number;
+  /** Tokens the model computes this step (prefix-cache hits excluded). */
+  readonly numBatchedTokens: number;
+  /** Prompt tokens of this step's prefills served from the prefix cache. */
+  readonly numCachedTokens: number;
+  /** (CPU block, GPU block) pairs: copy from the swap tier before the forward pass. */
+  readonly blocksToSwapIn: readonly BlockPair[];
+  /** (GPU block, CPU block) pairs: copy to the swap tier before the forward pass. */
+  readonly blocksToSwapOut: readonly BlockPair[];
+  /** (source GPU block, destination GPU block) copy-on-write pairs. */
+  readonly blocksToCopy: readonly BlockPair[];
+  /**
+   * Groups finished without running: FINISHED_IGNORED (prompt too long, can never fit the cache) or
+   * FINISHED_ABORTED (could not be preempted); `error` says why. Their blocks are already freed.
+   */
+  readonly ignoredSeqGroups: readonly SequenceGroup[];
+  readonly numPreemptedByRecompute: number;
+  readonly numPreemptedBySwap: number;
+  /** Prefix-cache lookups of this step's new prefills, in prompt tokens, and the tokens found. */
+  readonly prefixCacheQueries: number;
+  readonly prefixCacheHits: number;
+  readonly runningQueueSize: number;
+}
+
+interface NewTokens {
+  uncached: number;
+  cached: number;
+}
+
+interface RunningOutputs {
+  decode: ScheduledSequenceGroup[];
+  prefill: ScheduledSequenceGroup[];
+  preempted: SequenceGroup[];
+  swappedOut: SequenceGroup[];
+  leftover: SequenceGroup[];
+}
+
+interface SwappedInOutputs {
+  decode: ScheduledSequenceGroup[];
+  prefill: ScheduledSequenceGroup[];
+}
+
+/** Options of {@link Scheduler} beyond the {@link SchedulerConfig}. */
+export interface SchedulerOptions {
+  /** Tokens per KV-cache block. */
+  readonly blockSize: number;
+  /** Blocks in the compute tier (for messages about requests that can never fit). */
+  readonly numGpuBlocks: number;
+  /** Whether the block manager shares cached prompt blocks (then cached prompt tokens are not recomputed). */
+  readonly enablePrefixCaching: boolean;
+}
+
+/**
+ * Continuous batching over three queues — waiting (new and recompute-preempted groups), running, swapped — driving
+ * core's BlockSpaceManager. Each {@link schedule} call builds one step within the budgets (maxNumSeqs,
+ * maxNumBatchedTokens, maxModelLen):
+ *
+ * - chunked prefill (default): running groups first (decodes, and the next chunk of running prefills), then
+ *   swapped groups, then new prefills (waiting), a long prompt taking whatever token budget is left as a chunk;
+ * - without chunked prefill: whole prompts first (only when nothing is swapped), else decodes then swap-ins;
+ * - prefix-cache hits of a new prompt are neither recomputed nor counted against the token budget;
+ * - when a running group cannot get a slot, the lowest-priority / latest-arriving running group is preempted:
+ *   by recompute (blocks freed, group to the front of waiting, generated tokens kept) or by swap (blocks to the
+ *   swap tier; swapped groups come back before new prefills). vLLM's default rule: swap for groups that will run
+ *   more than one sequence, recompute otherwise; `preemptionMode` overrides (a group of several sequences cannot
+ *   be recomputed and is swapped; if it cannot be swapped either it is aborted with an error);
+ * - with the priority policy a waiting group of higher priority (lower number) preempts lower-priority running
+ *   groups when it cannot be allocated;
+ * - a prompt longer than maxModelLen or one that needs more blocks than the cache holds (`AllocStatus.NEVER`)
+ *   finishes as FINISHED_IGNORED with an error — the scheduler never waits for something that cannot happen.
+ *
+ * Mirrors vLLM's `Scheduler` (vllm/core/scheduler.py: `_schedule_running`, `_schedule_swapped`,
+ * `_schedule_prefills`, `_schedule_default`, `_schedule_chunked_prefill`, `_schedule_priority_preemption`,
+ * `_preempt`), with vLLM 0.7's accounting of prefix-cached tokens.
+ */
+export class Scheduler {
+  waiting: SequenceGroup[] = [];
+  running: SequenceGroup[] = [];
+  swapped: SequenceGroup[] = [];
+
+  private readonly blockSize: number;
+  private readonly numGpuBlocks: number;
+  private readonly enablePrefixCaching: boolean;
+
+  // Per-step accumulators.
+  private blocksToSwapIn: BlockPair[] = [];
+  private blocksToSwapOut: BlockPair[] = [];
+  private blocksToCopy: BlockPair[] = [];
+  private ignored: SequenceGroup[] = [];
+  private numRecompute = 0;
+  private numSwap = 0;
+  private cacheQueries = 0;
+  private cacheHits = 0;
+
+  constructor(
+    readonly config: SchedulerConfig,
+    readonly blockManager: SchedulerBlockManager,
+    options: SchedulerOptions,
+  ) {
+    this.blockSize = options.blockSize;
+    this.numGpuBlocks = options.numGpuBlocks;
+    this.enablePrefixCaching = options.enablePrefixCaching;
+  }
+
+  /** Queues a new group (its sequence WAITING). */
+  addSeqGroup(seqGroup: SequenceGroup): void {
+    this.waiting.push(seqGroup);
+  }
+
+  /**
+   * Finishes a queued or running group as FINISHED_ABORTED and frees its blocks; returns it, or null when no
+   * unfinished group has that id. Mirrors vLLM's `Scheduler.abort_seq_group`.
+   */
+  abortSeqGroup(requestId: string): SequenceGroup | null {
+    for (const queueName of ['waiting', 'running', 'swapped'] as const) {
+      const queue = this[queueName];
+      const i = queue.findIndex((g) => g.requestId === requestId);
+      if (i < 0) continue;
+      const g = queue[i];
+      queue.splice(i, 1);
+      for (const seq of g.seqs) {
+        if (seq.isFinished()) continue;
+        seq.status = SequenceStatus.FINISHED_ABORTED;
+        this.freeSeq(seq);
+      }
+      return g;
+    }
+    return null;
+  }
+
+  hasUnfinishedSeqs(): boolean {
+    return this.waiting.length > 0 || this.running.length > 0 || this.swapped.length > 0;
+  }
+
+  getNumUnfinishedSeqGroups(): number {
+    return this.waiting.length + this.running.length + this.swapped.length;
+  }
+
+  /** Frees a sequence's blocks (no-op when it has none). */
+  freeSeq(seq: Sequence): void {
+    this.blockManager.free(seq);
+  }
+
+  /** Gives `child` a block table sharing every block of `parent`'s (n > 1 sampling, beam search). */
+  forkSeq(parent: Sequence, child: Sequence): void {
+    this.blockManager.fork(parent, child);
+  }
+
+  /** Removes finished groups from the running queue and returns them. */
+  freeFinishedSeqGroups(): SequenceGroup[] {
+    const finished: SequenceGroup[] = [];
+    const keep: SequenceGroup[] = [];
+    for (const g of this.running) (g.isFinished() ? finished : keep).push(g);
+    this.running = keep;
+    return finished;
+  }
+
+  /**
+   * Decides the next step. Mutates the queues and the block manager (allocations, appended slots, swaps).
+   * @param now ms, for the groups' first-scheduled times.
+   */
+  schedule(now: number = performance.now()): SchedulerOutputs {
+    this.blocksToSwapIn = [];
+    this.blocksToSwapOut = [];
+    this.blocksToCopy = [];
+    this.ignored = [];
+    this.numRecompute = 0;
+    this.numSwap = 0;
+    this.cacheQueries = 0;
+    this.cacheHits = 0;
+    this.sortQueues();
+
+    const budget = new SchedulingBudget(this.config.maxNumBatchedTokens, this.config.maxNumSeqs);
+    const { prefills, decodes } = this.config.enableChunkedPrefill
+      ? this.scheduleChunkedPrefill(budget)
+      : this.scheduleDefault(budget);
+    const scheduled = [...prefills, ...decodes];
+    for (const s of scheduled) s.seqGroup.maybeSetFirstScheduledTime(now);
+    return {
+      scheduledSeqGroups: scheduled,
+      numPrefillGroups: prefills.length,
+      numBatchedTokens: budget.numBatched,
+      numCachedTokens: budget.numCached,
+      blocksToSwapIn: this.blocksToSwapIn,
+      blocksToSwapOut: this.blocksToSwapOut,
+      blocksToCopy: this.blocksToCopy,
+      ignoredSeqGroups: this.ignored,
+      numPreemptedByRecompute: this.numRecompute,
+      numPreemptedBySwap: this.numSwap,
+      prefixCacheQueries: this.cacheQueries,
+      prefixCacheHits: this.cacheHits,
+      runningQueueSize: this.running.length,
+    };
+  }
+
+  /** Scheduling order: (priority under the priority policy), arrival time, then the order requests were added. */
+  private compare = (a: SequenceGroup, b: SequenceGroup): number => {
+    if (this.config.policy === 'priority' && a.priority !== b.priority) return a.priority - b.priority;
+    return (a.arrivalTime - b.arrivalTime) || (a.arrivalIndex - b.arrivalIndex);
+  };
+
+  private sortQueues(): void {
+    this.waiting.sort(this.compare);
+    this.running.sort(this.compare);
+    this.swapped.sort(this.compare);
+  }
+
+  /** vLLM's `_schedule_default`: prefills alone when any can run (and nothing is swapped), else decodes + swap-ins. */
+  private scheduleDefault(budget: SchedulingBudget): { prefills: ScheduledSequenceGroup[]; decodes: ScheduledSequenceGroup[] } {
+    for (const g of this.running) budget.addNumSeqs(g.requestId, g.getMaxNumRunningSeqs());
+    let prefills: ScheduledSequenceGroup[] = [];
+    if (this.swapped.length === 0) prefills = this.schedulePrefills(budget, false);
+    if (prefills.length === 0 && this.config.policy === 'priority') this.schedulePriorityPreemption(budget);
+    let running: RunningOutputs = { decode: [], prefill: [], preempted: [], swappedOut: [], leftover: this.running };
+    let swappedIn: SwappedInOutputs = { decode: [], prefill: [] };
+    if (prefills.length === 0) {
+      running = this.scheduleRunning(budget, false);
+      if (running.preempted.length + running.swappedOut.length === 0) swappedIn = this.scheduleSwapped(budget, false);
+    }
+    this.waiting.unshift(...running.preempted);
+    this.running = [
+      ...running.leftover, ...prefills.map((s) => s.seqGroup), ...running.decode.map((s) => s.seqGroup),
+      ...swappedIn.decode.map((s) => s.seqGroup),
+    ];
+    this.swapped.push(...running.swappedOut);
+    if (running.prefill.length + swappedIn.prefill.length > 0) {
+      throw new EngineStateError('without chunked prefill a running or swapped group cannot still be in prefill');
+    }
+    return { prefills, decodes: [...running.decode, ...swappedIn.decode] };
+  }
+
+  /**
+   * vLLM's `_schedule_chunked_prefill`: running groups first (decodes and prefill chunks), then swap-ins (when nothing
+   * was preempted), then new prefills with the budget left — only when no swapped group should come back first.
+   */
+  private scheduleChunkedPrefill(budget: SchedulingBudget): { prefills: ScheduledSequenceGroup[]; decodes: ScheduledSequenceGroup[] } {
+    if (this.config.policy === 'priority') this.schedulePriorityPreemption(budget);
+    const running = this.scheduleRunning(budget, true);
+    let swappedIn: SwappedInOutputs = { decode: [], prefill: [] };
+    const preempted = running.preempted.length + running.swappedOut.length > 0;
+    if (!preempted) swappedIn = this.scheduleSwapped(budget, true);
+    let prefills: ScheduledSequenceGroup[] = [];
+    if (!preempted) prefills = this.schedulePrefills(budget, true);
+    this.waiting.unshift(...running.preempted);
+    this.running = [
+      ...running.leftover,
+      ...swappedIn.decode.map((s) => s.seqGroup), ...swappedIn.prefill.map((s) => s.seqGroup),
+      ...running.decode.map((s) => s.seqGroup), ...running.prefill.map((s) => s.seqGroup),
+      ...prefills.map((s) => s.seqGroup),
+    ];
+    this.swapped.push(...running.swappedOut);
+    return {
+      prefills: [...prefills, ...running.prefill, ...swappedIn.prefill],
+      decodes: [...running.decode, ...swappedIn.decode],
+    };
+  }
+
+  /**
+   * vLLM's `_schedule_running`: each running group in order gets its next tokens (a decode token per sequence or
+   * the next prefill chunk); when the block manager cannot append slots, groups are preempted from the back of the
+   * queue (lowest priority / latest arrival), or the group itself when it is the last one.
+   */
+  private scheduleRunning(budget: SchedulingBudget, enableChunking: boolean): RunningOutputs {
+    const out: RunningOutputs = { decode: [], prefill: [], preempted: [], swappedOut: [], leftover: [] };
+    const queue = this.running;
+    let head = 0;
+    let tail = queue.length;
+    while (head < tail) {
+      const g = queue[head];
+      const { uncached, cached } = this.getNumNewTokens(g, SequenceStatus.RUNNING, enableChunking, budget);
+      if (uncached === 0 || (enableChunking && uncached > budget.remainingTokenBudget())) break;
+      head++;
+      let scheduled = true;
+      while (!this.blockManager.canAppendSlots(g, 0)) {
+        budget.subtractNumBatchedTokens(g.requestId);
+        budget.subtractNumSeqs(g.requestId);
+        if (head < tail) {
+          const victim = queue[--tail];
+          budget.subtractNumBatchedTokens(victim.requestId);
+          budget.subtractNumSeqs(victim.requestId);
+          this.preempt(victim, out);
+        } else {
+          this.preempt(g, out);
+          scheduled = false;
+          break;
+        }
+      }
+      if (!scheduled) break;
+      this.appendSlots(g);
+      const isPrefill = g.isPrefill();
+      const s: ScheduledSequenceGroup = {
+        seqGroup: g, tokenChunkSize: isPrefill ? uncached + cached : 1, numCachedTokens: isPrefill ? cached : 0, isPrefill,
+      };
+      (isPrefill ? out.prefill : out.decode).push(s);
+      budget.addNumBatchedTokens(g.requestId, uncached, cached);
+      if (enableChunking) budget.addNumSeqs(g.requestId, g.getMaxNumRunningSeqs());
+    }
+    out.leftover = queue.slice(head, tail);
+    return out;
+  }
+
+  /** vLLM's `_schedule_swapped`: swaps groups back in, in order, while blocks and budget allow. */
+  private scheduleSwapped(budget: SchedulingBudget, enableChunking: boolean): SwappedInOutputs {
+    const out: SwappedInOutputs = { decode: [], prefill: [] };
+    while (this.swapped.length > 0) {
+      const g = this.swapped[0];
+      let status = this.blockManager.canSwapIn(g, 0);
+      if (status === AllocStatus.LATER && this.running.length === 0 && budget.numSeqs === 0) {
+        // Nothing runs that could free blocks: waiting would never end (the group needs more than the cache holds
+        // above the watermark).
+        status = AllocStatus.NEVER;
+      }
+      if (status === AllocStatus.LATER) break;
+      if (status === AllocStatus.NEVER) {
+        this.swapped.shift();
+        const blocks = this.numBlocksOf(g, SequenceStatus.SWAPPED);
+        this.ignore(g, `request ${g.requestId} was swapped out and can never be swapped back in: it needs ` +
+          `${blocks} KV-cache blocks and the compute tier holds ${this.numGpuBlocks} (block size ${this.blockSize}); ` +
+          'raise the KV cache memory or lower maxTokens');
+        continue;
+      }
+      const { uncached, cached } = this.getNumNewTokens(g, SequenceStatus.SWAPPED, enableChunking, budget);
+      if (uncached === 0 || !budget.canSchedule(uncached, g.getMaxNumRunningSeqs())) break;
+      this.swapped.shift();
+      this.blocksToSwapIn.push(...this.blockManager.swapIn(g));
+      for (const seq of g.getSeqs(SequenceStatus.SWAPPED)) seq.status = SequenceStatus.RUNNING;
+      this.appendSlots(g);
+      const isPrefill = g.isPrefill();
+      (isPrefill ? out.prefill : out.decode).push({
+        seqGroup: g, tokenChunkSize: isPrefill ? uncached + cached : 1, numCachedTokens: isPrefill ? cached : 0, isPrefill,
+      });
+      budget.addNumBatchedTokens(g.requestId, uncached, cached);
+      budget.addNumSeqs(g.requestId, g.getMaxNumRunningSeqs());
+    }
+    return out;
+  }
+
+  /**
+   * vLLM's `_schedule_prefills`: admits waiting groups in order while the budget and the block manager allow.
+   * A waiting group is admitted only ahead of every swapped group (swapped groups come back first).
+   */
+  private schedulePrefills(budget: SchedulingBudget, enableChunking: boolean): ScheduledSequenceGroup[] {
+    const scheduled: ScheduledSequenceGroup[] = [];
+    const promptLimit = enableChunking
+      ? this.config.maxModelLen : Math.min(this.config.maxModelLen, this.config.maxNumBatchedTokens);
+    while (this.waiting.length > 0) {
+      const g = this.waiting[0];
+      if (this.swapped.length > 0 && this.compare(g, this.swapped[0]) > 0) break;
+      const waitingSeqs = g.getSeqs(SequenceStatus.WAITING);
+      if (waitingSeqs.length !== 1) {
+        throw new EngineStateError(`waiting group ${g.requestId} has ${waitingSeqs.length} waiting sequences; ` +
+          'a waiting group holds exactly one (its prompt, or its single sequence after a recompute)');
+      }
+      const seq = waitingSeqs[0];
+      if (seq.getLen() > promptLimit) {
+        this.waiting.shift();
+        const what = seq.getOutputLen() > 0 ? `sequence (${seq.getPromptLen()} prompt + ${seq.getOutputLen()} ` +
+          'generated tokens)' : `prompt of ${seq.getLen()} tokens`;
+        this.ignore(g, `request ${g.requestId}: ${what} is longer than the limit of ${promptLimit} tokens ` +
+          (promptLimit === this.config.maxModelLen ? `(maxModelLen)` : '(maxNumBatchedTokens without chunked prefill)'));
+        continue;
+      }
+      const status = this.blockManager.canAllocate(g, 0);
+      if (status === AllocStatus.LATER) break;
+      if (status === AllocStatus.NEVER) {
+        this.waiting.shift();
+        const blocks = Math.ceil(seq.getLen() / this.blockSize);
+        this.ignore(g, `request ${g.requestId}: its ${seq.getLen()} tokens need ${blocks} KV-cache blocks but the ` +
+          `compute tier holds ${this.numGpuBlocks} (block size ${this.blockSize}, minus the watermark); ` +
+          'raise the KV cache memory or shorten the prompt');
+        continue;
+      }
+      const { uncached, cached } = this.getNumNewTokens(g, SequenceStatus.WAITING, enableChunking, budget);
+      const numNewSeqs = g.getMaxNumRunningSeqs();
+      if (uncached === 0 || !budget.canSchedule(uncached, numNewSeqs)) break;
+      this.waiting.shift();
+      if (this.enablePrefixCaching && seq.getNumComputedTokens() === 0) {
+        this.cacheQueries += seq.getLen();
+        this.cacheHits += cached;
+      }
+      this.blockManager.allocate(g);
+      seq.status = SequenceStatus.RUNNING;
+      scheduled.push({ seqGroup: g, tokenChunkSize: uncached + cached, numCachedTokens: cached, isPrefill: true });
+      budget.addNumBatchedTokens(g.requestId, uncached, cached);
+      budget.addNumSeqs(g.requestId, numNewSeqs);
+    }
+    return scheduled;
+  }
+
+  /**
+   * vLLM's `_schedule_priority_preemption`: while the best waiting group cannot be allocated and a running group
+   * has a lower priority (a larger number, or equal and a later arrival), preempt the lowest-priority running group.
+   */
+  private schedulePriorityPreemption(budget: SchedulingBudget): void {
+    if (this.waiting.length === 0) return;
+    const g = this.waiting[0];
+    const waitingSeqs = g.getSeqs(SequenceStatus.WAITING);
+    if (waitingSeqs.length !== 1) return;
+    const out: RunningOutputs = { decode: [], prefill: [], preempted: [], swappedOut: [], leftover: [] };
+    while (this.running.length > 0 && this.compare(this.running[this.running.length - 1], g) > 0) {
+      const status = this.blockManager.canAllocate(g, 0);
+      if (status === AllocStatus.NEVER) break;
+      const { uncached } = this.getNumNewTokens(g, SequenceStatus.WAITING, this.config.enableChunkedPrefill, budget);
+      if (status === AllocStatus.OK && uncached > 0 && budget.canSchedule(uncached, g.getMaxNumRunningSeqs())) break;
+      const victim = this.running.pop()!;
+      budget.subtractNumBatchedTokens(victim.requestId);
+      budget.subtractNumSeqs(victim.requestId);
+      this.preempt(victim, out);
+    }
+    for (const v of out.preempted) this.waiting.push(v);
+    this.swapped.push(...out.swappedOut);
+    this.waiting.sort(this.compare);
+    this.swapped.sort(this.compare);
+  }
+
+  /**
+   * Tokens a group would run now: one per decoding sequence, or the uncomputed prompt tokens, of which the
+   * prefix-cached ones (new prompts only) are returned apart and not counted against the budget; at least one
+   * token is always computed (a full cache hit recomputes the last token). With chunking, a single-sequence
+   * prefill is cut to the budget left (to whole blocks with prefix caching, so a chunk never ends mid-block).
+   * vLLM 0.7's `_get_num_new_uncached_and_cached_tokens` + `_chunk_new_tokens_to_schedule`.
+   */
+  private getNumNewTokens(g: SequenceGroup, status: SequenceStatus, enableChunking: boolean,
+    budget: SchedulingBudget): NewTokens {
+    let uncached = 0;
+    let cached = 0;
+    const seqs = g.getSeqs(status);
+    for (const seq of seqs) {
+      if (!seq.isPrefill()) {
+        uncached += 1;
+        continue;
+      }
+      const computed = seq.getNumComputedTokens();
+      const all = seq.getLen() - computed;
+      if (!this.enablePrefixCaching || status !== SequenceStatus.WAITING) {
+        uncached += all;
+        continue;
+      }
+      const hit = Math.max(0, Math.min(this.blockManager.getNumCachedTokens(seq), seq.getLen()) - computed);
+      uncached += all - hit;
+      cached += hit;
+    }
+    if (uncached === 0 && cached > 0) {
+      uncached = 1;
+      cached -= 1;
+    }
+    if (enableChunking && seqs.length === 1 && seqs[0].isPrefill()) {
+      const remaining = budget.remainingTokenBudget();
+      if (uncached > remaining) {
+        uncached = this.enablePrefixCaching ? Math.floor(remaining / this.blockSize) * this.blockSize : remaining;
+      }
+    }
+    return { uncached, cached };
+  }
+
+  /** Appends slots for every running sequence's new tokens; copy-on-write pairs go to blocksToCopy. */
+  private appendSlots(g: SequenceGroup): void {
+    for (const seq of g.getSeqs(SequenceStatus.RUNNING)) {
+      const cows = this.blockManager.appendSlots(seq, 0);
+      for (const c of cows) this.blocksToCopy.push(c);
+    }
+  }
+
+  /** vLLM's `_preempt`: picks the mode and preempts; a group that can be neither recomputed nor swapped is aborted. */
+  private preempt(g: SequenceGroup, out: RunningOutputs): void {
+    const numSeqs = g.getMaxNumRunningSeqs();
+    let mode: PreemptionMode;
+    if (this.config.preemptionMode === undefined) {
+      mode = numSeqs === 1 ? PreemptionMode.RECOMPUTE : PreemptionMode.SWAP;
+    } else {
+      mode = this.config.preemptionMode;
+    }
+    const runningSeqs = g.getSeqs(SequenceStatus.RUNNING);
+    if (mode === PreemptionMode.RECOMPUTE && runningSeqs.length > 1) mode = PreemptionMode.SWAP;
+    if (mode === PreemptionMode.SWAP && !this.blockManager.canSwapOut(g)) {
+      if (runningSeqs.length === 1) {
+        mode = PreemptionMode.RECOMPUTE;
+      } else {
+        for (const seq of runningSeqs) {
+          seq.status = SequenceStatus.FINISHED_ABORTED;
+          this.freeSeq(seq);
+        }
+        g.error = `request ${g.requestId} had to be preempted but its ${runningSeqs.length} sequences can only be ` +
+          'swapped, and the swap tier has no room; raise the swap space or the KV cache memory';
+        this.ignored.push(g);
+        return;
+      }
+    }
+    if (mode === PreemptionMode.RECOMPUTE) {
+      for (const seq of runningSeqs) {
+        seq.status = SequenceStatus.WAITING;
+        this.freeSeq(seq);
+        seq.resetStateForRecompute();
+      }
+      this.numRecompute++;
+      out.preempted.push(g);
+    } else {
+      const pairs = this.blockManager.swapOut(g);
+      for (const p of pairs) this.blocksToSwapOut.push(p);
+      for (const seq of runningSeqs) seq.status = SequenceStatus.SWAPPED;
+      this.numSwap++;
+      out.swappedOut.push(g);
+    }
+  }
+
+  private ignore(g: SequenceGroup, error: string): void {
+    for (const seq of g.seqs) {
+      if (seq.isFinished()) continue;
+      seq.status = SequenceStatus.FINISHED_IGNORED;
+      this.freeSeq(seq);
+    }
+    g.error = error;
+    this.ignored.push(g);
+  }
+
+  private numBlocksOf(g: SequenceGroup, status: SequenceStatus): number {
+    let n = 0;
+    for (const seq of g.getSeqs(status)) n += Math.ceil(seq.getLen() / this.blockSize);
+    return n;
+  }
+}
