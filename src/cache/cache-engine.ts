@@ -97,7 +97,9 @@ export class CacheEngine {
   /**
    * Copies blocks from the swap tier into the compute tier: for each (cpuBlockId, gpuBlockId) pair, every layer's
    * K, V (and scales) of CPU block `cpuBlockId` into GPU block `gpuBlockId`, through the backend's `swapBlocks`
-   * layer by layer. The pairs are what `BlockSpaceManager.swapIn` returns. Mirrors vLLM's `CacheEngine.swap_in`.
+   * layer by layer. The pairs are what `BlockSpaceManager.swapIn` returns; ids are physical, i.e. tier-local
+   * (`CpuGpuBlockAllocator.getPhysicalBlockId`: CPU ids from 0, not offset by numGpuBlocks). Mirrors vLLM's
+   * `CacheEngine.swap_in`.
    *
    * Throws {@link BlockIdOutOfRangeError} for an id outside its tier and {@link InvalidBlockPairsError} for a
    * repeated destination; nothing is copied when it throws.
@@ -110,8 +112,8 @@ export class CacheEngine {
 
   /**
    * Copies blocks from the compute tier out to the swap tier: for each (gpuBlockId, cpuBlockId) pair, every layer's
-   * K, V (and scales). The pairs are what `BlockSpaceManager.swapOut` returns. Mirrors vLLM's
-   * `CacheEngine.swap_out`.
+   * K, V (and scales). The pairs are what `BlockSpaceManager.swapOut` returns, tier-local ids as in
+   * {@link swapIn}. Mirrors vLLM's `CacheEngine.swap_out`.
    *
    * Throws {@link BlockIdOutOfRangeError} / {@link InvalidBlockPairsError} as {@link swapIn}; nothing is copied
    * when it throws.
@@ -155,6 +157,25 @@ export class CacheEngine {
   static getCacheBlockSize(spec: KvCacheSpec): number {
     const s = validateKvCacheSpec(spec);
     return getCacheBlockSize(s) + 2 * s.numLayers * kvBlockScales(s) * 4;
+  }
+
+  /**
+   * Throws {@link CacheAllocationError} when the compute tier cannot serve the model: no block at all, or fewer
+   * slots (numGpuBlocks × blockSize) than one sequence of maxModelLen tokens needs. Call it after sizing, before
+   * building the engine. Mirrors vLLM's `raise_if_cache_size_invalid` (vllm/worker/worker.py).
+   */
+  static assertCacheSizeValid(numGpuBlocks: number, blockSize: number, maxModelLen: number): void {
+    if (!(numGpuBlocks > 0)) {
+      throw new CacheAllocationError(
+        'no memory is left for KV cache blocks (numGpuBlocks = 0); raise memoryUtilization or the memory budget, ' +
+        'or load a smaller model');
+    }
+    if (maxModelLen > numGpuBlocks * blockSize) {
+      throw new CacheAllocationError(
+        `the model's max sequence length (${maxModelLen}) is larger than the KV cache can hold ` +
+        `(${numGpuBlocks} blocks × ${blockSize} tokens = ${numGpuBlocks * blockSize} tokens); raise the memory ` +
+        'budget or lower maxModelLen');
+    }
   }
 
   /**

@@ -13,9 +13,11 @@ export interface SlotMappingOptions {
    */
   readonly startIdx?: number;
   /**
-   * Id of the block manager's null block, the placeholder a sliding-window block table holds where a block fell out
-   * of the window (`CpuGpuBlockAllocator`'s null block). Positions whose table entry is this id map to
-   * {@link PAD_SLOT_ID}, so nothing is ever written into the shared placeholder. Omit when there is none.
+   * Physical id of the block manager's null block, the placeholder a sliding-window block table holds where a block
+   * fell out of the window (`CpuGpuBlockAllocator.allocateOrGetNullBlock`). Positions whose table entry is this id
+   * map to {@link PAD_SLOT_ID}, so nothing is ever written into the shared placeholder. Core's `BlockTable` only
+   * nulls blocks wholly before the window of already computed slots, so a step's new tokens do not normally land
+   * there; this is the guard (and the mapping for a range that starts earlier). Omit when there is none.
    */
   readonly nullBlockId?: number;
 }
@@ -44,6 +46,13 @@ export function slotForPosition(blockTable: ArrayLike<number>, blockSize: number
  * For a step that computes a sequence's tokens [contextLen, seqLen) (a prefill, a prefill chunk after a prefix-cache
  * hit, or one decode token), pass start = contextLen and end = seqLen. Works a block at a time: one table read per
  * block, not per token.
+ *
+ * Sliding window: every new token is written, even in a prompt longer than the window, because the prompt's
+ * earlier queries attend to keys before the last window and pagellm's prefill attention reads keys from the cache
+ * (as vLLM V1 does); the kernels apply the window when attending, and the block manager frees blocks that fell out
+ * of it, leaving the null block in their place. vLLM 0.6.3 instead padded the first seqLen − window prompt tokens
+ * (its `start_idx`), which is only right for attention that takes the prompt's keys from the batch; `startIdx`
+ * keeps that option for such a caller.
  *
  * Mirrors vLLM's `compute_slot_mapping` (vllm/attention/backends/utils.py). Throws {@link SlotMappingError} when
  * start > end, start < 0, blockSize is not a positive integer, `out` is too short, a needed block is missing from

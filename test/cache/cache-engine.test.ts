@@ -350,3 +350,12 @@ describe('CacheEngine sizing', () => {
     expect((numGpuBlocks + 1) * CacheEngine.getCacheBlockSize(smol)).toBeGreaterThan(4 * 2 ** 30 * 0.9 - 100 * 2 ** 20);
   });
 });
+
+describe('CacheEngine.assertCacheSizeValid', () => {
+  it('accepts a cache that holds one max-length sequence, rejects less or none', () => {
+    CacheEngine.assertCacheSizeValid(32, 16, 512);
+    expect(() => CacheEngine.assertCacheSizeValid(31, 16, 512)).toThrow(CacheAllocationError);
+    expect(() => CacheEngine.assertCacheSizeValid(31, 16, 512)).toThrow(/\(512\).*31 blocks × 16 tokens = 496 tokens/);
+    expect(() => CacheEngine.assertCacheSizeValid(0, 16, 1)).toThrow(/numGpuBlocks = 0/);
+  });
+});
