@@ -1,6 +1,8 @@
 /**
- * pagellm core: paged KV-cache block management (blocks, ref counts, copy-on-write, allocators, evictor, block
- * tables, BlockSpaceManager, hashing, cache sizing). Knows nothing of models, servers or bytes.
+ * pagellm core: paged KV-cache block management — blocks, ref counts, copy-on-write, allocators (naive, prefix
+ * caching, CPU/GPU), evictor, block tables, the BlockSpaceManager the scheduler uses, block hashing and cache
+ * sizing. Knows nothing of models, servers or bytes. Mirrors vLLM 0.6.3's vllm/core/block/ and
+ * vllm/core/block_manager.py (see each file for its counterpart).
  */
 export { Device, ALL_DEVICES } from './device.js';
 export { AllocStatus } from './alloc-status.js';
@@ -15,3 +17,27 @@ export {
 export {
   SequenceStatus, isFinishedStatus, type SequenceLike, type SequenceGroupLike,
 } from './sequence-like.js';
+export type { Block, BlockId } from './block.js';
+export {
+  initHashing, isHashingInitialized, BlockHasher, computeBlockHashes,
+  type HashAlgorithm, type HashValue, type BlockHash,
+} from './hashing.js';
+export { RefCounter, type RefCounterReader } from './ref-counter.js';
+export { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
+export { BlockPool, type PooledBlock } from './block-pool.js';
+export { BlockList } from './block-list.js';
+export type { BlockAllocator } from './block-allocator.js';
+export {
+  NaiveBlockAllocator, NaiveBlock, getAllBlocksRecursively, type NaiveBlockAllocatorOptions,
+} from './naive-block-allocator.js';
+export {
+  PrefixCachingBlockAllocator, PrefixCachingBlock, type PrefixCachingBlockAllocatorOptions,
+} from './prefix-caching-block-allocator.js';
+export { LRUEvictor, type Evictor } from './evictor.js';
+export {
+  CpuGpuBlockAllocator, NullBlock, type AllocatorType, type CpuGpuBlockAllocatorOptions,
+} from './cpu-gpu-block-allocator.js';
+export { BlockTable } from './block-table.js';
+export {
+  BlockSpaceManager, type BlockSpaceManagerOptions, type PhysicalBlockPair,
+} from './block-space-manager.js';

@@ -1,0 +1,417 @@
+import { AllocStatus } from './alloc-status.js';
+import type { Block, BlockId } from './block.js';
+import { BlockTable } from './block-table.js';
+import type { CopyOnWritePair } from './copy-on-write-tracker.js';
+import { CpuGpuBlockAllocator } from './cpu-gpu-block-allocator.js';
+import { Device } from './device.js';
+import { InvalidArgumentError, InvalidStateError, UnknownSequenceError } from './errors.js';
+import { BlockHasher, computeBlockHashes, type HashAlgorithm } from './hashing.js';
+import { SequenceStatus, type SequenceGroupLike, type SequenceLike } from './sequence-like.js';
+import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
+
+/** Options of {@link BlockSpaceManager}. */
+export interface BlockSpaceManagerOptions {
+  /** Tokens per block. */
+  readonly blockSize: number;
+  /** Blocks in the compute tier (`Device.GPU`). */
+  readonly numGpuBlocks: number;
+  /** Blocks in the swap tier (`Device.CPU`). */
+  readonly numCpuBlocks: number;
+  /**
+   * Fraction of GPU blocks kept free when admitting new sequences (default 0.01), so that running sequences can
+   * still grow without immediate preemption. `watermarkBlocks = ⌊watermark × numGpuBlocks⌋`.
+   */
+  readonly watermark?: number;
+  /** Sliding-window attention size in tokens (Mistral), or null / undefined for full attention. */
+  readonly slidingWindow?: number | null;
+  /** Share full blocks between sequences with equal prefixes (prefix caching). Default false. */
+  readonly enableCaching?: boolean;
+  /** Block hash for prefix caching (default `'xxhash64'`, which needs `await initHashing()` first). */
+  readonly hashAlgorithm?: HashAlgorithm;
+}
+
+/** A (source, destination) pair of physical block indices inside their devices' KV caches. */
+export type PhysicalBlockPair = readonly [source: number, destination: number];
+
+/**
+ * The block space manager the scheduler talks to: it owns one block table per sequence and answers "can this
+ * group be allocated / appended to / swapped", then does it, returning the copy-on-write and swap block pairs the
+ * cache engine must execute before the forward pass.
+ *
+ * - Allocation: the first waiting sequence of a group allocates its prompt; the group's other waiting sequences
+ *   fork that table (n > 1 sampling shares the prompt blocks).
+ * - Admission (`canAllocate`): `NEVER` when the prompt could not fit in the GPU tier even empty
+ *   (`numGpuBlocks − required < watermarkBlocks`), `OK` when `free − required ≥ watermarkBlocks`, else `LATER`.
+ *   With prefix caching, prompt blocks already cached in blocks in use cost nothing now (vLLM 0.6.3 counts them
+ *   anyway; V1 credits them).
+ * - Decode (`canAppendSlots`): the exact number of new blocks the running sequences need (new capacity plus
+ *   copies of shared blocks they write into) against the free GPU blocks. vLLM 0.6.3 counts every "touched"
+ *   block, which asks for one free block per running sequence even when none is needed; the exact count admits
+ *   more work without ever letting `appendSlots` run out.
+ * - Swapping: `swapOut` moves a running group's blocks to the CPU tier, `swapIn` brings a swapped group back;
+ *   blocks shared inside the group stay shared.
+ * - Sliding window: blocks before the window are freed as the sequence grows and replaced by the null block (one
+ *   GPU block reserved at construction). Like vLLM, prefix caching and a sliding window cannot be combined.
+ *
+ * Mirrors vLLM's `SelfAttnBlockSpaceManager` (vllm/core/block_manager.py, 0.6.3) without encoder-decoder support.
+ */
+export class BlockSpaceManager {
+  /** Tokens per block. */
+  readonly blockSize: number;
+  /** Blocks in the GPU tier. */
+  readonly numTotalGpuBlocks: number;
+  /** Blocks in the CPU tier. */
+  readonly numTotalCpuBlocks: number;
+  /** The watermark fraction. */
+  readonly watermark: number;
+  /** GPU blocks kept free at admission: `⌊watermark × numGpuBlocks⌋`. */
+  readonly watermarkBlocks: number;
+  /** Sliding window in tokens, or null. */
+  readonly slidingWindow: number | null;
+  /** Blocks a sliding-window sequence keeps: `⌊slidingWindow / blockSize⌋ + 2` (vLLM's max_block_sliding_window). */
+  readonly maxBlockSlidingWindow: number | null;
+  /** Whether prefix caching is on. */
+  readonly enableCaching: boolean;
+  /** The allocator of both tiers (for inspection: ref counts, cached hashes, free counts). */
+  readonly blockAllocator: CpuGpuBlockAllocator;
+  private readonly blockTables = new Map<number, BlockTable>();
+  private readonly hasher: BlockHasher | null;
+
+  /**
+   * Throws {@link InvalidArgumentError} for a bad size, a watermark outside [0, 1), a sliding window that is not a
+   * positive integer or is combined with prefix caching; {@link HashingNotInitializedError} for caching with
+   * xxhash64 before `await initHashing()`; {@link NoFreeBlocksError} when a sliding window needs the null block
+   * and the GPU tier has no block.
+   */
+  constructor(options: BlockSpaceManagerOptions) {
+    const { blockSize, numGpuBlocks, numCpuBlocks } = options;
+    assertPositiveInt('blockSize', blockSize);
+    assertNonNegativeInt('numGpuBlocks', numGpuBlocks);
+    assertNonNegativeInt('numCpuBlocks', numCpuBlocks);
+    const watermark = options.watermark ?? 0.01;
+    if (typeof watermark !== 'number' || !(watermark >= 0 && watermark < 1)) {
+      throw new InvalidArgumentError(`watermark must be a fraction in [0, 1), got ${describe(watermark)}`);
+    }
+    const slidingWindow = options.slidingWindow ?? null;
+    if (slidingWindow !== null) assertPositiveInt('slidingWindow', slidingWindow);
+    const enableCaching = options.enableCaching ?? false;
+    if (typeof enableCaching !== 'boolean') {
+      throw new InvalidArgumentError(`enableCaching must be a boolean, got ${describe(enableCaching)}`);
+    }
+    if (enableCaching && slidingWindow !== null) {
+      throw new InvalidArgumentError(
+        'prefix caching cannot be combined with a sliding window (as in vLLM); disable one of them');
+    }
+    this.blockSize = blockSize;
+    this.numTotalGpuBlocks = numGpuBlocks;
+    this.numTotalCpuBlocks = numCpuBlocks;
+    this.watermark = watermark;
+    this.watermarkBlocks = Math.floor(watermark * numGpuBlocks);
+    this.slidingWindow = slidingWindow;
+    // +1 because // rounds down, +1 because the last block may be partly filled (vLLM's comment and formula).
+    this.maxBlockSlidingWindow = slidingWindow === null ? null : Math.floor(slidingWindow / blockSize) + 2;
+    this.enableCaching = enableCaching;
+    this.blockAllocator = CpuGpuBlockAllocator.create({
+      allocatorType: enableCaching ? 'prefix_caching' : 'naive',
+      numGpuBlocks,
+      numCpuBlocks,
+      blockSize,
+      hashAlgorithm: options.hashAlgorithm,
+    });
+    this.hasher = enableCaching ? new BlockHasher(options.hashAlgorithm ?? 'xxhash64') : null;
+    if (slidingWindow !== null) this.blockAllocator.allocateOrGetNullBlock();
+  }
+
+  /**
+   * Whether the group's first waiting sequence can get its prompt blocks (plus `numLookaheadSlots` slots) now.
+   * See the class comment for the rule. Throws {@link InvalidStateError} when the group has no waiting sequence.
+   * Mirrors vLLM's `can_allocate`.
+   */
+  canAllocate(seqGroup: SequenceGroupLike, numLookaheadSlots = 0): AllocStatus {
+    const seq = firstWaiting(seqGroup);
+    const tokenIds = seq.getTokenIds();
+    const numRequired = BlockTable.getNumRequiredBlocks(tokenIds.length, this.blockSize, numLookaheadSlots);
+    if (this.numTotalGpuBlocks - numRequired < this.watermarkBlocks) return AllocStatus.NEVER;
+    let numRequiredNow = numRequired;
+    if (this.hasher !== null) {
+      const hashes = computeBlockHashes(this.hasher, tokenIds, this.blockSize, extraHashOf(seq));
+      numRequiredNow -= this.blockAllocator.countCachedBlocksInUse(hashes);
+    }
+    const free = this.blockAllocator.getNumFreeBlocks(Device.GPU);
+    return free - numRequiredNow >= this.watermarkBlocks ? AllocStatus.OK : AllocStatus.LATER;
+  }
+
+  /**
+   * Allocates the prompt blocks of the group's first waiting sequence and forks them for the group's other waiting
+   * sequences. Throws {@link InvalidStateError} when there is no waiting sequence or one already has a block table,
+   * {@link NoFreeBlocksError} when the blocks are not free (nothing changes). Mirrors vLLM's `allocate`.
+   */
+  allocate(seqGroup: SequenceGroupLike): void {
+    const waiting = seqGroup.getSeqs(SequenceStatus.WAITING);
+    if (waiting.length === 0) {
+      throw new InvalidStateError(`request ${seqGroup.requestId}: no waiting sequence to allocate`);
+    }
+    for (const s of waiting) {
+      if (this.blockTables.has(s.seqId)) {
+        throw new InvalidStateError(
+          `request ${seqGroup.requestId}: sequence ${s.seqId} already has a block table (free it first)`);
+      }
+    }
+    const seq = waiting[0];
+    const table = new BlockTable(this.blockSize, this.blockAllocator, [], this.maxBlockSlidingWindow);
+    table.allocate(seq.getTokenIds(), Device.GPU, extraHashOf(seq));
+    this.blockTables.set(seq.seqId, table);
+    for (let i = 1; i < waiting.length; i++) this.blockTables.set(waiting[i].seqId, table.fork());
+  }
+
+  /**
+   * Whether every running sequence of the group can append its unseen tokens plus `numLookaheadSlots` slots:
+   * the sum of the exact new blocks each needs against the free GPU blocks. Throws {@link UnknownSequenceError}
+   * for a running sequence without a block table. Mirrors vLLM's `can_append_slots` (with an exact count).
+   */
+  canAppendSlots(seqGroup: SequenceGroupLike, numLookaheadSlots = 0): boolean {
+    const seqs = seqGroup.getSeqs(SequenceStatus.RUNNING);
+    let needed = 0;
+    for (let i = 0; i < seqs.length; i++) {
+      const seq = seqs[i];
+      const table = this.tableOf(seq);
+      needed += table.getNumNewBlocksForAppendSlots(seq.getLen() - table.numFullSlots, numLookaheadSlots);
+    }
+    return needed <= this.blockAllocator.getNumFreeBlocks(Device.GPU);
+  }
+
+  /**
+   * Appends the sequence's unseen tokens to its block table and reserves `numLookaheadSlots` more slots; with a
+   * sliding window, frees the blocks that left the window. Returns the copy-on-write (source, destination) GPU
+   * block pairs made since the last call, to be copied in order before the forward pass. Throws
+   * {@link UnknownSequenceError}, {@link InvalidStateError} when the sequence is shorter than its table,
+   * {@link NoFreeBlocksError} (nothing changes). Mirrors vLLM's `append_slots`.
+   */
+  appendSlots(seq: SequenceLike, numLookaheadSlots = 0): readonly CopyOnWritePair[] {
+    const table = this.tableOf(seq);
+    const tokenIds = seq.getTokenIds();
+    const seen = table.numFullSlots;
+    if (tokenIds.length < seen) {
+      throw new InvalidStateError(
+        `sequence ${seq.seqId} has ${tokenIds.length} tokens but its block table already holds ${seen}`);
+    }
+    let numComputed: number | null = null;
+    if (this.maxBlockSlidingWindow !== null) {
+      numComputed = seq.getNumComputedTokens !== undefined ? seq.getNumComputedTokens() : seen;
+    }
+    table.appendTokenIdsRange(tokenIds, seen, tokenIds.length, numLookaheadSlots, numComputed, extraHashOf(seq));
+    return this.blockAllocator.clearCopyOnWrites();
+  }
+
+  /**
+   * Gives `childSeq` a fork of `parentSeq`'s block table (shared blocks, ref counts +1). Does nothing when the
+   * parent has no table (it already finished), as vLLM. Throws {@link InvalidStateError} when the child already
+   * has one. Mirrors vLLM's `fork`.
+   */
+  fork(parentSeq: SequenceLike, childSeq: SequenceLike): void {
+    const parent = this.blockTables.get(parentSeq.seqId);
+    if (parent === undefined) return;
+    if (this.blockTables.has(childSeq.seqId)) {
+      throw new InvalidStateError(`cannot fork into sequence ${childSeq.seqId}: it already has a block table`);
+    }
+    this.blockTables.set(childSeq.seqId, parent.fork());
+  }
+
+  /** Frees the sequence's blocks and forgets its table; a sequence without a table is ignored. */
+  free(seq: SequenceLike): void {
+    const table = this.blockTables.get(seq.seqId);
+    if (table === undefined) return;
+    table.free();
+    this.blockTables.delete(seq.seqId);
+  }
+
+  /**
+   * The sequence's physical block ids in order (a row of the block-table tensor; CPU ids when swapped out). The
+   * live array: do not mutate. Throws {@link UnknownSequenceError}. Mirrors vLLM's `get_block_table`.
+   */
+  getBlockTable(seq: SequenceLike): readonly BlockId[] {
+    return this.tableOf(seq).physicalBlockIds;
+  }
+
+  /** The sequence's {@link BlockTable}, for inspection. Throws {@link UnknownSequenceError}. */
+  getBlockTableObject(seq: SequenceLike | number): BlockTable {
+    const id = typeof seq === 'number' ? seq : seq.seqId;
+    const table = this.blockTables.get(id);
+    if (table === undefined) throw unknownSequence(id);
+    return table;
+  }
+
+  /** True when the sequence has a block table. */
+  hasBlockTable(seq: SequenceLike | number): boolean {
+    return this.blockTables.has(typeof seq === 'number' ? seq : seq.seqId);
+  }
+
+  /** Ids of the sequences holding block tables. */
+  getSeqIds(): IterableIterator<number> {
+    return this.blockTables.keys();
+  }
+
+  /**
+   * Whether the group's swapped sequences can come back to the GPU (with `numLookaheadSlots` slots each), watermark
+   * included. Mirrors vLLM's `can_swap_in`.
+   */
+  canSwapIn(seqGroup: SequenceGroupLike, numLookaheadSlots = 0): AllocStatus {
+    return this.canSwap(seqGroup, Device.GPU, SequenceStatus.SWAPPED, numLookaheadSlots);
+  }
+
+  /** Whether the group's running sequences fit in the CPU tier. Mirrors vLLM's `can_swap_out`. */
+  canSwapOut(seqGroup: SequenceGroupLike): boolean {
+    return this.canSwap(seqGroup, Device.CPU, SequenceStatus.RUNNING, 0) === AllocStatus.OK;
+  }
+
+  /**
+   * Moves the blocks of the group's swapped sequences to the GPU. Returns (CPU index, GPU index) pairs of
+   * physical blocks to copy. Throws {@link NoFreeBlocksError} when they do not fit (nothing changes).
+   * Mirrors vLLM's `swap_in`.
+   */
+  swapIn(seqGroup: SequenceGroupLike): PhysicalBlockPair[] {
+    return this.swap(seqGroup, SequenceStatus.SWAPPED, Device.CPU, Device.GPU);
+  }
+
+  /**
+   * Moves the blocks of the group's running sequences to the CPU. Returns (GPU index, CPU index) pairs of physical
+   * blocks to copy. Throws {@link NoFreeBlocksError} when they do not fit (nothing changes).
+   * Mirrors vLLM's `swap_out`.
+   */
+  swapOut(seqGroup: SequenceGroupLike): PhysicalBlockPair[] {
+    return this.swap(seqGroup, SequenceStatus.RUNNING, Device.GPU, Device.CPU);
+  }
+
+  /** Free GPU blocks (with prefix caching, evictable cached blocks included). */
+  getNumFreeGpuBlocks(): number {
+    return this.blockAllocator.getNumFreeBlocks(Device.GPU);
+  }
+
+  /** Free CPU blocks. */
+  getNumFreeCpuBlocks(): number {
+    return this.blockAllocator.getNumFreeBlocks(Device.CPU);
+  }
+
+  /** Prefix-cache hit rate on `device` (hits / queries of full prompt blocks; -1 without caching). */
+  getPrefixCacheHitRate(device: Device = Device.GPU): number {
+    return this.blockAllocator.getPrefixCacheHitRate(device);
+  }
+
+  /** Drops every cached block of `device` (both when omitted); false while blocks are in use. */
+  resetPrefixCache(device?: Device): boolean {
+    return this.blockAllocator.resetPrefixCache(device);
+  }
+
+  /** Records `now` as the last access time of the sequence's blocks. Mirrors vLLM's `access_all_blocks_in_seq`. */
+  accessAllBlocksInSeq(seq: SequenceLike, now: number): void {
+    if (!this.enableCaching) return;
+    this.blockAllocator.markBlocksAsAccessed(this.tableOf(seq).physicalBlockIds, now);
+  }
+
+  /**
+   * Marks the blocks filled since the last call as computed, once the scheduler has fixed the batch that computes
+   * them. Mirrors vLLM's `mark_blocks_as_computed` (which also ignores its arguments).
+   */
+  markBlocksAsComputed(_seqGroup?: SequenceGroupLike, _tokenChunkSize?: number): void {
+    if (this.enableCaching) this.blockAllocator.markBlocksAsComputed([]);
+  }
+
+  /**
+   * The physical ids of the leading blocks whose KV is already computed in all of `seqs` (the prefill can skip
+   * them). Per sequence, only blocks wholly inside its first `len − 1` tokens count, so at least one token is
+   * always left to compute. Empty without caching. Throws {@link UnknownSequenceError}.
+   * Mirrors vLLM's `get_common_computed_block_ids`.
+   */
+  getCommonComputedBlockIds(seqs: readonly SequenceLike[]): BlockId[] {
+    if (!this.enableCaching || seqs.length === 0) return [];
+    const lists: BlockId[][] = [];
+    for (const seq of seqs) {
+      const ids = this.tableOf(seq).physicalBlockIds;
+      const limit = Math.min(ids.length, Math.floor((seq.getLen() - 1) / this.blockSize));
+      const out: BlockId[] = [];
+      for (let i = 0; i < limit && this.blockAllocator.blockIsComputed(ids[i]); i++) out.push(ids[i]);
+      lists.push(out);
+    }
+    return this.blockAllocator.getCommonComputedBlockIds(lists);
+  }
+
+  /**
+   * How many leading tokens of the sequence are covered by computed prefix-cache blocks: from its block table when
+   * it has one, otherwise by looking its block hashes up in the GPU cache. A multiple of blockSize, at most
+   * `len − 1` (the last token is always computed, to produce logits). 0 without caching.
+   * Mirrors vLLM's `get_num_cached_tokens`.
+   */
+  getNumCachedTokens(seq: SequenceLike): number {
+    if (this.hasher === null) return 0;
+    const limit = Math.floor((seq.getLen() - 1) / this.blockSize);
+    if (limit <= 0) return 0;
+    const table = this.blockTables.get(seq.seqId);
+    if (table !== undefined) {
+      const ids = table.physicalBlockIds;
+      const n = Math.min(limit, ids.length);
+      let k = 0;
+      while (k < n && this.blockAllocator.getDeviceOfBlockId(ids[k]) === Device.GPU &&
+        this.blockAllocator.blockIsComputed(ids[k])) k++;
+      return k * this.blockSize;
+    }
+    const hashes = computeBlockHashes(this.hasher, seq.getTokenIds(), this.blockSize, extraHashOf(seq),
+      limit * this.blockSize);
+    return this.blockAllocator.findCachedBlocksPrefix(hashes, Device.GPU).length * this.blockSize;
+  }
+
+  private canSwap(seqGroup: SequenceGroupLike, device: Device, status: SequenceStatus,
+    numLookaheadSlots: number): AllocStatus {
+    const blocks: Block[] = [];
+    let numBlocksTouched = 0;
+    for (const seq of seqGroup.getSeqs(status)) {
+      const table = this.tableOf(seq);
+      if (table.blocks.length === 0) continue;
+      numBlocksTouched += table.getNumBlocksTouchedByAppendSlots(seq.getLen() - table.numFullSlots, numLookaheadSlots);
+      for (const b of table.blocks) blocks.push(b);
+    }
+    numBlocksTouched += this.blockAllocator.getNumFullBlocksTouched(blocks, device);
+    const watermarkBlocks = device === Device.GPU ? this.watermarkBlocks : 0;
+    if (this.blockAllocator.getNumTotalBlocks(device) < numBlocksTouched) return AllocStatus.NEVER;
+    if (this.blockAllocator.getNumFreeBlocks(device) - numBlocksTouched >= watermarkBlocks) return AllocStatus.OK;
+    return AllocStatus.LATER;
+  }
+
+  private swap(seqGroup: SequenceGroupLike, status: SequenceStatus, src: Device, dst: Device): PhysicalBlockPair[] {
+    const tables: BlockTable[] = [];
+    const blocks: Block[] = [];
+    for (const seq of seqGroup.getSeqs(status)) {
+      const table = this.tableOf(seq);
+      tables.push(table);
+      for (const b of table.blocks) blocks.push(b);
+    }
+    const mapping = this.blockAllocator.swap(blocks, src, dst);
+    for (const t of tables) t.update(t.blocks);
+    const pairs: PhysicalBlockPair[] = [];
+    for (const [s, d] of mapping) {
+      pairs.push([this.blockAllocator.getPhysicalBlockId(src, s), this.blockAllocator.getPhysicalBlockId(dst, d)]);
+    }
+    return pairs;
+  }
+
+  private tableOf(seq: SequenceLike): BlockTable {
+    const table = this.blockTables.get(seq.seqId);
+    if (table === undefined) throw unknownSequence(seq.seqId);
+    return table;
+  }
+}
+
+function firstWaiting(seqGroup: SequenceGroupLike): SequenceLike {
+  const waiting = seqGroup.getSeqs(SequenceStatus.WAITING);
+  if (waiting.length === 0) {
+    throw new InvalidStateError(`request ${seqGroup.requestId}: no waiting sequence (canAllocate needs one)`);
+  }
+  return waiting[0];
+}
+
+function extraHashOf(seq: SequenceLike): string | null {
+  return seq.extraHash === undefined ? null : seq.extraHash();
+}
+
+function unknownSequence(seqId: number): UnknownSequenceError {
+  return new UnknownSequenceError(`no block table for sequence ${seqId} (never allocated, or already freed)`);
+}

@@ -1,0 +1,325 @@
+import type { Block, BlockId } from './block.js';
+import { BlockList } from './block-list.js';
+import type { CpuGpuBlockAllocator } from './cpu-gpu-block-allocator.js';
+import { Device } from './device.js';
+import { InvalidArgumentError, InvalidStateError, NoFreeBlocksError } from './errors.js';
+import { assertNonNegativeInt, assertPositiveInt, assertTokenIds, describe } from './validate.js';
+
+/**
+ * The block table of one sequence: the list of blocks holding its tokens' KV, in order, and how many slots are
+ * filled. Full chunks of a prompt become immutable (shareable) blocks, the partial tail a mutable block that decode
+ * appends to; new blocks are allocated when the tail fills, copy-on-write happens when a shared block is appended
+ * to, and with sliding-window attention blocks that fell out of the window are freed and replaced by the null
+ * block.
+ *
+ * Slots: a table holding `numFullSlots` tokens in `n` blocks has `n × blockSize − numFullSlots` empty slots;
+ * token `p` lives in block `⌊p / blockSize⌋` at offset `p mod blockSize`.
+ *
+ * Mirrors vLLM's `BlockTable` (vllm/core/block/block_table.py).
+ */
+export class BlockTable {
+  /** Tokens per block. */
+  readonly blockSize: number;
+  /** Blocks kept by sliding-window attention (null: no sliding window). */
+  readonly maxBlockSlidingWindow: number | null;
+  private readonly allocator: CpuGpuBlockAllocator;
+  private readonly blockList: BlockList;
+  private numFullSlotsValue: number;
+  /** Leading blocks already replaced by the null block (sliding window). */
+  private numNullBlocks = 0;
+
+  /**
+   * A table over `blocks` (default: empty, to be filled by {@link allocate}) holding `numFullSlots` tokens
+   * (default: the tokens stored in `blocks`). Throws {@link InvalidArgumentError} for a bad block size or window.
+   */
+  constructor(
+    blockSize: number,
+    blockAllocator: CpuGpuBlockAllocator,
+    blocks: readonly Block[] = [],
+    maxBlockSlidingWindow: number | null = null,
+    numFullSlots?: number,
+  ) {
+    assertPositiveInt('blockSize', blockSize);
+    if (blockAllocator.blockSize !== blockSize) {
+      throw new InvalidArgumentError(
+        `block table block size ${blockSize} differs from the allocator's ${blockAllocator.blockSize}`);
+    }
+    if (maxBlockSlidingWindow !== null) assertPositiveInt('maxBlockSlidingWindow', maxBlockSlidingWindow);
+    this.blockSize = blockSize;
+    this.allocator = blockAllocator;
+    this.maxBlockSlidingWindow = maxBlockSlidingWindow;
+    this.blockList = new BlockList(blocks);
+    if (numFullSlots === undefined) {
+      let n = 0;
+      for (const b of blocks) n += b.tokenIds.length;
+      this.numFullSlotsValue = n;
+    } else {
+      assertNonNegativeInt('numFullSlots', numFullSlots);
+      if (numFullSlots > blocks.length * blockSize) {
+        throw new InvalidArgumentError(`numFullSlots ${numFullSlots} exceeds the ${blocks.length} blocks' capacity`);
+      }
+      this.numFullSlotsValue = numFullSlots;
+    }
+    while (this.numNullBlocks < blocks.length && blockAllocator.isNullBlock(blocks[this.numNullBlocks])) {
+      this.numNullBlocks++;
+    }
+  }
+
+  /**
+   * Blocks needed to hold `tokenIds` plus `numLookaheadSlots` empty slots: `⌈(len + lookahead) / blockSize⌉`.
+   * Mirrors vLLM's `BlockTable.get_num_required_blocks`.
+   */
+  static getNumRequiredBlocks(tokenIds: readonly number[] | number, blockSize: number, numLookaheadSlots = 0): number {
+    const n = typeof tokenIds === 'number' ? tokenIds : tokenIds.length;
+    return Math.ceil((n + numLookaheadSlots) / blockSize);
+  }
+
+  /**
+   * Allocates blocks for a prompt on `device`: every full chunk of `blockSize` tokens as an immutable block (shared
+   * when the prefix cache has it), the remaining tokens in one mutable block. A prompt of exactly k blocks gets k
+   * immutable blocks and no tail. All or nothing. Throws {@link InvalidStateError} if the table already holds
+   * blocks, {@link InvalidArgumentError} for an empty prompt or a bad token id, {@link NoFreeBlocksError}.
+   */
+  allocate(tokenIds: readonly number[], device: Device = Device.GPU, extraHash: string | null = null): void {
+    if (this.blockList.length > 0) {
+      throw new InvalidStateError('block table is already allocated; free it before allocating again');
+    }
+    assertTokenIds('tokenIds', tokenIds);
+    if (tokenIds.length === 0) throw new InvalidArgumentError('cannot allocate a block table for 0 tokens');
+    const bs = this.blockSize;
+    const numFull = Math.floor(tokenIds.length / bs);
+    const tail = tokenIds.length - numFull * bs;
+    const needed = numFull + (tail > 0 ? 1 : 0);
+    const alloc = this.allocator;
+    if (alloc.allocatorType === 'naive' && needed > alloc.getNumFreeBlocks(device)) {
+      throw new NoFreeBlocksError(
+        `cannot allocate ${needed} blocks on ${device} for ${tokenIds.length} tokens: ${alloc.getNumFreeBlocks(device)} free`);
+    }
+    const chunks: number[][] = [];
+    for (let b = 0; b < numFull; b++) chunks.push(tokenIds.slice(b * bs, (b + 1) * bs));
+    const blocks: Block[] = numFull > 0 ? alloc.allocateImmutableBlocks(null, chunks, device, extraHash) : [];
+    if (tail > 0) {
+      let block: Block;
+      try {
+        block = alloc.allocateMutableBlock(blocks.length > 0 ? blocks[blocks.length - 1] : null, device, extraHash);
+      } catch (err) {
+        for (let i = blocks.length - 1; i >= 0; i--) alloc.free(blocks[i]);
+        throw err;
+      }
+      block.appendTokenIdsRange(tokenIds, numFull * bs, tokenIds.length);
+      blocks.push(block);
+    }
+    this.blockList.update(blocks);
+    this.numFullSlotsValue = tokenIds.length;
+    this.numNullBlocks = 0;
+  }
+
+  /** Replaces the blocks (after a swap changed their ids) and re-reads their physical ids. */
+  update(blocks: readonly Block[]): void {
+    this.blockList.update(blocks);
+  }
+
+  /**
+   * Appends `tokenIds` after the tokens already in the table, first making room for them plus
+   * `numLookaheadSlots` more (new mutable blocks, copy-on-write of shared blocks). With a sliding window and
+   * `numComputedSlots` given, blocks entirely before the window are freed first and replaced by the null block.
+   * All or nothing: throws {@link NoFreeBlocksError} before any change when the blocks needed are not free,
+   * {@link InvalidStateError} before {@link allocate}, {@link InvalidArgumentError} for a bad token id.
+   * Mirrors vLLM's `BlockTable.append_token_ids`.
+   */
+  appendTokenIds(
+    tokenIds: readonly number[],
+    numLookaheadSlots = 0,
+    numComputedSlots: number | null = null,
+    extraHash: string | null = null,
+  ): void {
+    this.appendTokenIdsRange(tokenIds, 0, tokenIds.length, numLookaheadSlots, numComputedSlots, extraHash);
+  }
+
+  /**
+   * {@link appendTokenIds} for `src[start..end)` without a slice: the decode hot path appends
+   * `seq.getTokenIds()` from `numFullSlots` on.
+   */
+  appendTokenIdsRange(
+    src: readonly number[],
+    start: number,
+    end: number,
+    numLookaheadSlots = 0,
+    numComputedSlots: number | null = null,
+    extraHash: string | null = null,
+  ): void {
+    const list = this.blockList;
+    if (list.length === 0) {
+      throw new InvalidStateError('cannot append to a block table that was never allocated (call allocate first)');
+    }
+    const n = end - start;
+    if (n < 0 || numLookaheadSlots < 0 || (numLookaheadSlots | 0) !== numLookaheadSlots) {
+      throw new InvalidArgumentError(
+        `bad append: ${n} tokens with ${describe(numLookaheadSlots)} lookahead slots`);
+    }
+    if (numComputedSlots !== null && this.maxBlockSlidingWindow !== null) {
+      this.freeBlocksOutsideWindow(numComputedSlots);
+    }
+    const needed = this.getNumNewBlocksForAppendSlots(n, numLookaheadSlots);
+    if (needed > 0 && needed > this.allocator.getNumFreeBlocks(Device.GPU)) {
+      throw new NoFreeBlocksError(
+        `cannot append ${n} tokens (+${numLookaheadSlots} lookahead slots): ${needed} new GPU blocks needed, ` +
+        `${this.allocator.getNumFreeBlocks(Device.GPU)} free`);
+    }
+    this.ensureNumEmptySlots(n + numLookaheadSlots, extraHash);
+    const bs = this.blockSize;
+    let full = this.numFullSlotsValue;
+    let i = start;
+    while (i < end) {
+      const blockIndex = (full / bs) | 0;
+      const room = bs - (full - blockIndex * bs);
+      const take = end - i < room ? end - i : room;
+      list.appendTokenIdsRange(blockIndex, src, i, i + take);
+      i += take;
+      full += take;
+      this.numFullSlotsValue = full;
+    }
+  }
+
+  /**
+   * Makes sure the table has at least `numEmptySlots` empty slots, appending new mutable GPU blocks as needed.
+   * Throws {@link NoFreeBlocksError} (before allocating anything) when they are not free.
+   * Mirrors vLLM's `BlockTable.ensure_num_empty_slots`.
+   */
+  ensureNumEmptySlots(numEmptySlots: number, extraHash: string | null = null): void {
+    const list = this.blockList;
+    if (list.length === 0) {
+      throw new InvalidStateError('cannot reserve slots in a block table that was never allocated');
+    }
+    const empty = list.length * this.blockSize - this.numFullSlotsValue;
+    if (empty >= numEmptySlots) return;
+    const count = Math.ceil((numEmptySlots - empty) / this.blockSize);
+    const free = this.allocator.getNumFreeBlocks(Device.GPU);
+    if (count > free) {
+      throw new NoFreeBlocksError(`cannot reserve ${numEmptySlots} empty slots: ${count} new GPU blocks needed, ${free} free`);
+    }
+    for (let k = 0; k < count; k++) {
+      list.append(this.allocator.allocateMutableBlock(list.get(list.length - 1), Device.GPU, extraHash));
+    }
+  }
+
+  /**
+   * A new table sharing every block of this one (ref count +1 each, no new ids; null placeholders stay null).
+   * Throws {@link InvalidStateError} before {@link allocate}. Mirrors vLLM's `BlockTable.fork`.
+   */
+  fork(): BlockTable {
+    const list = this.blockList;
+    if (list.length === 0) throw new InvalidStateError('cannot fork a block table that was never allocated');
+    const forked = this.allocator.fork(list.get(list.length - 1));
+    const numNull = list.length - forked.length;
+    if (numNull !== this.numNullBlocks) {
+      throw new InvalidStateError(
+        `block table chain is broken: ${forked.length} linked blocks after ${this.numNullBlocks} null blocks, ` +
+        `${list.length} blocks in all`);
+    }
+    let blocks: Block[] = forked;
+    if (numNull > 0) {
+      const nullBlock = this.allocator.allocateOrGetNullBlock();
+      blocks = new Array<Block>(numNull).fill(nullBlock).concat(forked);
+    }
+    return new BlockTable(this.blockSize, this.allocator, blocks, this.maxBlockSlidingWindow, this.numFullSlotsValue);
+  }
+
+  /**
+   * Frees every block (last block first, so that with prefix caching the end of the sequence is evicted before its
+   * shareable beginning) and empties the table. Mirrors vLLM's `BlockTable.free`.
+   */
+  free(): void {
+    const blocks = this.blockList.list();
+    for (let i = blocks.length - 1; i >= 0; i--) this.allocator.free(blocks[i]);
+    this.blockList.reset();
+    this.numFullSlotsValue = 0;
+    this.numNullBlocks = 0;
+  }
+
+  /** The physical block ids, in order (the row of the block-table tensor). The live array: do not mutate. */
+  get physicalBlockIds(): readonly BlockId[] {
+    return this.blockList.ids();
+  }
+
+  /** The blocks, in order. The live array: do not mutate. */
+  get blocks(): readonly Block[] {
+    return this.blockList.list();
+  }
+
+  /** Tokens stored in the table. */
+  get numFullSlots(): number {
+    return this.numFullSlotsValue;
+  }
+
+  /** Slots allocated but not yet filled. */
+  get numEmptySlots(): number {
+    return this.blockList.length * this.blockSize - this.numFullSlotsValue;
+  }
+
+  /** Number of leading blocks that are null-block placeholders (sliding window). */
+  get numNullPlaceholders(): number {
+    return this.numNullBlocks;
+  }
+
+  /** True once {@link allocate} (or a fork) gave the table blocks. */
+  get isAllocated(): boolean {
+    return this.blockList.length > 0;
+  }
+
+  /** The tokens of `sequenceTokenIds` the table has not stored yet (those after `numFullSlots`). */
+  getUnseenTokenIds(sequenceTokenIds: readonly number[]): number[] {
+    return sequenceTokenIds.slice(this.numFullSlotsValue);
+  }
+
+  /**
+   * Number of blocks an append of `tokenIds` plus `numLookaheadSlots` touches: the partly filled current block plus
+   * any new ones — an upper bound on the new blocks it needs (the current block only needs one when it must be
+   * copied on write). Mirrors vLLM's `get_num_blocks_touched_by_append_slots` exactly.
+   */
+  getNumBlocksTouchedByAppendSlots(tokenIds: readonly number[] | number, numLookaheadSlots: number): number {
+    const numTokenIds = (typeof tokenIds === 'number' ? tokenIds : tokenIds.length) + numLookaheadSlots;
+    const firstChunkSize = this.blockSize - (this.numFullSlotsValue % this.blockSize);
+    return 1 + Math.ceil((numTokenIds - firstChunkSize) / this.blockSize);
+  }
+
+  /**
+   * Exactly how many free GPU blocks appending `numTokens` tokens plus `numLookaheadSlots` empty slots needs: new
+   * blocks beyond the current capacity, plus one copy for every existing block that the tokens land in while it is
+   * shared (ref count > 1). What `BlockSpaceManager.canAppendSlots` sums.
+   */
+  getNumNewBlocksForAppendSlots(numTokens: number, numLookaheadSlots: number): number {
+    const bs = this.blockSize;
+    const list = this.blockList;
+    const full = this.numFullSlotsValue;
+    const capacity = list.length * bs;
+    const want = full + numTokens + numLookaheadSlots;
+    let needed = want > capacity ? Math.ceil((want - capacity) / bs) : 0;
+    if (numTokens > 0) {
+      const firstIndex = (full / bs) | 0;
+      const lastIndex = Math.min(((full + numTokens - 1) / bs) | 0, list.length - 1);
+      const ids = list.ids();
+      for (let k = firstIndex; k <= lastIndex; k++) {
+        if (this.allocator.getRefCount(ids[k]) > 1) needed++;
+      }
+    }
+    return needed;
+  }
+
+  /** Frees the blocks that lie wholly before the sliding window and puts the null block in their place. */
+  private freeBlocksOutsideWindow(numComputedSlots: number): void {
+    const endBlockIdx = Math.min(
+      Math.floor(numComputedSlots / this.blockSize) - this.maxBlockSlidingWindow!,
+      this.blockList.length - 1,
+    );
+    if (endBlockIdx <= this.numNullBlocks) return;
+    const nullBlock = this.allocator.allocateOrGetNullBlock();
+    for (let idx = this.numNullBlocks; idx < endBlockIdx; idx++) {
+      this.allocator.free(this.blockList.get(idx));
+      this.blockList.set(idx, nullBlock);
+    }
+    this.numNullBlocks = endBlockIdx;
+    // The first live block starts the chain that fork follows.
+    this.blockList.get(endBlockIdx).prevBlock = null;
+  }
+}

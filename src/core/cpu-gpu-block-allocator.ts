@@ -1,0 +1,399 @@
+import type { Block, BlockId } from './block.js';
+import type { BlockAllocator } from './block-allocator.js';
+import type { CopyOnWritePair } from './copy-on-write-tracker.js';
+import { Device } from './device.js';
+import { InvalidArgumentError, NoFreeBlocksError, NullBlockError, UnknownBlockIdError } from './errors.js';
+import type { BlockHash, HashAlgorithm, HashValue } from './hashing.js';
+import { assertHashAlgorithm } from './hashing.js';
+import { NaiveBlockAllocator } from './naive-block-allocator.js';
+import { PrefixCachingBlockAllocator } from './prefix-caching-block-allocator.js';
+import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
+
+/** Which allocator both devices use. */
+export type AllocatorType = 'naive' | 'prefix_caching';
+
+/** Options of {@link CpuGpuBlockAllocator.create}. */
+export interface CpuGpuBlockAllocatorOptions {
+  /** `'naive'` or `'prefix_caching'`. */
+  readonly allocatorType: AllocatorType;
+  /** Blocks in the compute tier. */
+  readonly numGpuBlocks: number;
+  /** Blocks in the swap tier. */
+  readonly numCpuBlocks: number;
+  /** Tokens per block. */
+  readonly blockSize: number;
+  /** Hash function for prefix caching (default `'xxhash64'`). */
+  readonly hashAlgorithm?: HashAlgorithm;
+}
+
+/**
+ * The placeholder that replaces blocks which fell out of a sliding window: it keeps a table's logical positions
+ * without holding real KV. It wraps one GPU block reserved for the purpose (so block-table tensors stay valid
+ * ids); it can never be modified, forked or swapped, and freeing it does nothing.
+ * Mirrors vLLM's `NullBlock` (vllm/core/block/cpu_gpu_block_allocator.py).
+ */
+export class NullBlock implements Block {
+  readonly tokenIds: readonly number[] = Object.freeze([]) as readonly number[];
+  readonly blockSize: number;
+  readonly extraHash = null;
+  readonly contentHash = null;
+  readonly computed = false;
+  readonly lastAccessed = -1;
+  private readonly id: BlockId;
+
+  constructor(blockId: BlockId, blockSize: number) {
+    this.id = blockId;
+    this.blockSize = blockSize;
+  }
+
+  get blockId(): BlockId {
+    return this.id;
+  }
+
+  set blockId(_value: BlockId | null) {
+    throw new NullBlockError('the null block\'s id cannot change');
+  }
+
+  get prevBlock(): Block | null {
+    return null;
+  }
+
+  set prevBlock(_value: Block | null) {
+    throw new NullBlockError('the null block cannot be linked into a chain');
+  }
+
+  get numEmptySlots(): number {
+    return this.blockSize;
+  }
+
+  get isFull(): boolean {
+    return false;
+  }
+
+  appendTokenIds(_tokenIds: readonly number[]): void {
+    throw new NullBlockError('cannot append token ids to the null block (a sliding-window placeholder)');
+  }
+
+  appendTokenIdsRange(_src: readonly number[], _start: number, _end: number): void {
+    throw new NullBlockError('cannot append token ids to the null block (a sliding-window placeholder)');
+  }
+}
+
+/**
+ * One allocator per device behind one id space: GPU ids are `[0, numGpuBlocks)`, CPU ids follow at
+ * `[numGpuBlocks, numGpuBlocks + numCpuBlocks)`. Allocation goes to the device asked for; `free`, `fork` and
+ * ref-count queries are routed by id; `swap` moves blocks between devices and remembers the id mapping.
+ * Copy-on-write and prefix-cache bookkeeping happen on the GPU (the only tier that is appended to).
+ *
+ * Mirrors vLLM's `CpuGpuBlockAllocator` (vllm/core/block/cpu_gpu_block_allocator.py).
+ */
+export class CpuGpuBlockAllocator {
+  /** Tokens per block. */
+  readonly blockSize: number;
+  /** `'naive'` or `'prefix_caching'`. */
+  readonly allocatorType: AllocatorType;
+  private readonly gpuAllocator: BlockAllocator;
+  private readonly cpuAllocator: BlockAllocator;
+  private readonly numGpuBlocks: number;
+  private readonly numCpuBlocks: number;
+  private nullBlock: NullBlock | null = null;
+  private swapMapping = new Map<BlockId, BlockId>();
+
+  /**
+   * Builds both allocators. Throws {@link InvalidArgumentError} for bad counts, block size, allocator type or hash
+   * algorithm, and {@link HashingNotInitializedError} for prefix caching with xxhash64 before
+   * `await initHashing()`.
+   */
+  static create(options: CpuGpuBlockAllocatorOptions): CpuGpuBlockAllocator {
+    const { allocatorType, numGpuBlocks, numCpuBlocks, blockSize } = options;
+    assertNonNegativeInt('numGpuBlocks', numGpuBlocks);
+    assertNonNegativeInt('numCpuBlocks', numCpuBlocks);
+    assertPositiveInt('blockSize', blockSize);
+    if (allocatorType === 'naive') {
+      return new CpuGpuBlockAllocator(
+        new NaiveBlockAllocator({ numBlocks: numGpuBlocks, blockSize, firstBlockId: 0, name: 'GPU' }),
+        new NaiveBlockAllocator({ numBlocks: numCpuBlocks, blockSize, firstBlockId: numGpuBlocks, name: 'CPU' }),
+        'naive',
+      );
+    }
+    if (allocatorType === 'prefix_caching') {
+      const hashAlgorithm = options.hashAlgorithm ?? 'xxhash64';
+      assertHashAlgorithm(hashAlgorithm);
+      return new CpuGpuBlockAllocator(
+        new PrefixCachingBlockAllocator({ numBlocks: numGpuBlocks, blockSize, firstBlockId: 0, name: 'GPU', hashAlgorithm }),
+        new PrefixCachingBlockAllocator({
+          numBlocks: numCpuBlocks, blockSize, firstBlockId: numGpuBlocks, name: 'CPU', hashAlgorithm,
+        }),
+        'prefix_caching',
+      );
+    }
+    throw new InvalidArgumentError(`allocatorType must be 'naive' or 'prefix_caching', got ${describe(allocatorType)}`);
+  }
+
+  /**
+   * Wraps two allocators; the GPU one must own ids `[0, G)` and the CPU one `[G, G + C)`. Prefer {@link create}.
+   * Throws {@link InvalidArgumentError} when the ranges do not line up.
+   */
+  constructor(gpuAllocator: BlockAllocator, cpuAllocator: BlockAllocator, allocatorType: AllocatorType) {
+    if (gpuAllocator.blockSize !== cpuAllocator.blockSize) {
+      throw new InvalidArgumentError(
+        `GPU and CPU allocators must share a block size (${gpuAllocator.blockSize} vs ${cpuAllocator.blockSize})`);
+    }
+    if (gpuAllocator.firstBlockId !== 0 || cpuAllocator.firstBlockId !== gpuAllocator.getNumTotalBlocks()) {
+      throw new InvalidArgumentError('GPU ids must start at 0 and CPU ids right after the last GPU id');
+    }
+    this.gpuAllocator = gpuAllocator;
+    this.cpuAllocator = cpuAllocator;
+    this.blockSize = gpuAllocator.blockSize;
+    this.allocatorType = allocatorType;
+    this.numGpuBlocks = gpuAllocator.getNumTotalBlocks();
+    this.numCpuBlocks = cpuAllocator.getNumTotalBlocks();
+  }
+
+  /** The allocator of `device`. */
+  getAllocator(device: Device): BlockAllocator {
+    if (device === Device.GPU) return this.gpuAllocator;
+    if (device === Device.CPU) return this.cpuAllocator;
+    throw new InvalidArgumentError(`device must be Device.GPU or Device.CPU, got ${describe(device)}`);
+  }
+
+  /** The device that owns `blockId`. Throws {@link UnknownBlockIdError} for an id outside both ranges. */
+  getDeviceOfBlockId(blockId: BlockId): Device {
+    if ((blockId | 0) === blockId && blockId >= 0) {
+      if (blockId < this.numGpuBlocks) return Device.GPU;
+      if (blockId < this.numGpuBlocks + this.numCpuBlocks) return Device.CPU;
+    }
+    throw new UnknownBlockIdError(
+      `block id ${describe(blockId)} belongs to no device (GPU 0..${this.numGpuBlocks - 1}, ` +
+      `CPU ${this.numGpuBlocks}..${this.numGpuBlocks + this.numCpuBlocks - 1})`);
+  }
+
+  /** A new empty block on `device` after `prevBlock`. Throws {@link NoFreeBlocksError}. */
+  allocateMutableBlock(prevBlock: Block | null, device: Device, extraHash: string | null = null): Block {
+    return this.getAllocator(device).allocateMutableBlock(prevBlock, extraHash);
+  }
+
+  /** A full block of `tokenIds` on `device` (shared when cached). See {@link BlockAllocator.allocateImmutableBlock}. */
+  allocateImmutableBlock(
+    prevBlock: Block | null,
+    tokenIds: readonly number[],
+    device: Device,
+    extraHash: string | null = null,
+  ): Block {
+    return this.getAllocator(device).allocateImmutableBlock(prevBlock, tokenIds, extraHash);
+  }
+
+  /** A chain of full blocks on `device`, all or nothing. See {@link BlockAllocator.allocateImmutableBlocks}. */
+  allocateImmutableBlocks(
+    prevBlock: Block | null,
+    blockTokenIds: readonly (readonly number[])[],
+    device: Device,
+    extraHash: string | null = null,
+  ): Block[] {
+    return this.getAllocator(device).allocateImmutableBlocks(prevBlock, blockTokenIds, extraHash);
+  }
+
+  /**
+   * Frees `block` on the device that owns its id; the null block is ignored. Throws {@link DoubleFreeError} for a
+   * block already freed.
+   */
+  free(block: Block): void {
+    if (block === this.nullBlock) return;
+    const id = block.blockId;
+    if (id === null) {
+      // Let the allocator raise its DoubleFreeError (either one gives the same message).
+      this.gpuAllocator.free(block);
+      return;
+    }
+    this.allocatorOf(id).free(block);
+  }
+
+  /**
+   * Forks the chain ending at `lastBlock` on its device (see {@link BlockAllocator.fork}). Throws
+   * {@link NullBlockError} for the null block and {@link FreedBlockError} for a freed block.
+   */
+  fork(lastBlock: Block): Block[] {
+    if (lastBlock === this.nullBlock) throw new NullBlockError('cannot fork the null block');
+    const id = lastBlock.blockId;
+    if (id === null) return this.gpuAllocator.fork(lastBlock); // raises FreedBlockError
+    return this.allocatorOf(id).fork(lastBlock);
+  }
+
+  /** Free blocks on `device` (with prefix caching, evictable cached blocks included). */
+  getNumFreeBlocks(device: Device): number {
+    return this.getAllocator(device).getNumFreeBlocks();
+  }
+
+  /** Blocks on `device`. */
+  getNumTotalBlocks(device: Device): number {
+    return this.getAllocator(device).getNumTotalBlocks();
+  }
+
+  /**
+   * The index of `absoluteId` inside `device`'s KV cache (CPU ids are offset by numGpuBlocks). Throws
+   * {@link UnknownBlockIdError} if the id is not on that device.
+   */
+  getPhysicalBlockId(device: Device, absoluteId: BlockId): number {
+    return this.getAllocator(device).getPhysicalBlockId(absoluteId);
+  }
+
+  /** Reference count of `blockId` on its device. */
+  getRefCount(blockId: BlockId): number {
+    return this.allocatorOf(blockId).getRefCount(blockId);
+  }
+
+  /**
+   * Moves `blocks` from `srcDevice` to `dstDevice`: their source ids are released and they get destination ids.
+   * Blocks sharing a physical block keep sharing one destination block; null blocks are skipped. Returns the
+   * mapping source id → destination id (absolute ids) and adds it to the mapping returned by
+   * {@link getAndResetSwaps}. All or nothing: throws {@link NoFreeBlocksError} before anything moves when the
+   * destination cannot hold them, {@link InvalidArgumentError} when a block is not on `srcDevice`.
+   */
+  swap(blocks: readonly Block[], srcDevice: Device, dstDevice: Device): Map<BlockId, BlockId> {
+    const src = this.getAllocator(srcDevice);
+    const dst = this.getAllocator(dstDevice);
+    if (src === dst) throw new InvalidArgumentError(`cannot swap from ${srcDevice} to the same device`);
+    const moving: Block[] = [];
+    const srcIds: BlockId[] = [];
+    for (const b of blocks) {
+      if (b === this.nullBlock) continue;
+      const id = b.blockId;
+      if (id === null || this.getDeviceOfBlockId(id) !== srcDevice) {
+        throw new InvalidArgumentError(
+          `swap from ${srcDevice}: a block is ${id === null ? 'freed' : `on ${this.getDeviceOfBlockId(id)} (id ${id})`}`);
+      }
+      moving.push(b);
+      srcIds.push(id);
+    }
+    // Checked before anything moves, so that a failed swap changes nothing: the destination needs one block per
+    // distinct source block, except full blocks whose content it already caches in a block in use.
+    const required = dst.getNumFullBlocksTouched(moving) + countDistinctNotFull(moving);
+    if (required > dst.getNumFreeBlocks()) {
+      throw new NoFreeBlocksError(
+        `cannot swap ${moving.length} blocks from ${srcDevice} to ${dstDevice}: ${required} new blocks needed, ` +
+        `${dst.getNumFreeBlocks()} free (check canSwapIn / canSwapOut first)`);
+    }
+    src.swapOut(moving);
+    dst.swapIn(moving, srcIds);
+    const mapping = new Map<BlockId, BlockId>();
+    for (let i = 0; i < moving.length; i++) {
+      const d = moving[i].blockId!;
+      mapping.set(srcIds[i], d);
+      this.swapMapping.set(srcIds[i], d);
+    }
+    return mapping;
+  }
+
+  /** Every (source id, destination id) swap since the last call (absolute ids), and forgets them. */
+  getAndResetSwaps(): [BlockId, BlockId][] {
+    const out = [...this.swapMapping.entries()];
+    this.swapMapping = new Map();
+    return out;
+  }
+
+  /** See {@link BlockAllocator.getNumFullBlocksTouched}, on `device`; null blocks are skipped. */
+  getNumFullBlocksTouched(blocks: readonly Block[], device: Device): number {
+    const alloc = this.getAllocator(device);
+    if (this.nullBlock === null) return alloc.getNumFullBlocksTouched(blocks);
+    return alloc.getNumFullBlocksTouched(blocks.filter((b) => b !== this.nullBlock));
+  }
+
+  /** Copy-on-write pairs recorded on the GPU since the last call (absolute ids = GPU physical ids), in order. */
+  clearCopyOnWrites(): readonly CopyOnWritePair[] {
+    return this.gpuAllocator.clearCopyOnWrites();
+  }
+
+  /** Records an access time for GPU blocks (prefix caching). */
+  markBlocksAsAccessed(blockIds: readonly BlockId[], now: number): void {
+    this.gpuAllocator.markBlocksAsAccessed(blockIds, now);
+  }
+
+  /** Marks GPU blocks filled since the last call as computed (prefix caching). */
+  markBlocksAsComputed(blockIds: readonly BlockId[]): void {
+    this.gpuAllocator.markBlocksAsComputed(blockIds);
+  }
+
+  /** True when the GPU block's KV is known to be computed. */
+  blockIsComputed(blockId: BlockId): boolean {
+    return this.allocatorOf(blockId).blockIsComputed(blockId);
+  }
+
+  /** See {@link BlockAllocator.getComputedBlockIds} (GPU). */
+  getComputedBlockIds(
+    prevComputedBlockIds: readonly BlockId[],
+    blockIds: readonly BlockId[],
+    skipLastBlockId: boolean,
+  ): BlockId[] {
+    return this.gpuAllocator.getComputedBlockIds(prevComputedBlockIds, blockIds, skipLastBlockId);
+  }
+
+  /** See {@link BlockAllocator.getCommonComputedBlockIds} (GPU). */
+  getCommonComputedBlockIds(computedSeqBlockIds: readonly (readonly BlockId[])[]): BlockId[] {
+    return this.gpuAllocator.getCommonComputedBlockIds(computedSeqBlockIds);
+  }
+
+  /** See {@link BlockAllocator.findCachedBlocksPrefix}, on `device` (default GPU). */
+  findCachedBlocksPrefix(blockHashes: readonly BlockHash[], device: Device = Device.GPU): BlockId[] {
+    return this.getAllocator(device).findCachedBlocksPrefix(blockHashes);
+  }
+
+  /** See {@link BlockAllocator.countCachedBlocksInUse}, on `device` (default GPU). */
+  countCachedBlocksInUse(blockHashes: readonly BlockHash[], device: Device = Device.GPU): number {
+    return this.getAllocator(device).countCachedBlocksInUse(blockHashes);
+  }
+
+  /** Prefix-cache hit rate of `device` (0 before any query, -1 without prefix caching). */
+  getPrefixCacheHitRate(device: Device): number {
+    return this.getAllocator(device).getPrefixCacheHitRate();
+  }
+
+  /**
+   * Resets the prefix cache of `device`, or of both when omitted. Returns false (changing nothing on that device)
+   * while any of its blocks is in use.
+   */
+  resetPrefixCache(device?: Device): boolean {
+    if (device !== undefined) return this.getAllocator(device).resetPrefixCache();
+    const gpu = this.gpuAllocator.resetPrefixCache();
+    const cpu = this.cpuAllocator.resetPrefixCache();
+    return gpu && cpu;
+  }
+
+  /** Hash of the content cached in `blockId`, null when none. */
+  getCachedBlockHash(blockId: BlockId): HashValue | null {
+    return this.allocatorOf(blockId).getCachedBlockHash(blockId);
+  }
+
+  /**
+   * The null block, allocated from the GPU on first use and kept for the allocator's lifetime (it takes one GPU
+   * block). Throws {@link NoFreeBlocksError} if it must be allocated and no GPU block is free.
+   * Mirrors vLLM's `allocate_or_get_null_block`.
+   */
+  allocateOrGetNullBlock(): NullBlock {
+    if (this.nullBlock === null) {
+      // The inner block is never freed: its id stays referenced for the allocator's lifetime.
+      const inner = this.gpuAllocator.allocateMutableBlock(null);
+      this.nullBlock = new NullBlock(inner.blockId!, this.blockSize);
+    }
+    return this.nullBlock;
+  }
+
+  /** True when `block` is this allocator's null block. */
+  isNullBlock(block: Block): boolean {
+    return block === this.nullBlock;
+  }
+
+  /** The null block if it was ever allocated, else null. */
+  getNullBlock(): NullBlock | null {
+    return this.nullBlock;
+  }
+
+  private allocatorOf(blockId: BlockId): BlockAllocator {
+    return this.getDeviceOfBlockId(blockId) === Device.GPU ? this.gpuAllocator : this.cpuAllocator;
+  }
+}
+
+function countDistinctNotFull(blocks: readonly Block[]): number {
+  const seen = new Set<BlockId | Block>();
+  for (const b of blocks) if (!b.isFull) seen.add(b.blockId ?? b);
+  return seen.size;
+}

@@ -1,0 +1,210 @@
+import { createHash } from 'node:crypto';
+import xxhash, { type XXHashAPI } from 'xxhash-wasm';
+import { HashingNotInitializedError, InvalidArgumentError } from './errors.js';
+import { describe } from './validate.js';
+
+/**
+ * Content hashes of full KV-cache blocks for prefix caching.
+ *
+ * A block's hash chains the previous block's hash, the block's token ids and an optional extra key (cache salt,
+ * adapter id), so equal hashes mean "same tokens after the same prefix under the same key". Two algorithms:
+ *
+ * - `xxhash64` (default): xxHash's 64-bit hash from the `xxhash-wasm` package; the value is an unsigned `bigint`.
+ *   The WebAssembly module loads asynchronously, so call `await initHashing()` once at start-up; after that every
+ *   hash is synchronous. (vLLM uses Python's built-in hash, later sha256 or xxhash via `prefix_caching_hash_algo`;
+ *   nano-vllm uses xxh64 as here.)
+ * - `sha256`: SHA-256 from node:crypto, no initialisation; the value is a 64-character hex string. Use it when
+ *   tenants must not be able to craft colliding prompts.
+ *
+ * A hash is only ever an index: the prefix-caching allocator also compares token ids, extra key and parent hash
+ * before it hands out a cached block, so a collision can cost a cache miss but never wrong KV.
+ *
+ * Byte layout hashed per block (little-endian): u32 flags (bit 0: has parent, bit 1: has extra key), u32 token
+ * count, the parent hash (8 bytes for xxhash64, 64 ASCII hex bytes for sha256; zeros when absent), u32 per token,
+ * then the extra key in UTF-8.
+ *
+ * node:crypto is imported here and nowhere else in src/core.
+ */
+
+/** Which hash function block hashes use. */
+export type HashAlgorithm = 'xxhash64' | 'sha256';
+
+/** A block hash value: an unsigned 64-bit `bigint` (xxhash64) or a 64-character lowercase hex string (sha256). */
+export type HashValue = bigint | string;
+
+let xxhashApi: XXHashAPI | null = null;
+let xxhashLoading: Promise<void> | null = null;
+
+/**
+ * Loads the xxHash WebAssembly module. Idempotent and safe to call concurrently; resolves when `xxhash64`
+ * hashing is usable synchronously. Rejects only if WebAssembly itself cannot instantiate the module.
+ */
+export function initHashing(): Promise<void> {
+  if (xxhashApi !== null) return Promise.resolve();
+  if (xxhashLoading === null) {
+    xxhashLoading = xxhash().then((api) => {
+      xxhashApi = api;
+    }, (err: unknown) => {
+      xxhashLoading = null;
+      throw err;
+    });
+  }
+  return xxhashLoading;
+}
+
+/** True once {@link initHashing} has finished (xxhash64 can be used). */
+export function isHashingInitialized(): boolean {
+  return xxhashApi !== null;
+}
+
+/** Throws {@link InvalidArgumentError} unless `algorithm` is `'xxhash64'` or `'sha256'`. */
+export function assertHashAlgorithm(algorithm: unknown): asserts algorithm is HashAlgorithm {
+  if (algorithm !== 'xxhash64' && algorithm !== 'sha256') {
+    throw new InvalidArgumentError(`hashAlgorithm must be 'xxhash64' or 'sha256', got ${describe(algorithm)}`);
+  }
+}
+
+const FLAG_PARENT = 1;
+const FLAG_EXTRA = 2;
+const HEADER_BYTES = 8;
+
+/**
+ * Hashes full blocks of token ids with one algorithm. Reuses one scratch buffer, so hashing a block allocates
+ * nothing but the result. Not re-entrant (src/core is single-threaded).
+ */
+export class BlockHasher {
+  /** The algorithm this hasher uses. */
+  readonly algorithm: HashAlgorithm;
+  private readonly parentBytes: number;
+  private buffer: Uint8Array;
+  private words: Uint32Array;
+  private readonly encoder = new TextEncoder();
+  private readonly xx: XXHashAPI | null;
+
+  /**
+   * Throws {@link HashingNotInitializedError} for `xxhash64` before `await initHashing()` has finished, and
+   * {@link InvalidArgumentError} for an unknown algorithm.
+   */
+  constructor(algorithm: HashAlgorithm = 'xxhash64') {
+    assertHashAlgorithm(algorithm);
+    this.algorithm = algorithm;
+    if (algorithm === 'xxhash64') {
+      if (xxhashApi === null) {
+        throw new HashingNotInitializedError(
+          "the xxhash64 block hasher is not ready: call `await initHashing()` (from src/core) once at start-up, " +
+          "or use hashAlgorithm 'sha256'");
+      }
+      this.xx = xxhashApi;
+    } else {
+      this.xx = null;
+    }
+    this.parentBytes = algorithm === 'xxhash64' ? 8 : 64;
+    this.buffer = new Uint8Array(256);
+    this.words = new Uint32Array(this.buffer.buffer);
+  }
+
+  /**
+   * Hash of the block holding `tokenIds[start..end)` after a block hashed `parentHash` (null for the first block),
+   * under `extraHash` (null for none). Token ids must be integers in [0, 2^32). Throws
+   * {@link InvalidArgumentError} when `parentHash` is not a value of this hasher's algorithm.
+   */
+  hashBlock(
+    parentHash: HashValue | null,
+    tokenIds: readonly number[],
+    start: number,
+    end: number,
+    extraHash: string | null,
+  ): HashValue {
+    const n = end - start;
+    const tokenOffset = HEADER_BYTES + this.parentBytes;
+    const extraMax = extraHash === null ? 0 : extraHash.length * 3;
+    const needed = tokenOffset + 4 * n + extraMax;
+    if (needed > this.buffer.length) this.grow(needed);
+    const words = this.words;
+    let flags = 0;
+    const buf = this.buffer;
+    buf.fill(0, HEADER_BYTES, tokenOffset);
+    if (parentHash !== null) {
+      flags |= FLAG_PARENT;
+      this.writeParent(parentHash);
+    }
+    words[1] = n;
+    let w = tokenOffset >> 2;
+    for (let i = start; i < end; i++) words[w++] = tokenIds[i];
+    let len = tokenOffset + 4 * n;
+    if (extraHash !== null) {
+      flags |= FLAG_EXTRA;
+      len += this.encoder.encodeInto(extraHash, buf.subarray(len)).written;
+    }
+    words[0] = flags;
+    const input = buf.subarray(0, len);
+    if (this.xx !== null) return this.xx.h64Raw(input);
+    return createHash('sha256').update(input).digest('hex');
+  }
+
+  private writeParent(parent: HashValue): void {
+    const buf = this.buffer;
+    if (this.algorithm === 'xxhash64') {
+      if (typeof parent !== 'bigint') {
+        throw new InvalidArgumentError(`an xxhash64 parent hash must be a bigint, got ${describe(parent)}`);
+      }
+      this.words[2] = Number(BigInt.asUintN(32, parent));
+      this.words[3] = Number(BigInt.asUintN(32, parent >> 32n));
+      return;
+    }
+    if (typeof parent !== 'string' || parent.length !== 64) {
+      throw new InvalidArgumentError(`a sha256 parent hash must be a 64-character hex string, got ${describe(parent)}`);
+    }
+    for (let i = 0; i < 64; i++) buf[HEADER_BYTES + i] = parent.charCodeAt(i) & 0xff;
+  }
+
+  private grow(needed: number): void {
+    let size = this.buffer.length;
+    while (size < needed) size *= 2;
+    this.buffer = new Uint8Array(size);
+    this.words = new Uint32Array(this.buffer.buffer);
+  }
+}
+
+/**
+ * A full block's identity for prefix-cache lookups: its hash value plus what the hash was computed from (parent
+ * hash, token ids, extra key), so a lookup can verify equality instead of trusting the hash. Mirrors vLLM V1's
+ * `BlockHashType` (hash value, token ids, extra keys; vllm/v1/core/kv_cache_utils.py).
+ */
+export interface BlockHash {
+  /** Hash value of this block (chains `parent`). */
+  readonly value: HashValue;
+  /** Hash value of the previous block, null for the first block of a sequence. */
+  readonly parent: HashValue | null;
+  /** The block's token ids (exactly blockSize of them). */
+  readonly tokenIds: readonly number[];
+  /** The extra key mixed into the hash, or null. */
+  readonly extraHash: string | null;
+}
+
+/**
+ * Block hashes of the full blocks of `tokenIds` (`⌊maxTokens / blockSize⌋` of them, where maxTokens defaults to
+ * all tokens), chained from the first block. Mirrors vLLM V1's `hash_request_tokens`.
+ * Throws {@link InvalidArgumentError} for a non-positive block size.
+ */
+export function computeBlockHashes(
+  hasher: BlockHasher,
+  tokenIds: readonly number[],
+  blockSize: number,
+  extraHash: string | null = null,
+  maxTokens: number = tokenIds.length,
+): BlockHash[] {
+  if (!Number.isSafeInteger(blockSize) || blockSize < 1) {
+    throw new InvalidArgumentError(`blockSize must be a positive integer, got ${describe(blockSize)}`);
+  }
+  const numBlocks = Math.floor(Math.min(maxTokens, tokenIds.length) / blockSize);
+  const out: BlockHash[] = [];
+  let parent: HashValue | null = null;
+  for (let b = 0; b < numBlocks; b++) {
+    const start = b * blockSize;
+    const value = hasher.hashBlock(parent, tokenIds, start, start + blockSize, extraHash);
+    out.push({ value, parent, tokenIds: tokenIds.slice(start, start + blockSize), extraHash });
+    parent = value;
+  }
+  return out;
+}

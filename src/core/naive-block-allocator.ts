@@ -1,0 +1,398 @@
+import type { Block, BlockId } from './block.js';
+import type { BlockAllocator } from './block-allocator.js';
+import { BlockPool, type PooledBlock } from './block-pool.js';
+import { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
+import {
+  BlockOverflowError, DoubleFreeError, FreedBlockError, InvalidArgumentError, InvalidStateError, NoFreeBlocksError,
+  UnknownBlockIdError,
+} from './errors.js';
+import type { BlockHash, HashValue } from './hashing.js';
+import { RefCounter } from './ref-counter.js';
+import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
+
+/** Options of {@link NaiveBlockAllocator}. */
+export interface NaiveBlockAllocatorOptions {
+  /** Physical blocks this allocator owns. */
+  readonly numBlocks: number;
+  /** Tokens per block. */
+  readonly blockSize: number;
+  /** First id of the allocator's contiguous id range (default 0). */
+  readonly firstBlockId?: BlockId;
+  /** A name for error messages, e.g. the device (default "allocator"). */
+  readonly name?: string;
+}
+
+/**
+ * A block of the naive allocator: token ids plus a physical id; copy-on-write on append when the id is shared.
+ * Mirrors vLLM's `NaiveBlock` (vllm/core/block/naive_block.py).
+ */
+export class NaiveBlock implements PooledBlock {
+  blockId: BlockId | null = null;
+  prevBlock: Block | null = null;
+  extraHash: string | null = null;
+  poolId = -1;
+  readonly tokenIds: number[] = [];
+  readonly blockSize: number;
+  private readonly allocator: NaiveBlockAllocator;
+
+  constructor(blockSize: number, allocator: NaiveBlockAllocator) {
+    this.blockSize = blockSize;
+    this.allocator = allocator;
+  }
+
+  /** Resets the object for reuse (see {@link PooledBlock.init}). */
+  init(prevBlock: Block | null, blockId: BlockId | null, extraHash: string | null): void {
+    this.prevBlock = prevBlock;
+    this.blockId = blockId;
+    this.extraHash = extraHash;
+    this.tokenIds.length = 0;
+  }
+
+  get numEmptySlots(): number {
+    return this.blockSize - this.tokenIds.length;
+  }
+
+  get isFull(): boolean {
+    return this.tokenIds.length === this.blockSize;
+  }
+
+  /** Always null: the naive allocator does not hash content. */
+  get contentHash(): HashValue | null {
+    return null;
+  }
+
+  /** Always false: the naive allocator does not track computed blocks. */
+  get computed(): boolean {
+    return false;
+  }
+
+  /** Always -1: the naive allocator does not track access times. */
+  get lastAccessed(): number {
+    return -1;
+  }
+
+  appendTokenIds(tokenIds: readonly number[]): void {
+    this.appendTokenIdsRange(tokenIds, 0, tokenIds.length);
+  }
+
+  appendTokenIdsRange(src: readonly number[], start: number, end: number): void {
+    if (end <= start) return;
+    checkAppend(this, src, start, end);
+    this.blockId = this.allocator.cowBlockIfNotAppendable(this);
+    const t = this.tokenIds;
+    for (let i = start; i < end; i++) t.push(src[i]);
+  }
+
+  /** Appends without copy-on-write (for blocks being built by their allocator). */
+  appendTokenIdsNoCow(src: readonly number[], start: number, end: number): void {
+    const t = this.tokenIds;
+    for (let i = start; i < end; i++) t.push(src[i]);
+  }
+}
+
+/**
+ * Checks an append of `src[start..end)` to `block` (live, fits, valid token ids) before anything changes.
+ * Shared by both block kinds.
+ */
+export function checkAppend(block: Block, src: readonly number[], start: number, end: number): void {
+  if (block.blockId === null) {
+    throw new FreedBlockError('cannot append token ids to a freed block (its physical id was released)');
+  }
+  const n = end - start;
+  const empty = block.blockSize - block.tokenIds.length;
+  if (n > empty) {
+    throw new BlockOverflowError(
+      `cannot append ${n} token ids to block ${block.blockId}: only ${empty} of its ${block.blockSize} slots are empty`);
+  }
+  for (let i = start; i < end; i++) {
+    const t = src[i];
+    if ((t >>> 0) !== t) {
+      throw new InvalidArgumentError(`token id at index ${i} must be an integer in [0, 2^32), got ${describe(t)}`);
+    }
+  }
+}
+
+/** Collects the chain ending at `lastBlock` (first block first), following `prevBlock`. */
+export function getAllBlocksRecursively(lastBlock: Block): Block[] {
+  const out: Block[] = [];
+  for (let b: Block | null = lastBlock; b !== null; b = b.prevBlock) out.push(b);
+  return out.reverse();
+}
+
+/**
+ * The simple allocator: a fixed range of physical block ids handed out from a LIFO free stack, with reference
+ * counts so that forked sequences can share blocks, and copy-on-write when a shared block is appended to. No
+ * content hashing, no caching: an id goes back to the free stack when its last reference is freed.
+ *
+ * Mirrors vLLM's `NaiveBlockAllocator` (vllm/core/block/naive_block.py), except that ids are a contiguous range
+ * kept in typed arrays, and copy-on-write allocates the new id before it releases the shared one (so a failed copy
+ * changes nothing).
+ */
+export class NaiveBlockAllocator implements BlockAllocator {
+  readonly blockSize: number;
+  readonly firstBlockId: BlockId;
+  /** Name used in error messages. */
+  readonly name: string;
+  private readonly numBlocks: number;
+  private readonly freeStack: Int32Array;
+  private numFree: number;
+  private readonly refCounter: RefCounter;
+  private readonly cowTracker: CopyOnWriteTracker;
+  private readonly blockPool: BlockPool<NaiveBlock>;
+
+  /** Throws {@link InvalidArgumentError} for a non-integer or non-positive block size or negative count. */
+  constructor(options: NaiveBlockAllocatorOptions) {
+    assertNonNegativeInt('numBlocks', options.numBlocks);
+    assertPositiveInt('blockSize', options.blockSize);
+    const first = options.firstBlockId ?? 0;
+    assertNonNegativeInt('firstBlockId', first);
+    this.blockSize = options.blockSize;
+    this.firstBlockId = first;
+    this.numBlocks = options.numBlocks;
+    this.name = options.name ?? 'allocator';
+    this.freeStack = new Int32Array(this.numBlocks);
+    // Lowest id on top of the stack: blocks are handed out 0, 1, 2, ... from a fresh allocator.
+    for (let i = 0; i < this.numBlocks; i++) this.freeStack[i] = first + this.numBlocks - 1 - i;
+    this.numFree = this.numBlocks;
+    this.refCounter = new RefCounter(first, this.numBlocks);
+    this.cowTracker = new CopyOnWriteTracker(this.refCounter);
+    this.blockPool = new BlockPool(() => new NaiveBlock(this.blockSize, this), Math.min(this.numBlocks, 1024));
+  }
+
+  allocateMutableBlock(prevBlock: Block | null, extraHash: string | null = null): Block {
+    const id = this.allocateBlockId();
+    return this.blockPool.initBlock(prevBlock, id, extraHash);
+  }
+
+  allocateImmutableBlock(prevBlock: Block | null, tokenIds: readonly number[], extraHash: string | null = null): Block {
+    this.checkFullTokenIds(tokenIds, 0);
+    const block = this.blockPool.initBlock(prevBlock, this.allocateBlockId(), extraHash);
+    block.appendTokenIdsNoCow(tokenIds, 0, tokenIds.length);
+    return block;
+  }
+
+  allocateImmutableBlocks(
+    prevBlock: Block | null,
+    blockTokenIds: readonly (readonly number[])[],
+    extraHash: string | null = null,
+  ): Block[] {
+    for (let i = 0; i < blockTokenIds.length; i++) this.checkFullTokenIds(blockTokenIds[i], i);
+    if (blockTokenIds.length > this.numFree) throw this.noFreeBlocks(blockTokenIds.length);
+    const out: Block[] = [];
+    let prev = prevBlock;
+    for (const ids of blockTokenIds) {
+      const block = this.blockPool.initBlock(prev, this.allocateBlockId(), extraHash);
+      block.appendTokenIdsNoCow(ids, 0, ids.length);
+      out.push(block);
+      prev = block;
+    }
+    return out;
+  }
+
+  free(block: Block, keepBlockObject = false): void {
+    this.freeBlockId(block);
+    if (!keepBlockObject) this.blockPool.freeBlock(block as NaiveBlock);
+  }
+
+  fork(lastBlock: Block): Block[] {
+    const source = getAllBlocksRecursively(lastBlock);
+    for (const b of source) this.checkLive(b, 'fork');
+    const out: Block[] = [];
+    let prev: Block | null = null;
+    for (const b of source) {
+      const id = b.blockId!;
+      this.refCounter.incr(id);
+      const forked = this.blockPool.initBlock(prev, id, b.extraHash);
+      forked.appendTokenIdsNoCow(b.tokenIds, 0, b.tokenIds.length);
+      out.push(forked);
+      prev = forked;
+    }
+    return out;
+  }
+
+  getNumFreeBlocks(): number {
+    return this.numFree;
+  }
+
+  getNumTotalBlocks(): number {
+    return this.numBlocks;
+  }
+
+  getPhysicalBlockId(absoluteId: BlockId): number {
+    if (!this.refCounter.contains(absoluteId)) throw this.unknownId(absoluteId);
+    return absoluteId - this.firstBlockId;
+  }
+
+  getRefCount(blockId: BlockId): number {
+    return this.refCounter.get(blockId);
+  }
+
+  swapOut(blocks: readonly Block[]): void {
+    this.checkReleasable(blocks, 'swap out');
+    for (let i = blocks.length - 1; i >= 0; i--) this.freeBlockId(blocks[i]);
+  }
+
+  swapIn(blocks: readonly Block[], shareKeys?: readonly number[]): void {
+    const needed = checkSwapIn(blocks, shareKeys);
+    if (needed > this.numFree) throw this.noFreeBlocks(needed);
+    const assigned = new Map<number, BlockId>();
+    for (let i = 0; i < blocks.length; i++) {
+      const key = shareKeys === undefined ? -1 - i : shareKeys[i];
+      let id = assigned.get(key);
+      if (id === undefined) {
+        id = this.allocateBlockId();
+        assigned.set(key, id);
+      } else {
+        this.refCounter.incr(id);
+      }
+      blocks[i].blockId = id;
+    }
+  }
+
+  clearCopyOnWrites(): readonly CopyOnWritePair[] {
+    return this.cowTracker.clearCopyOnWrites();
+  }
+
+  getNumFullBlocksTouched(blocks: readonly Block[]): number {
+    const seen = new Set<BlockId | Block>();
+    for (const b of blocks) if (b.isFull) seen.add(b.blockId ?? b);
+    return seen.size;
+  }
+
+  markBlocksAsAccessed(_blockIds: readonly BlockId[], _now: number): void {
+    // The naive allocator keeps no access times.
+  }
+
+  markBlocksAsComputed(_blockIds: readonly BlockId[]): void {
+    // The naive allocator keeps no computed state.
+  }
+
+  blockIsComputed(_blockId: BlockId): boolean {
+    return false;
+  }
+
+  getComputedBlockIds(
+    _prevComputedBlockIds: readonly BlockId[],
+    _blockIds: readonly BlockId[],
+    _skipLastBlockId: boolean,
+  ): BlockId[] {
+    return [];
+  }
+
+  getCommonComputedBlockIds(_computedSeqBlockIds: readonly (readonly BlockId[])[]): BlockId[] {
+    return [];
+  }
+
+  findCachedBlocksPrefix(_blockHashes: readonly BlockHash[]): BlockId[] {
+    return [];
+  }
+
+  countCachedBlocksInUse(_blockHashes: readonly BlockHash[]): number {
+    return 0;
+  }
+
+  getPrefixCacheHitRate(): number {
+    return -1;
+  }
+
+  resetPrefixCache(): boolean {
+    return true;
+  }
+
+  getCachedBlockHash(_blockId: BlockId): HashValue | null {
+    return null;
+  }
+
+  /**
+   * Called by a block about to be appended to: returns its id if the block is appendable in place, otherwise a
+   * fresh id, after recording the (old, new) copy. Throws {@link NoFreeBlocksError} when a copy is needed and no
+   * block is free. Mirrors vLLM's `cow_block_if_not_appendable`.
+   */
+  cowBlockIfNotAppendable(block: Block): BlockId {
+    const src = block.blockId!;
+    if (this.cowTracker.isAppendable(block)) return src;
+    const trg = this.allocateBlockId();
+    this.refCounter.decr(src);
+    this.cowTracker.recordCow(src, trg);
+    return trg;
+  }
+
+  private allocateBlockId(): BlockId {
+    if (this.numFree === 0) throw this.noFreeBlocks(1);
+    const id = this.freeStack[--this.numFree];
+    this.refCounter.incr(id);
+    return id;
+  }
+
+  private freeBlockId(block: Block): void {
+    const id = block.blockId;
+    if (id === null) throw new DoubleFreeError('block was already freed (its physical id is null)');
+    if (this.refCounter.decr(id) === 0) this.freeStack[this.numFree++] = id;
+    block.blockId = null;
+  }
+
+  private checkLive(block: Block, what: string): void {
+    const id = block.blockId;
+    if (id === null) throw new FreedBlockError(`cannot ${what} a freed block (its physical id is null)`);
+    if (!this.refCounter.contains(id)) throw this.unknownId(id);
+    if (this.refCounter.get(id) === 0) {
+      throw new FreedBlockError(`cannot ${what} block ${id}: it is not referenced (already freed)`);
+    }
+  }
+
+  /** Checks that every block is live here and no id is released more often than it is referenced. */
+  private checkReleasable(blocks: readonly Block[], what: string): void {
+    const uses = new Map<BlockId, number>();
+    for (const b of blocks) {
+      this.checkLive(b, what);
+      const id = b.blockId!;
+      const n = (uses.get(id) ?? 0) + 1;
+      if (n > this.refCounter.get(id)) {
+        throw new DoubleFreeError(`block ${id} appears ${n} times but is referenced only ${this.refCounter.get(id)}`);
+      }
+      uses.set(id, n);
+    }
+  }
+
+  private checkFullTokenIds(tokenIds: readonly number[], index: number): void {
+    if (!Array.isArray(tokenIds) || tokenIds.length !== this.blockSize) {
+      throw new InvalidArgumentError(
+        `immutable block ${index} must hold exactly ${this.blockSize} token ids, got ${describe(tokenIds)}`);
+    }
+    for (let i = 0; i < tokenIds.length; i++) {
+      const t = tokenIds[i];
+      if ((t >>> 0) !== t) {
+        throw new InvalidArgumentError(`token id ${i} of block ${index} must be an integer in [0, 2^32), got ${describe(t)}`);
+      }
+    }
+  }
+
+  private noFreeBlocks(needed: number): NoFreeBlocksError {
+    return new NoFreeBlocksError(
+      `${this.name}: no free blocks (${needed} needed, ${this.numFree} free of ${this.numBlocks}); ` +
+      'free or swap out sequences first (the scheduler checks canAllocate / canAppendSlots)');
+  }
+
+  private unknownId(id: BlockId): UnknownBlockIdError {
+    return new UnknownBlockIdError(
+      `${this.name}: block id ${id} is not managed here (ids ${this.firstBlockId}..${this.firstBlockId + this.numBlocks - 1})`);
+  }
+}
+
+/**
+ * Checks a swap-in request: every block swapped out (null id), share keys aligned. Returns the number of distinct
+ * destination blocks needed.
+ */
+export function checkSwapIn(blocks: readonly Block[], shareKeys: readonly number[] | undefined): number {
+  if (shareKeys !== undefined && shareKeys.length !== blocks.length) {
+    throw new InvalidArgumentError(
+      `swapIn: shareKeys has ${shareKeys.length} entries for ${blocks.length} blocks`);
+  }
+  for (let i = 0; i < blocks.length; i++) {
+    if (blocks[i].blockId !== null) {
+      throw new InvalidStateError(
+        `swapIn: block ${i} still holds physical id ${blocks[i].blockId}; swap it out of its device first`);
+    }
+  }
+  return shareKeys === undefined ? blocks.length : new Set(shareKeys).size;
+}

@@ -1,0 +1,676 @@
+import type { Block, BlockId } from './block.js';
+import type { BlockAllocator } from './block-allocator.js';
+import { BlockPool, type PooledBlock } from './block-pool.js';
+import { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
+import {
+  DoubleFreeError, FreedBlockError, InvalidArgumentError, NoFreeBlocksError, UnknownBlockIdError,
+} from './errors.js';
+import { LRUEvictor } from './evictor.js';
+import { BlockHasher, type BlockHash, type HashAlgorithm, type HashValue } from './hashing.js';
+import { checkAppend, checkSwapIn, getAllBlocksRecursively, type NaiveBlockAllocatorOptions } from './naive-block-allocator.js';
+import { RefCounter } from './ref-counter.js';
+import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
+
+/** Options of {@link PrefixCachingBlockAllocator}. */
+export interface PrefixCachingBlockAllocatorOptions extends NaiveBlockAllocatorOptions {
+  /** Hash function for block contents (default `'xxhash64'`, which needs `await initHashing()` first). */
+  readonly hashAlgorithm?: HashAlgorithm;
+}
+
+/**
+ * A block of the prefix-caching allocator. When it becomes full its content hash is computed (chaining the
+ * previous block's hash) and the allocator promotes it to an immutable cached block — possibly merging it into an
+ * identical block that is already cached, which changes its `blockId`.
+ * Mirrors vLLM's `PrefixCachingBlock` (vllm/core/block/prefix_caching_block.py).
+ */
+export class PrefixCachingBlock implements PooledBlock {
+  blockId: BlockId | null = null;
+  prevBlock: Block | null = null;
+  extraHash: string | null = null;
+  contentHash: HashValue | null = null;
+  poolId = -1;
+  readonly tokenIds: number[] = [];
+  readonly blockSize: number;
+  private readonly allocator: PrefixCachingBlockAllocator;
+
+  constructor(blockSize: number, allocator: PrefixCachingBlockAllocator) {
+    this.blockSize = blockSize;
+    this.allocator = allocator;
+  }
+
+  /** Resets the object for reuse (see {@link PooledBlock.init}). */
+  init(prevBlock: Block | null, blockId: BlockId | null, extraHash: string | null): void {
+    this.prevBlock = prevBlock;
+    this.blockId = blockId;
+    this.extraHash = extraHash;
+    this.contentHash = null;
+    this.tokenIds.length = 0;
+  }
+
+  get numEmptySlots(): number {
+    return this.blockSize - this.tokenIds.length;
+  }
+
+  get isFull(): boolean {
+    return this.tokenIds.length === this.blockSize;
+  }
+
+  /** Whether the physical block's KV is known to be computed (see `markBlocksAsComputed`). */
+  get computed(): boolean {
+    return this.blockId !== null && this.allocator.blockIsComputed(this.blockId);
+  }
+
+  /** Last access time recorded for the physical block, -1 if none. */
+  get lastAccessed(): number {
+    return this.blockId === null ? -1 : this.allocator.getLastAccessed(this.blockId);
+  }
+
+  appendTokenIds(tokenIds: readonly number[]): void {
+    this.appendTokenIdsRange(tokenIds, 0, tokenIds.length);
+  }
+
+  appendTokenIdsRange(src: readonly number[], start: number, end: number): void {
+    if (end <= start) return;
+    checkAppend(this, src, start, end);
+    this.blockId = this.allocator.cowBlockIfNotAppendable(this);
+    const t = this.tokenIds;
+    for (let i = start; i < end; i++) t.push(src[i]);
+    if (t.length === this.blockSize) this.allocator.onBlockFull(this);
+  }
+
+  /** Appends without copy-on-write or promotion (for blocks being built by their allocator). */
+  appendTokenIdsNoCow(src: readonly number[], start: number, end: number): void {
+    const t = this.tokenIds;
+    for (let i = start; i < end; i++) t.push(src[i]);
+  }
+}
+
+/**
+ * The prefix-caching allocator: full blocks are content-addressed, so sequences with a common prefix share its
+ * physical blocks, and blocks nobody references any more stay cached until their ids are needed.
+ *
+ * - A full block's hash chains the previous block's hash, its token ids and the sequence's extra key (see
+ *   hashing.ts). A lookup is a hit only if the cached block's parent hash, extra key and token ids are equal too,
+ *   so a hash collision costs a miss, never another request's KV.
+ * - `allocateImmutableBlock(s)` shares cached content (ref count +1, the block keeps its computed state) and
+ *   allocates the rest; a mutable block that fills up is promoted: registered in the cache, or — if identical
+ *   content is already cached — merged into that block, giving its own id back.
+ * - Freed cached blocks whose KV is computed go to the {@link LRUEvictor} (vLLM V1's O(1) free-block queue) and
+ *   count as free; they are evicted lazily, only when an allocation finds no never-cached free block. A cached block
+ *   freed before its KV was marked computed is dropped from the cache (it may hold garbage).
+ * - New cached blocks are "touched"; `markBlocksAsComputed` (called once the scheduler's batch is fixed) marks
+ *   them computed, as vLLM does. Only computed blocks count for `findCachedBlocksPrefix` and computed-block queries.
+ *
+ * Mirrors vLLM's `PrefixCachingBlockAllocator` (vllm/core/block/prefix_caching_block.py), with V1's evictor and
+ * V1's hash-plus-tokens block identity. Per-block state lives in typed arrays indexed by id.
+ */
+export class PrefixCachingBlockAllocator implements BlockAllocator {
+  readonly blockSize: number;
+  readonly firstBlockId: BlockId;
+  /** Name used in error messages. */
+  readonly name: string;
+  /** The hash function in use. */
+  readonly hasher: BlockHasher;
+  private readonly numBlocks: number;
+  private readonly refCounter: RefCounter;
+  private readonly cowTracker: CopyOnWriteTracker;
+  private readonly blockPool: BlockPool<PrefixCachingBlock>;
+  private readonly evictor: LRUEvictor;
+  /** Free ids that hold no cached content (LIFO). */
+  private readonly hashlessStack: Int32Array;
+  private numHashless: number;
+  /** Content hash → id of the block caching it. */
+  private readonly cachedBlocks = new Map<HashValue, BlockId>();
+  /** Per index: the cached hash (null when the block caches nothing), its parent hash and extra key. */
+  private readonly cachedHash: (HashValue | null)[];
+  private readonly cachedParent: (HashValue | null)[];
+  private readonly cachedExtra: (string | null)[];
+  /** Per index: the cached token ids, blockSize per block. */
+  private readonly cachedTokens: Uint32Array;
+  private readonly computedFlags: Uint8Array;
+  private readonly touchedFlags: Uint8Array;
+  private touchedList: BlockId[] = [];
+  private readonly lastAccessedTimes: Float64Array;
+  private hits = 0;
+  private queries = 0;
+
+  /**
+   * Throws {@link InvalidArgumentError} for bad sizes or an unknown hash algorithm and
+   * {@link HashingNotInitializedError} for xxhash64 before `await initHashing()`.
+   */
+  constructor(options: PrefixCachingBlockAllocatorOptions) {
+    assertNonNegativeInt('numBlocks', options.numBlocks);
+    assertPositiveInt('blockSize', options.blockSize);
+    const first = options.firstBlockId ?? 0;
+    assertNonNegativeInt('firstBlockId', first);
+    this.hasher = new BlockHasher(options.hashAlgorithm ?? 'xxhash64');
+    this.blockSize = options.blockSize;
+    this.firstBlockId = first;
+    this.numBlocks = options.numBlocks;
+    this.name = options.name ?? 'allocator';
+    const n = this.numBlocks;
+    this.refCounter = new RefCounter(first, n);
+    this.cowTracker = new CopyOnWriteTracker(this.refCounter);
+    this.blockPool = new BlockPool(() => new PrefixCachingBlock(this.blockSize, this), Math.min(n, 1024));
+    this.evictor = new LRUEvictor(first, n);
+    this.hashlessStack = new Int32Array(n);
+    for (let i = 0; i < n; i++) this.hashlessStack[i] = first + n - 1 - i;
+    this.numHashless = n;
+    this.cachedHash = new Array<HashValue | null>(n).fill(null);
+    this.cachedParent = new Array<HashValue | null>(n).fill(null);
+    this.cachedExtra = new Array<string | null>(n).fill(null);
+    this.cachedTokens = new Uint32Array(n * this.blockSize);
+    this.computedFlags = new Uint8Array(n);
+    this.touchedFlags = new Uint8Array(n);
+    this.lastAccessedTimes = new Float64Array(n).fill(-1);
+  }
+
+  allocateMutableBlock(prevBlock: Block | null, extraHash: string | null = null): Block {
+    const id = this.allocateBlockId();
+    return this.blockPool.initBlock(prevBlock, id, extraHash);
+  }
+
+  allocateImmutableBlock(prevBlock: Block | null, tokenIds: readonly number[], extraHash: string | null = null): Block {
+    return this.allocateImmutableBlocks(prevBlock, [tokenIds], extraHash)[0];
+  }
+
+  /**
+   * See {@link BlockAllocator.allocateImmutableBlocks}. Cache hits are claimed before any miss is allocated, so a
+   * miss can never evict a block this same call is about to hit.
+   */
+  allocateImmutableBlocks(
+    prevBlock: Block | null,
+    blockTokenIds: readonly (readonly number[])[],
+    extraHash: string | null = null,
+  ): Block[] {
+    const count = blockTokenIds.length;
+    for (let k = 0; k < count; k++) this.checkFullTokenIds(blockTokenIds[k], k);
+    // Hashes: a chain after a block that has no hash cannot be hashed (never happens for tables built here).
+    const hashes: (HashValue | null)[] = new Array<HashValue | null>(count).fill(null);
+    const parents: (HashValue | null)[] = new Array<HashValue | null>(count).fill(null);
+    let parent: HashValue | null = prevBlock === null ? null : prevBlock.contentHash;
+    const hashable = prevBlock === null || parent !== null;
+    const hitIds = new Array<number>(count).fill(-1);
+    let needed = 0;
+    for (let k = 0; k < count; k++) {
+      if (hashable) {
+        const h = this.hasher.hashBlock(parent, blockTokenIds[k], 0, this.blockSize, extraHash);
+        hashes[k] = h;
+        parents[k] = parent;
+        hitIds[k] = this.lookup(h, parent, blockTokenIds[k], 0, extraHash);
+        parent = h;
+      }
+      if (hitIds[k] < 0 || this.refCounter.get(hitIds[k]) === 0) needed++;
+    }
+    if (needed > this.getNumFreeBlocks()) throw this.noFreeBlocks(needed);
+    // Pass 1: claim the hits (revives evictable ones) so pass 2 cannot evict them.
+    this.queries += count;
+    for (let k = 0; k < count; k++) {
+      if (hitIds[k] >= 0) {
+        this.hits++;
+        this.incrRefcountCachedBlock(hitIds[k]);
+      }
+    }
+    // Pass 2: build the chain, allocating and registering the misses.
+    const out: Block[] = [];
+    let prev = prevBlock;
+    for (let k = 0; k < count; k++) {
+      const tokens = blockTokenIds[k];
+      let block: PrefixCachingBlock;
+      if (hitIds[k] >= 0) {
+        block = this.blockPool.initBlock(prev, hitIds[k], extraHash);
+        block.appendTokenIdsNoCow(tokens, 0, tokens.length);
+        block.contentHash = hashes[k];
+      } else {
+        block = this.blockPool.initBlock(prev, this.allocateBlockId(), extraHash);
+        block.appendTokenIdsNoCow(tokens, 0, tokens.length);
+        block.contentHash = hashes[k];
+        if (hashes[k] !== null) block.blockId = this.promoteToImmutableBlock(block, parents[k]);
+      }
+      out.push(block);
+      prev = block;
+    }
+    return out;
+  }
+
+  free(block: Block, keepBlockObject = false): void {
+    this.freeBlockId(block);
+    if (!keepBlockObject) this.blockPool.freeBlock(block as PrefixCachingBlock);
+  }
+
+  fork(lastBlock: Block): Block[] {
+    const source = getAllBlocksRecursively(lastBlock);
+    for (const b of source) this.checkLive(b, 'fork');
+    const out: Block[] = [];
+    let prev: Block | null = null;
+    for (const b of source) {
+      const id = b.blockId!;
+      this.refCounter.incr(id);
+      const forked = this.blockPool.initBlock(prev, id, b.extraHash);
+      forked.appendTokenIdsNoCow(b.tokenIds, 0, b.tokenIds.length);
+      forked.contentHash = b.contentHash;
+      out.push(forked);
+      prev = forked;
+    }
+    return out;
+  }
+
+  /** Never-cached free blocks plus evictable cached blocks. */
+  getNumFreeBlocks(): number {
+    return this.numHashless + this.evictor.numBlocks;
+  }
+
+  getNumTotalBlocks(): number {
+    return this.numBlocks;
+  }
+
+  /** Number of freed blocks still holding cached content (evictable). */
+  getNumEvictableBlocks(): number {
+    return this.evictor.numBlocks;
+  }
+
+  getPhysicalBlockId(absoluteId: BlockId): number {
+    if (!this.refCounter.contains(absoluteId)) throw this.unknownId(absoluteId);
+    return absoluteId - this.firstBlockId;
+  }
+
+  getRefCount(blockId: BlockId): number {
+    return this.refCounter.get(blockId);
+  }
+
+  swapOut(blocks: readonly Block[]): void {
+    this.checkReleasable(blocks, 'swap out');
+    for (let i = blocks.length - 1; i >= 0; i--) this.freeBlockId(blocks[i]);
+  }
+
+  /**
+   * See {@link BlockAllocator.swapIn}. Full blocks whose content is cached here are shared instead of copied into a
+   * new block (the swap mapping still pairs them, copying identical bytes); the others are allocated and, when
+   * full, registered in the cache (touched, computed at the next `markBlocksAsComputed`).
+   */
+  swapIn(blocks: readonly Block[], shareKeys?: readonly number[]): void {
+    checkSwapIn(blocks, shareKeys);
+    const n = blocks.length;
+    const keyOf = (i: number): number => (shareKeys === undefined ? -1 - i : shareKeys[i]);
+    // Plan: the first block of each key decides hit or miss for all blocks of that key.
+    const firstOfKey = new Map<number, number>();
+    const hitIds = new Array<number>(n).fill(-1);
+    let needed = 0;
+    for (let i = 0; i < n; i++) {
+      const key = keyOf(i);
+      if (firstOfKey.has(key)) continue;
+      firstOfKey.set(key, i);
+      const b = blocks[i];
+      const hit = b.isFull && b.contentHash !== null
+        ? this.lookup(b.contentHash, parentHashOf(b), b.tokenIds, 0, b.extraHash) : -1;
+      hitIds[i] = hit;
+      if (hit < 0 || this.refCounter.get(hit) === 0) needed++;
+    }
+    if (needed > this.getNumFreeBlocks()) throw this.noFreeBlocks(needed);
+    const assigned = new Map<number, BlockId>();
+    for (let i = 0; i < n; i++) {
+      if (hitIds[i] >= 0) {
+        this.incrRefcountCachedBlock(hitIds[i]);
+        assigned.set(keyOf(i), hitIds[i]);
+      }
+    }
+    for (let i = 0; i < n; i++) {
+      const b = blocks[i];
+      const key = keyOf(i);
+      const first = firstOfKey.get(key)!;
+      if (first === i && hitIds[i] < 0) {
+        let id = this.allocateBlockId();
+        if (b.isFull && b.contentHash !== null) {
+          b.blockId = id;
+          id = this.promoteToImmutableBlock(b, parentHashOf(b));
+        }
+        assigned.set(key, id);
+        b.blockId = id;
+      } else if (first === i) {
+        b.blockId = assigned.get(key)!;
+      } else {
+        const id = assigned.get(key)!;
+        this.refCounter.incr(id);
+        b.blockId = id;
+      }
+    }
+  }
+
+  clearCopyOnWrites(): readonly CopyOnWritePair[] {
+    return this.cowTracker.clearCopyOnWrites();
+  }
+
+  getNumFullBlocksTouched(blocks: readonly Block[]): number {
+    const seen = new Set<BlockId | Block>();
+    let count = 0;
+    for (const b of blocks) {
+      if (!b.isFull) continue;
+      const key = b.blockId ?? b;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      if (b.contentHash !== null) {
+        const id = this.lookup(b.contentHash, parentHashOf(b), b.tokenIds, 0, b.extraHash);
+        if (id >= 0 && this.refCounter.get(id) > 0) continue;
+      }
+      count++;
+    }
+    return count;
+  }
+
+  markBlocksAsAccessed(blockIds: readonly BlockId[], now: number): void {
+    for (const id of blockIds) {
+      if (this.refCounter.contains(id) && this.refCounter.get(id) > 0) {
+        this.lastAccessedTimes[id - this.firstBlockId] = now;
+      }
+    }
+  }
+
+  /**
+   * Marks every block registered in the cache since the last call ("touched") as computed, plus the given ids
+   * when they are cached and in use. Mirrors vLLM's `mark_blocks_as_computed`.
+   */
+  markBlocksAsComputed(blockIds: readonly BlockId[]): void {
+    for (const id of this.touchedList) {
+      const i = id - this.firstBlockId;
+      if (this.touchedFlags[i] === 1) {
+        this.touchedFlags[i] = 0;
+        this.computedFlags[i] = 1;
+      }
+    }
+    this.touchedList = [];
+    for (const id of blockIds) {
+      if (!this.refCounter.contains(id)) throw this.unknownId(id);
+      const i = id - this.firstBlockId;
+      if (this.cachedHash[i] !== null && this.refCounter.get(id) > 0) {
+        this.touchedFlags[i] = 0;
+        this.computedFlags[i] = 1;
+      }
+    }
+  }
+
+  blockIsComputed(blockId: BlockId): boolean {
+    if (!this.refCounter.contains(blockId)) throw this.unknownId(blockId);
+    return this.computedFlags[blockId - this.firstBlockId] === 1;
+  }
+
+  /** The last access time recorded for `blockId`, -1 if none since it was allocated. */
+  getLastAccessed(blockId: BlockId): number {
+    if (!this.refCounter.contains(blockId)) throw this.unknownId(blockId);
+    return this.lastAccessedTimes[blockId - this.firstBlockId];
+  }
+
+  /**
+   * `prevComputedBlockIds` extended with the computed blocks of `blockIds` that follow it, stopping at the first
+   * block that is not computed (vLLM keeps scanning past it; a computed prefix is what callers use). The last
+   * block is left out when `skipLastBlockId`.
+   */
+  getComputedBlockIds(
+    prevComputedBlockIds: readonly BlockId[],
+    blockIds: readonly BlockId[],
+    skipLastBlockId: boolean,
+  ): BlockId[] {
+    const out = prevComputedBlockIds.slice();
+    const end = skipLastBlockId ? blockIds.length - 1 : blockIds.length;
+    for (let i = out.length; i < end; i++) {
+      if (!this.blockIsComputed(blockIds[i])) break;
+      out.push(blockIds[i]);
+    }
+    return out;
+  }
+
+  getCommonComputedBlockIds(computedSeqBlockIds: readonly (readonly BlockId[])[]): BlockId[] {
+    return commonPrefix(computedSeqBlockIds);
+  }
+
+  findCachedBlocksPrefix(blockHashes: readonly BlockHash[]): BlockId[] {
+    const out: BlockId[] = [];
+    for (const h of blockHashes) {
+      const id = this.lookup(h.value, h.parent, h.tokenIds, 0, h.extraHash);
+      if (id < 0 || this.computedFlags[id - this.firstBlockId] !== 1) break;
+      out.push(id);
+    }
+    return out;
+  }
+
+  countCachedBlocksInUse(blockHashes: readonly BlockHash[]): number {
+    let count = 0;
+    for (const h of blockHashes) {
+      const id = this.lookup(h.value, h.parent, h.tokenIds, 0, h.extraHash);
+      if (id >= 0 && this.refCounter.get(id) > 0) count++;
+    }
+    return count;
+  }
+
+  getPrefixCacheHitRate(): number {
+    return this.queries === 0 ? 0 : this.hits / this.queries;
+  }
+
+  resetPrefixCache(): boolean {
+    if (this.getNumFreeBlocks() !== this.numBlocks) return false;
+    while (this.evictor.numBlocks > 0) {
+      const id = this.evictor.evict();
+      this.unregister(id);
+      this.hashlessStack[this.numHashless++] = id;
+    }
+    this.touchedList = [];
+    this.hits = 0;
+    this.queries = 0;
+    return true;
+  }
+
+  getCachedBlockHash(blockId: BlockId): HashValue | null {
+    if (!this.refCounter.contains(blockId)) throw this.unknownId(blockId);
+    return this.cachedHash[blockId - this.firstBlockId];
+  }
+
+  /** True when `blockId` holds cached content (in use or evictable). */
+  isBlockCached(blockId: BlockId): boolean {
+    return this.getCachedBlockHash(blockId) !== null;
+  }
+
+  /** The evictable ids in eviction order (next to evict first), for inspection and tests. */
+  getEvictionOrder(): BlockId[] {
+    return this.evictor.ids();
+  }
+
+  /** See {@link NaiveBlockAllocator.cowBlockIfNotAppendable}. */
+  cowBlockIfNotAppendable(block: Block): BlockId {
+    const src = block.blockId!;
+    if (this.cowTracker.isAppendable(block)) return src;
+    const trg = this.allocateBlockId();
+    this.refCounter.decr(src);
+    this.cowTracker.recordCow(src, trg);
+    return trg;
+  }
+
+  /** Called by a block that just became full: hashes it and promotes it. */
+  onBlockFull(block: PrefixCachingBlock): void {
+    const prev = block.prevBlock;
+    const parent = prev === null ? null : prev.contentHash;
+    if (prev !== null && parent === null) return; // after an unhashed block: cannot be cached
+    block.contentHash = this.hasher.hashBlock(parent, block.tokenIds, 0, this.blockSize, block.extraHash);
+    block.blockId = this.promoteToImmutableBlock(block, parent);
+  }
+
+  /**
+   * Registers a block that just became full (its `contentHash` set, id held once) in the cache and returns its id;
+   * if identical content is already cached, gives the block's own id back (cancelling a copy-on-write into it made
+   * by this append) and returns the cached block's id instead. A hash taken by different content (a collision)
+   * leaves the block uncached. Mirrors vLLM's `promote_to_immutable_block`.
+   */
+  promoteToImmutableBlock(block: Block, parent: HashValue | null): BlockId {
+    const id = block.blockId!;
+    const hash = block.contentHash!;
+    const existing = this.cachedBlocks.get(hash);
+    if (existing === undefined) {
+      this.register(id, hash, parent, block.tokenIds, block.extraHash);
+      return id;
+    }
+    if (existing === id) return id;
+    if (!this.verify(existing, parent, block.tokenIds, 0, block.extraHash)) return id; // collision: stay uncached
+    if (this.refCounter.get(id) !== 1) return id; // shared (cannot happen after copy-on-write): keep it
+    this.cowTracker.cancelCow(id);
+    this.refCounter.decr(id);
+    this.releaseId(id);
+    this.incrRefcountCachedBlock(existing);
+    return existing;
+  }
+
+  private lookup(
+    hash: HashValue,
+    parent: HashValue | null,
+    tokens: readonly number[],
+    start: number,
+    extraHash: string | null,
+  ): number {
+    const id = this.cachedBlocks.get(hash);
+    if (id === undefined) return -1;
+    return this.verify(id, parent, tokens, start, extraHash) ? id : -1;
+  }
+
+  private verify(
+    id: BlockId,
+    parent: HashValue | null,
+    tokens: readonly number[],
+    start: number,
+    extraHash: string | null,
+  ): boolean {
+    const i = id - this.firstBlockId;
+    if (this.cachedParent[i] !== parent || this.cachedExtra[i] !== extraHash) return false;
+    const bs = this.blockSize;
+    const base = i * bs;
+    const cached = this.cachedTokens;
+    for (let j = 0; j < bs; j++) if (cached[base + j] !== tokens[start + j]) return false;
+    return true;
+  }
+
+  private register(id: BlockId, hash: HashValue, parent: HashValue | null, tokens: readonly number[],
+    extraHash: string | null): void {
+    const i = id - this.firstBlockId;
+    this.cachedBlocks.set(hash, id);
+    this.cachedHash[i] = hash;
+    this.cachedParent[i] = parent;
+    this.cachedExtra[i] = extraHash;
+    const base = i * this.blockSize;
+    for (let j = 0; j < this.blockSize; j++) this.cachedTokens[base + j] = tokens[j];
+    this.computedFlags[i] = 0;
+    if (this.touchedFlags[i] === 0) {
+      this.touchedFlags[i] = 1;
+      this.touchedList.push(id);
+    }
+  }
+
+  private unregister(id: BlockId): void {
+    const i = id - this.firstBlockId;
+    const hash = this.cachedHash[i];
+    if (hash !== null && this.cachedBlocks.get(hash) === id) this.cachedBlocks.delete(hash);
+    this.cachedHash[i] = null;
+    this.cachedParent[i] = null;
+    this.cachedExtra[i] = null;
+    this.computedFlags[i] = 0;
+    this.touchedFlags[i] = 0;
+  }
+
+  /** Adds a reference to a cached block, reviving it from the evictor if it had none. */
+  private incrRefcountCachedBlock(id: BlockId): void {
+    if (this.refCounter.incr(id) === 1) this.evictor.remove(id);
+  }
+
+  private allocateBlockId(): BlockId {
+    let id: BlockId;
+    if (this.numHashless > 0) {
+      id = this.hashlessStack[--this.numHashless];
+    } else if (this.evictor.numBlocks > 0) {
+      id = this.evictor.evict();
+      this.unregister(id);
+    } else {
+      throw this.noFreeBlocks(1);
+    }
+    this.refCounter.incr(id);
+    this.lastAccessedTimes[id - this.firstBlockId] = -1;
+    return id;
+  }
+
+  /** An id whose ref count just reached zero: evictable if it caches computed content, else plain free. */
+  private releaseId(id: BlockId): void {
+    const i = id - this.firstBlockId;
+    if (this.cachedHash[i] !== null && this.computedFlags[i] === 1) {
+      this.evictor.add(id);
+      return;
+    }
+    if (this.cachedHash[i] !== null) this.unregister(id);
+    this.touchedFlags[i] = 0;
+    this.hashlessStack[this.numHashless++] = id;
+  }
+
+  private freeBlockId(block: Block): void {
+    const id = block.blockId;
+    if (id === null) throw new DoubleFreeError('block was already freed (its physical id is null)');
+    if (this.refCounter.decr(id) === 0) this.releaseId(id);
+    block.blockId = null;
+  }
+
+  private checkLive(block: Block, what: string): void {
+    const id = block.blockId;
+    if (id === null) throw new FreedBlockError(`cannot ${what} a freed block (its physical id is null)`);
+    if (!this.refCounter.contains(id)) throw this.unknownId(id);
+    if (this.refCounter.get(id) === 0) {
+      throw new FreedBlockError(`cannot ${what} block ${id}: it is not referenced (already freed)`);
+    }
+  }
+
+  private checkReleasable(blocks: readonly Block[], what: string): void {
+    const uses = new Map<BlockId, number>();
+    for (const b of blocks) {
+      this.checkLive(b, what);
+      const id = b.blockId!;
+      const n = (uses.get(id) ?? 0) + 1;
+      if (n > this.refCounter.get(id)) {
+        throw new DoubleFreeError(`block ${id} appears ${n} times but is referenced only ${this.refCounter.get(id)}`);
+      }
+      uses.set(id, n);
+    }
+  }
+
+  private checkFullTokenIds(tokenIds: readonly number[], index: number): void {
+    if (!Array.isArray(tokenIds) || tokenIds.length !== this.blockSize) {
+      throw new InvalidArgumentError(
+        `immutable block ${index} must hold exactly ${this.blockSize} token ids, got ${describe(tokenIds)}`);
+    }
+    for (let i = 0; i < tokenIds.length; i++) {
+      const t = tokenIds[i];
+      if ((t >>> 0) !== t) {
+        throw new InvalidArgumentError(`token id ${i} of block ${index} must be an integer in [0, 2^32), got ${describe(t)}`);
+      }
+    }
+  }
+
+  private noFreeBlocks(needed: number): NoFreeBlocksError {
+    return new NoFreeBlocksError(
+      `${this.name}: no free blocks (${needed} needed, ${this.getNumFreeBlocks()} free or evictable of ` +
+      `${this.numBlocks}); free or swap out sequences first (the scheduler checks canAllocate / canAppendSlots)`);
+  }
+
+  private unknownId(id: BlockId): UnknownBlockIdError {
+    return new UnknownBlockIdError(
+      `${this.name}: block id ${id} is not managed here (ids ${this.firstBlockId}..${this.firstBlockId + this.numBlocks - 1})`);
+  }
+}
+
+/** The content hash of the block before `block` (null for a first block). */
+function parentHashOf(block: Block): HashValue | null {
+  return block.prevBlock === null ? null : block.prevBlock.contentHash;
+}
+
+/** The longest common prefix of several id lists (a single list is returned as a copy). */
+export function commonPrefix(lists: readonly (readonly BlockId[])[]): BlockId[] {
+  if (lists.length === 0) return [];
+  let n = lists[0].length;
+  for (let k = 1; k < lists.length; k++) {
+    const l = lists[k];
+    let i = 0;
+    while (i < n && i < l.length && l[i] === lists[0][i]) i++;
+    n = i;
+  }
+  return lists[0].slice(0, n);
+}
