@@ -1,0 +1,62 @@
+import type { WeightDType } from '../kernels/backend.js';
+import { ModelFormatError, UnsupportedTensorTypeError } from './errors.js';
+import { GgmlType, ggmlTypeName, readGguf, type GgufFile, type GgufTensorEntry } from './gguf.js';
+import { RANDOM_WEIGHTS_KEY, modelConfigFromGguf } from './gguf-config.js';
+import { checkTensors } from './gguf-tensor-names.js';
+import { tokenizerFromGguf } from './gguf-tokenizer.js';
+import type { ModelSource, TensorInfo } from './model-source.js';
+
+/**
+ * A GGUF file as a ModelSource: config from its metadata, tensor table (file offsets, no bytes read), the embedded
+ * tokenizer and chat template. Mirrors llama.cpp's llama_model_loader (src/llama-model-loader.cpp).
+ */
+
+/** ggml types pagellm computes with, and their WeightDType. */
+export const GGML_TO_WEIGHT_DTYPE: ReadonlyMap<number, WeightDType> = new Map<number, WeightDType>([
+  [GgmlType.F32, 'f32'], [GgmlType.F16, 'f16'], [GgmlType.BF16, 'bf16'], [GgmlType.Q8_0, 'q8_0'],
+]);
+
+/** The GGUF type number of a WeightDType. */
+export const WEIGHT_DTYPE_TO_GGML: Readonly<Record<WeightDType, number>> = {
+  f32: GgmlType.F32, f16: GgmlType.F16, bf16: GgmlType.BF16, q8_0: GgmlType.Q8_0,
+};
+
+/**
+ * The TensorInfo of one GGUF tensor entry. Throws UnsupportedTensorTypeError for a type pagellm cannot compute with
+ * (Q4_0, Q4_K, IQ*, ...) and ModelFormatError when the shape is not a whole number of blocks; both name the file
+ * and tensor.
+ */
+export function ggufTensorInfo(file: GgufFile, t: GgufTensorEntry): TensorInfo {
+  const dtype = GGML_TO_WEIGHT_DTYPE.get(t.type);
+  if (dtype === undefined) {
+    throw new UnsupportedTensorTypeError({ file: file.path, tensor: t.name, field: 'type' }, ggmlTypeName(t.type),
+      [...GGML_TO_WEIGHT_DTYPE.keys()].map(ggmlTypeName));
+  }
+  if (t.byteLength === undefined) {
+    throw new ModelFormatError({ file: file.path, tensor: t.name, field: 'shape' },
+      `[${t.shape.join(', ')}] is not a whole number of ${ggmlTypeName(t.type)} blocks`);
+  }
+  return { name: t.name, dtype, shape: t.shape, file: file.path, offset: t.offset, byteLength: t.byteLength };
+}
+
+/**
+ * Reads the GGUF file at `path` (header only) as a ModelSource. `rope_freqs.weight` is left out when the file
+ * carries pagellm's Llama-3 scaling keys (config.ropeScaling describes the same factors). Throws the errors of
+ * readGguf, modelConfigFromGguf, ggufTensorInfo, checkTensors (missing tensor, wrong shape) and tokenizerFromGguf.
+ */
+export function readGgufModel(path: string): ModelSource {
+  const file = readGguf(path);
+  const config = modelConfigFromGguf(file);
+  const tensors = file.tensors
+    .filter((t) => !(t.name === 'rope_freqs.weight' && config.ropeScaling !== undefined))
+    .map((t) => ggufTensorInfo(file, t));
+  checkTensors(path, config, tensors);
+  const tokenizer = tokenizerFromGguf(file);
+  const chatTemplate = file.has('tokenizer.chat_template') ? file.getString('tokenizer.chat_template') : undefined;
+  const randomWeights = file.getBool(RANDOM_WEIGHTS_KEY, false);
+  return {
+    format: 'gguf', path, config, tensors, tokenizer,
+    ...(chatTemplate !== undefined ? { chatTemplate } : {}),
+    ...(randomWeights ? { randomWeights } : {}),
+  };
+}
