@@ -38,8 +38,10 @@ export interface CacheBlockSizeParams {
 
 /**
  * Bytes one KV-cache block takes across all layers:
- * `blockSize × numLayers × 2 (K and V) × numKvHeads × headSize × dtypeBytes`.
- * Example from the seeds: block 4, 4 layers, 8 KV heads, head 128, fp16 → 4 × 4 × 2 × 8 × 128 × 2 = 32,768 bytes.
+ * `blockSize × numLayers × 2 (K and V) × numKvHeads × headSize × dtypeBytes`, vLLM's formula.
+ * Example: block 4, 4 layers, 8 KV heads, head 128, fp16 → 4 × 4 × 2 × 8 × 128 × 2 = 65,536 bytes. (The seed
+ * article's worked example prints 32,768 for these numbers: it drops the factor 2 for K and V that its own formula
+ * and vLLM's code have; 32,768 is the K cache alone.)
  * Per-block quantisation scales (int8) are the cache layer's business and are not included.
  *
  * Throws {@link InvalidArgumentError} for a non-positive or non-integer dimension or an unknown dtype.
