@@ -2,11 +2,15 @@
  * Cache-layer figures (medians of several runs; noisy when other work shares the machine):
  *  1. CacheEngine.swapOut / swapIn / copy throughput in GB/s beside a plain memcpy of the same bytes.
  *  2. AttentionMetadataBuilder.build time for one decode step of 256 sequences.
- *  3. The KV layout question: one decode-attention pass (GQA, single thread, plain JS) over the same context stored
- *     in three layouts — pagellm's [block][kvHead][slot][dim], vLLM V1 / flash-attn's [block][slot][kvHead][dim],
- *     and vLLM v0 paged attention's K [block][kvHead][dim/x][slot][x] + V [block][kvHead][dim][slot].
+ *  3. The KV layout question: one decode-attention pass (GQA, single thread) over the same context stored in three
+ *     layouts — pagellm's [block][kvHead][slot][dim], vLLM V1 / flash-attn's [block][slot][kvHead][dim], and vLLM v0
+ *     paged attention's K [block][kvHead][dim/x][slot][x] + V [block][kvHead][dim][slot] — twice: as WebAssembly
+ *     SIMD (AssemblyScript compiled here at run time, the kernels' own toolchain; each layout read the way that
+ *     suits it) and as plain JS.
  * Run: npx tsx bench/cache.ts
  */
+import { cpus, loadavg } from 'node:os';
+import { compileString } from 'assemblyscript/asc';
 import { createBackend } from '../src/kernels/index.js';
 import { CacheEngine, AttentionMetadataBuilder, type KvCacheSpec } from '../src/cache/index.js';
 
@@ -32,7 +36,7 @@ async function swapBench(): Promise<void> {
   const spec: KvCacheSpec = { numLayers: 30, numKvHeads: 3, headSize: 64, blockSize: 16, cacheDtype: 'fp16' };
   const n = 256;
   const engine = new CacheEngine(spec, backend, { numGpuBlocks: 2 * n, numCpuBlocks: n });
-  console.log(`(load average ${(await import('node:os')).loadavg()[0].toFixed(2)} on ${(await import('node:os')).cpus().length} cores)`);
+  console.log(`(load average ${loadavg()[0].toFixed(2)} on ${cpus().length} cores)`);
   const bytes = n * engine.blockBytes;
   const contiguous = Array.from({ length: n }, (_, i) => [i, i] as const);
   // Scattered: every other GPU block, CPU ids reversed (no runs to coalesce).
@@ -216,6 +220,187 @@ function layoutBench(): void {
   }
 }
 
+/** The three layouts as AssemblyScript SIMD: one decode pass, query heads of a KV head grouped. */
+const LAYOUT_KERNEL = `
+@inline function hsum(v: v128): f32 {
+  return f32x4.extract_lane(v, 0) + f32x4.extract_lane(v, 1) + f32x4.extract_lane(v, 2) + f32x4.extract_lane(v, 3);
+}
+// layout 0: [blk][h][slot][d]; 1: [blk][slot][h][d]; 2: K [blk][h][d/4][slot][4], V [blk][h][d][slot].
+// logits: group*ctx f32; acc: group*d f32; part: group*bs v128 (scratch).
+export function attend(layout: i32, k: usize, v: usize, q: usize, out: usize, tables: usize, numSeqs: i32, ctx: i32,
+    maxBlocks: i32, kvHeads: i32, group: i32, d: i32, bs: i32, logits: usize, acc: usize, part: usize): void {
+  const scale: f32 = 1.0 / Mathf.sqrt(<f32>d);
+  const nb = ctx / bs;
+  for (let s = 0; s < numSeqs; s++) {
+    for (let h = 0; h < kvHeads; h++) {
+      const qBase = q + (<usize>((s * kvHeads + h) * group * d) << 2);
+      for (let b = 0; b < nb; b++) {
+        const blk = load<i32>(tables + (<usize>(s * maxBlocks + b) << 2));
+        if (layout == 2) {
+          // K x-vectors of consecutive slots are contiguous: stream the block, one v128 accumulator per slot.
+          const kb = k + (<usize>((blk * kvHeads + h) * d * bs) << 2);
+          memory.fill(part, 0, <usize>(group * bs) << 4);
+          for (let j = 0; j < d; j += 4) {
+            const kj = kb + (<usize>(j * bs) << 2);
+            for (let g = 0; g < group; g++) {
+              const qv = v128.load(qBase + (<usize>(g * d + j) << 2));
+              const pg = part + (<usize>(g * bs) << 4);
+              for (let t = 0; t < bs; t++) {
+                const pp = pg + (<usize>t << 4);
+                v128.store(pp, f32x4.add(v128.load(pp), f32x4.mul(qv, v128.load(kj + (<usize>t << 4)))));
+              }
+            }
+          }
+          for (let g = 0; g < group; g++) for (let t = 0; t < bs; t++) {
+            store<f32>(logits + (<usize>(g * ctx + b * bs + t) << 2), hsum(v128.load(part + (<usize>(g * bs + t) << 4))) * scale);
+          }
+        } else {
+          for (let t = 0; t < bs; t++) {
+            const row = layout == 0 ? k + (<usize>(((blk * kvHeads + h) * bs + t) * d) << 2)
+              : k + (<usize>(((blk * bs + t) * kvHeads + h) * d) << 2);
+            for (let g = 0; g < group; g++) {
+              const qg = qBase + (<usize>(g * d) << 2);
+              let a = f32x4.splat(0);
+              for (let i = 0; i < d; i += 4) a = f32x4.add(a, f32x4.mul(v128.load(qg + (<usize>i << 2)), v128.load(row + (<usize>i << 2))));
+              store<f32>(logits + (<usize>(g * ctx + b * bs + t) << 2), hsum(a) * scale);
+            }
+          }
+        }
+      }
+      for (let g = 0; g < group; g++) {
+        const lg = logits + (<usize>(g * ctx) << 2);
+        let mx: f32 = -Infinity;
+        for (let t = 0; t < ctx; t++) mx = Mathf.max(mx, load<f32>(lg + (<usize>t << 2)));
+        let sum: f32 = 0;
+        for (let t = 0; t < ctx; t++) {
+          const e = Mathf.exp(load<f32>(lg + (<usize>t << 2)) - mx);
+          store<f32>(lg + (<usize>t << 2), e);
+          sum += e;
+        }
+        const inv: f32 = 1.0 / sum;
+        for (let t = 0; t < ctx; t++) store<f32>(lg + (<usize>t << 2), load<f32>(lg + (<usize>t << 2)) * inv);
+      }
+      memory.fill(acc, 0, <usize>(group * d) << 2);
+      for (let b = 0; b < nb; b++) {
+        const blk = load<i32>(tables + (<usize>(s * maxBlocks + b) << 2));
+        if (layout == 2) {
+          // V rows are per dimension over the block's slots: dot 4 slots' probabilities at a time.
+          const vb = v + (<usize>((blk * kvHeads + h) * d * bs) << 2);
+          for (let g = 0; g < group; g++) {
+            const lg = logits + (<usize>(g * ctx + b * bs) << 2);
+            for (let i = 0; i < d; i++) {
+              const row = vb + (<usize>(i * bs) << 2);
+              let a = f32x4.splat(0);
+              for (let t = 0; t < bs; t += 4) a = f32x4.add(a, f32x4.mul(v128.load(lg + (<usize>t << 2)), v128.load(row + (<usize>t << 2))));
+              const ap = acc + (<usize>(g * d + i) << 2);
+              store<f32>(ap, load<f32>(ap) + hsum(a));
+            }
+          }
+        } else {
+          for (let t = 0; t < bs; t++) {
+            const row = layout == 0 ? v + (<usize>(((blk * kvHeads + h) * bs + t) * d) << 2)
+              : v + (<usize>(((blk * bs + t) * kvHeads + h) * d) << 2);
+            for (let g = 0; g < group; g++) {
+              const p = f32x4.splat(load<f32>(logits + (<usize>(g * ctx + b * bs + t) << 2)));
+              const ag = acc + (<usize>(g * d) << 2);
+              for (let i = 0; i < d; i += 4) {
+                v128.store(ag + (<usize>i << 2), f32x4.add(v128.load(ag + (<usize>i << 2)), f32x4.mul(p, v128.load(row + (<usize>i << 2)))));
+              }
+            }
+          }
+        }
+      }
+      memory.copy(out + (qBase - q), acc, <usize>(group * d) << 2);
+    }
+  }
+}
+`;
+
+async function wasmLayoutBench(): Promise<void> {
+  const { binary, stderr, error } = await compileString(LAYOUT_KERNEL, {
+    optimizeLevel: 3, runtime: 'stub', noAssert: true, enable: ['simd'], importMemory: true,
+  });
+  if (error || !binary) throw new Error(`AssemblyScript compile failed: ${stderr.toString()}`);
+  const numSeqs = 64;
+  const ctx = 1024;
+  const kvHeads = 3;
+  const group = 3;
+  const d = 64;
+  const bs = 16;
+  const maxBlocks = ctx / bs;
+  const numBlocks = numSeqs * maxBlocks;
+  const elems = numBlocks * kvHeads * bs * d;
+  const tensorBytes = elems * 4;
+  const qLen = numSeqs * kvHeads * group * d;
+  // Memory map (bytes): scratch from 1 MiB, then tables, q, three outputs, then K and V of each layout.
+  let top = 1 << 20;
+  const take = (bytes: number) => { const at = top; top += Math.ceil(bytes / 64) * 64; return at; };
+  const logitsAt = take(group * ctx * 4);
+  const accAt = take(group * d * 4);
+  const partAt = take(group * bs * 16);
+  const tablesAt = take(numBlocks * 4);
+  const qAt = take(qLen * 4);
+  const outAt = [0, 1, 2].map(() => take(qLen * 4));
+  const kAt = [0, 1, 2].map(() => take(tensorBytes));
+  const vAt = [0, 1, 2].map(() => take(tensorBytes));
+  const memory = new WebAssembly.Memory({ initial: Math.ceil(top / 65536) + 1 });
+  const module = new WebAssembly.Module(binary as Uint8Array<ArrayBuffer>);
+  const instance = new WebAssembly.Instance(module, { env: { memory, abort: () => { throw new Error('abort'); } } });
+  const attend = instance.exports.attend as (...a: number[]) => void;
+  const f32 = new Float32Array(memory.buffer);
+  const i32 = new Int32Array(memory.buffer);
+  let x = 12345;
+  const ids = Array.from({ length: numBlocks }, (_, i) => i);
+  for (let i = ids.length - 1; i > 0; i--) {
+    x = (x * 1103515245 + 12345) & 0x7fffffff;
+    const j = x % (i + 1);
+    [ids[i], ids[j]] = [ids[j], ids[i]];
+  }
+  i32.set(ids, tablesAt / 4);
+  for (let i = 0; i < qLen; i++) f32[qAt / 4 + i] = Math.sin(i);
+  for (let blk = 0; blk < numBlocks; blk++) for (let h = 0; h < kvHeads; h++) for (let slot = 0; slot < bs; slot++) {
+    for (let i = 0; i < d; i++) {
+      const val = Math.cos(blk * 7 + h * 3 + slot * 0.1 + i * 0.01);
+      const l0 = ((blk * kvHeads + h) * bs + slot) * d + i;
+      const l1 = ((blk * bs + slot) * kvHeads + h) * d + i;
+      const k2 = (blk * kvHeads + h) * d * bs + ((i >> 2) * bs + slot) * 4 + (i & 3);
+      const v2 = (blk * kvHeads + h) * d * bs + i * bs + slot;
+      f32[kAt[0] / 4 + l0] = val; f32[vAt[0] / 4 + l0] = val * 0.5;
+      f32[kAt[1] / 4 + l1] = val; f32[vAt[1] / 4 + l1] = val * 0.5;
+      f32[kAt[2] / 4 + k2] = val; f32[vAt[2] / 4 + v2] = val * 0.5;
+    }
+  }
+  const names = ['[block][kvHead][slot][dim] (pagellm)', '[block][slot][kvHead][dim] (vLLM V1)',
+    'K [block][kvHead][dim/4][slot][4], V [block][kvHead][dim][slot] (vLLM v0)'];
+  const times: number[][] = [[], [], []];
+  const reps = 11;
+  for (let r = -1; r < reps; r++) {
+    for (let j = 0; j < 3; j++) {
+      const l = (r + 3 + j) % 3;
+      const t0 = performance.now();
+      attend(l, kAt[l], vAt[l], qAt, outAt[l], tablesAt, numSeqs, ctx, maxBlocks, kvHeads, group, d, bs, logitsAt, accAt, partAt);
+      if (r >= 0) times[l].push(performance.now() - t0);
+    }
+  }
+  // All three computed the same attention.
+  for (let l = 1; l < 3; l++) {
+    for (let i = 0; i < qLen; i++) {
+      const a = f32[outAt[0] / 4 + i];
+      const b = f32[outAt[l] / 4 + i];
+      if (Math.abs(a - b) > 1e-4 * Math.max(1, Math.abs(a))) throw new Error(`layout ${l} differs at ${i}: ${a} vs ${b}`);
+    }
+  }
+  console.log(`decode attention layout, ${numSeqs} seqs × ${ctx} ctx, ${kvHeads} KV heads × ${group} q/group, head ${d}, ` +
+    `block ${bs}, f32, WebAssembly SIMD, 1 thread (median of ${reps}, interleaved):`);
+  const base = median(times[0]);
+  times.forEach((ts, l) => {
+    const ms = median(ts);
+    console.log(`  ${ms.toFixed(1).padStart(6)} ms  ${(2 * tensorBytes / 1e9 / (ms / 1e3)).toFixed(2)} GB/s of K/V  ` +
+      `${(ms / base).toFixed(2)}×  ${names[l]}`);
+  });
+}
+
 await swapBench();
 metadataBench();
+await wasmLayoutBench();
 layoutBench();
