@@ -187,12 +187,12 @@ export class Scheduler {
 
   /** Frees a sequence's blocks (no-op when it has none). */
   freeSeq(seq: Sequence): void {
-    this.blockManager.free(seq);
+    this.blockManager.free(seq.blockView);
   }
 
   /** Gives `child` a block table sharing every block of `parent`'s (n > 1 sampling, beam search). */
   forkSeq(parent: Sequence, child: Sequence): void {
-    this.blockManager.fork(parent, child);
+    this.blockManager.fork(parent.blockView, child.blockView);
   }
 
   /** Removes finished groups from the running queue and returns them. */
@@ -319,8 +319,9 @@ export class Scheduler {
       const { uncached, cached } = this.getNumNewTokens(g, SequenceStatus.RUNNING, enableChunking, budget);
       if (uncached === 0 || (enableChunking && uncached > budget.remainingTokenBudget())) break;
       head++;
+      this.exposeChunk(g, SequenceStatus.RUNNING, uncached + cached);
       let scheduled = true;
-      while (!this.blockManager.canAppendSlots(g, 0)) {
+      while (!this.blockManager.canAppendSlots(g.blockView, 0)) {
         budget.subtractNumBatchedTokens(g.requestId);
         budget.subtractNumSeqs(g.requestId);
         if (head < tail) {
@@ -353,7 +354,8 @@ export class Scheduler {
     const out: SwappedInOutputs = { decode: [], prefill: [] };
     while (this.swapped.length > 0) {
       const g = this.swapped[0];
-      let status = this.blockManager.canSwapIn(g, 0);
+      this.exposeChunk(g, SequenceStatus.SWAPPED, 0);
+      let status = this.blockManager.canSwapIn(g.blockView, 0);
       if (status === AllocStatus.LATER && this.running.length === 0 && budget.numSeqs === 0) {
         // Nothing runs that could free blocks: waiting would never end (the group needs more than the cache holds
         // above the watermark).
@@ -371,8 +373,9 @@ export class Scheduler {
       const { uncached, cached } = this.getNumNewTokens(g, SequenceStatus.SWAPPED, enableChunking, budget);
       if (uncached === 0 || !budget.canSchedule(uncached, g.getMaxNumRunningSeqs())) break;
       this.swapped.shift();
-      this.blocksToSwapIn.push(...this.blockManager.swapIn(g));
+      this.blocksToSwapIn.push(...this.blockManager.swapIn(g.blockView));
       for (const seq of g.getSeqs(SequenceStatus.SWAPPED)) seq.status = SequenceStatus.RUNNING;
+      this.exposeChunk(g, SequenceStatus.RUNNING, uncached + cached);
       this.appendSlots(g);
       const isPrefill = g.isPrefill();
       (isPrefill ? out.prefill : out.decode).push({
@@ -401,6 +404,7 @@ export class Scheduler {
           'a waiting group holds exactly one (its prompt, or its single sequence after a recompute)');
       }
       const seq = waitingSeqs[0];
+      seq.setBlockManagerLen(null);
       if (seq.getLen() > promptLimit) {
         this.waiting.shift();
         const what = seq.getOutputLen() > 0 ? `sequence (${seq.getPromptLen()} prompt + ${seq.getOutputLen()} ` +
@@ -409,7 +413,7 @@ export class Scheduler {
           (promptLimit === this.config.maxModelLen ? `(maxModelLen)` : '(maxNumBatchedTokens without chunked prefill)'));
         continue;
       }
-      const status = this.blockManager.canAllocate(g, 0);
+      const status = this.blockManager.canAllocate(g.blockView, 0);
       if (status === AllocStatus.LATER) break;
       if (status === AllocStatus.NEVER) {
         this.waiting.shift();
@@ -427,7 +431,8 @@ export class Scheduler {
         this.cacheQueries += seq.getLen();
         this.cacheHits += cached;
       }
-      this.blockManager.allocate(g);
+      seq.setBlockManagerLen(seq.getNumComputedTokens() + uncached + cached);
+      this.blockManager.allocate(g.blockView);
       seq.status = SequenceStatus.RUNNING;
       scheduled.push({ seqGroup: g, tokenChunkSize: uncached + cached, numCachedTokens: cached, isPrefill: true });
       budget.addNumBatchedTokens(g.requestId, uncached, cached);
@@ -445,9 +450,10 @@ export class Scheduler {
     const g = this.waiting[0];
     const waitingSeqs = g.getSeqs(SequenceStatus.WAITING);
     if (waitingSeqs.length !== 1) return;
+    waitingSeqs[0].setBlockManagerLen(null);
     const out: RunningOutputs = { decode: [], prefill: [], preempted: [], swappedOut: [], leftover: [] };
     while (this.running.length > 0 && this.compare(this.running[this.running.length - 1], g) > 0) {
-      const status = this.blockManager.canAllocate(g, 0);
+      const status = this.blockManager.canAllocate(g.blockView, 0);
       if (status === AllocStatus.NEVER) break;
       const { uncached } = this.getNumNewTokens(g, SequenceStatus.WAITING, this.config.enableChunkedPrefill, budget);
       if (status === AllocStatus.OK && uncached > 0 && budget.canSchedule(uncached, g.getMaxNumRunningSeqs())) break;
@@ -485,7 +491,7 @@ export class Scheduler {
         uncached += all;
         continue;
       }
-      const hit = Math.max(0, Math.min(this.blockManager.getNumCachedTokens(seq), seq.getLen()) - computed);
+      const hit = Math.max(0, Math.min(this.blockManager.getNumCachedTokens(seq.blockView), seq.getLen()) - computed);
       uncached += all - hit;
       cached += hit;
     }
@@ -502,10 +508,20 @@ export class Scheduler {
     return { uncached, cached };
   }
 
+  /**
+   * Sets what the block manager sees of the group's sequences in `status`: a prefill shows its computed tokens
+   * plus the `chunk` tokens this step runs (so slots exist exactly for those), a decode shows every token.
+   */
+  private exposeChunk(g: SequenceGroup, status: SequenceStatus, chunk: number): void {
+    for (const seq of g.getSeqs(status)) {
+      seq.setBlockManagerLen(seq.isPrefill() ? seq.getNumComputedTokens() + chunk : null);
+    }
+  }
+
   /** Appends slots for every running sequence's new tokens; copy-on-write pairs go to blocksToCopy. */
   private appendSlots(g: SequenceGroup): void {
     for (const seq of g.getSeqs(SequenceStatus.RUNNING)) {
-      const cows = this.blockManager.appendSlots(seq, 0);
+      const cows = this.blockManager.appendSlots(seq.blockView, 0);
       for (const c of cows) this.blocksToCopy.push(c);
     }
   }
@@ -521,7 +537,7 @@ export class Scheduler {
     }
     const runningSeqs = g.getSeqs(SequenceStatus.RUNNING);
     if (mode === PreemptionMode.RECOMPUTE && runningSeqs.length > 1) mode = PreemptionMode.SWAP;
-    if (mode === PreemptionMode.SWAP && !this.blockManager.canSwapOut(g)) {
+    if (mode === PreemptionMode.SWAP && !this.blockManager.canSwapOut(g.blockView)) {
       if (runningSeqs.length === 1) {
         mode = PreemptionMode.RECOMPUTE;
       } else {
@@ -544,7 +560,7 @@ export class Scheduler {
       this.numRecompute++;
       out.preempted.push(g);
     } else {
-      const pairs = this.blockManager.swapOut(g);
+      const pairs = this.blockManager.swapOut(g.blockView);
       for (const p of pairs) this.blocksToSwapOut.push(p);
       for (const seq of runningSeqs) seq.status = SequenceStatus.SWAPPED;
       this.numSwap++;

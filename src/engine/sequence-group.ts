@@ -1,3 +1,4 @@
+import type { SequenceGroupLike, SequenceLike } from '../core/index.js';
 import type { RandomGenerator } from './random-generator.js';
 import type { SamplingParams } from './sampling-params.js';
 import { Sequence, SequenceStatus } from './sequence.js';
@@ -54,6 +55,8 @@ export class SequenceGroup {
   beamSteps = 0;
   /** Prompt tokens found in the prefix cache when the group was first admitted. */
   numCachedTokens = 0;
+  /** The group as the block manager sees it: its sequences' {@link Sequence.blockView}s. */
+  readonly blockView: SequenceGroupLike;
 
   /**
    * @param requestId unique among unfinished requests.
@@ -79,6 +82,10 @@ export class SequenceGroup {
     this.seqs = [...seqs];
     this.metrics = {
       arrivalTime, firstScheduledTime: null, firstTokenTime: null, lastTokenTime: null, finishedTime: null,
+    };
+    this.blockView = {
+      requestId,
+      getSeqs: (status?: SequenceStatus): readonly SequenceLike[] => this.getSeqs(status).map((s) => s.blockView),
     };
   }
 

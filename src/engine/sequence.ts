@@ -85,10 +85,19 @@ export class Sequence implements SequenceLike {
   deltaTokenOffset = 0;
   deltaLogprobOffset = 0;
 
+  /**
+   * What the block manager sees of this sequence: the same id and status, but only the first
+   * {@link setBlockManagerLen} tokens. The scheduler hands this view to core's BlockSpaceManager so that a chunked
+   * prefill gets its blocks chunk by chunk (vLLM V1's rule: slots only for the tokens computed so far plus this
+   * step's), which also keeps prefix-cache blocks from being marked computed before their chunk has run.
+   */
+  readonly blockView: SequenceLike;
+
   private promptLen: number;
   private readonly tokens: number[];
   private numComputedTokens = 0;
   private stage: SequenceStage = SequenceStage.PREFILL;
+  private blockManagerLen: number | null = null;
 
   /**
    * @param seqId unique among live sequences of the engine.
@@ -101,6 +110,24 @@ export class Sequence implements SequenceLike {
     this.tokens = [...promptTokenIds];
     this.promptLen = promptTokenIds.length;
     this.outputLogprobs = [];
+    this.blockView = new SequenceBlockView(this);
+  }
+
+  /**
+   * Sets how many leading tokens {@link blockView} shows (null: all of them). Throws RangeError for a count outside
+   * [0, length].
+   */
+  setBlockManagerLen(n: number | null): void {
+    if (n !== null && (!Number.isInteger(n) || n < 0 || n > this.tokens.length)) {
+      throw new RangeError(`sequence ${this.seqId}: block manager length ${n} is outside [0, ${this.tokens.length}]`);
+    }
+    this.blockManagerLen = n;
+  }
+
+  /** Tokens {@link blockView} shows. */
+  getBlockManagerLen(): number {
+    const n = this.blockManagerLen;
+    return n === null ? this.tokens.length : Math.min(n, this.tokens.length);
   }
 
   /** The prompt text when the request gave one. */
@@ -233,5 +260,32 @@ export class Sequence implements SequenceLike {
     child.deltaTokenOffset = this.deltaTokenOffset;
     child.deltaLogprobOffset = this.deltaLogprobOffset;
     return child;
+  }
+}
+
+/** The block manager's view of a {@link Sequence}: its first `getBlockManagerLen()` tokens. */
+class SequenceBlockView implements SequenceLike {
+  constructor(private readonly seq: Sequence) {}
+
+  get seqId(): number {
+    return this.seq.seqId;
+  }
+
+  get status(): SequenceStatus {
+    return this.seq.status;
+  }
+
+  getTokenIds(): readonly number[] {
+    const all = this.seq.getTokenIds();
+    const n = this.seq.getBlockManagerLen();
+    return n >= all.length ? all : all.slice(0, n);
+  }
+
+  getLen(): number {
+    return this.seq.getBlockManagerLen();
+  }
+
+  getNumComputedTokens(): number {
+    return this.seq.getNumComputedTokens();
   }
 }
