@@ -1,6 +1,7 @@
 import type { CacheEngine } from '../cache/index.js';
 import { BlockSpaceManager } from '../core/index.js';
 import type { CausalLM } from '../model/forward-batch.js';
+import type { ModelSource } from '../model/model-source.js';
 import type { Tokenizer } from '../model/tokenizer.js';
 import {
   beamSearchStep, bestBeams, resolveBeamSearchParams, type BeamCandidates, type BeamSearchParamsInit,
@@ -48,6 +49,10 @@ export interface LLMEngineOptions {
   readonly seed?: number;
   /** Most logprobs a request may ask for (default 20, as vLLM's max_logprobs). */
   readonly maxLogprobs?: number;
+  /** The parsed model file (config, chat template, randomWeights flag), kept for the server. */
+  readonly modelSource?: ModelSource;
+  /** Called once by {@link LLMEngine.close} (e.g. to stop the kernel backend's threads). */
+  readonly onClose?: () => Promise<void>;
 }
 
 /** A monotonic clock in ms. */
@@ -77,6 +82,8 @@ export class LLMEngine {
   readonly blockSize: number;
   readonly enablePrefixCaching: boolean;
   readonly maxLogprobs: number;
+  /** The parsed model file, when the engine was built from one. */
+  readonly modelSource: ModelSource | undefined;
 
   private readonly sampler = new Sampler();
   private readonly stopChecker: StopChecker;
@@ -87,6 +94,8 @@ export class LLMEngine {
   private nextArrivalIndex = 0;
   private readonly vocabSize: number;
   private readonly eosTokenIds: readonly number[];
+  private readonly onClose: (() => Promise<void>) | undefined;
+  private closed = false;
 
   /**
    * @throws EngineConfigError for a bad budget, a maxModelLen beyond the model's positions, a watermark outside
@@ -147,6 +156,8 @@ export class LLMEngine {
     if (!Number.isSafeInteger(this.maxLogprobs) || this.maxLogprobs < 0) {
       throw new EngineConfigError(`maxLogprobs must be a non-negative integer, got ${this.maxLogprobs}`);
     }
+    this.modelSource = options.modelSource;
+    this.onClose = options.onClose;
     this.vocabSize = config.vocabSize;
     this.eosTokenIds = config.eosTokenIds.length > 0 ? config.eosTokenIds : this.tokenizer.eosTokenIds;
   }
@@ -205,6 +216,7 @@ export class LLMEngine {
 
   private addGroup(requestId: string, prompt: PromptInput, params: SamplingParams, options: AddRequestOptions,
     generator: RandomGenerator | null, beam: SequenceGroup['beamSearch']): void {
+    if (this.closed) throw new EngineStateError('the engine is closed');
     if (typeof requestId !== 'string' || requestId.length === 0) {
       throw new InvalidRequestError('requestId must be a non-empty string');
     }
@@ -253,6 +265,22 @@ export class LLMEngine {
     return this.finishGroup(g, now());
   }
 
+  /**
+   * Aborts every unfinished request and releases what the engine owns (the kernel backend when built by
+   * createLLMEngine). Idempotent; the engine refuses work afterwards.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const id of [...this.groups.keys()]) this.abortRequest(id);
+    await this.onClose?.();
+  }
+
+  /** True once {@link close} was called. */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
   /** True while any request is waiting, running or swapped. */
   hasUnfinishedRequests(): boolean {
     return this.scheduler.hasUnfinishedSeqs();
@@ -267,6 +295,7 @@ export class LLMEngine {
    * requests that produced a token, finished, or were dropped in this step.
    */
   step(): RequestOutput[] {
+    if (this.closed) throw new EngineStateError('the engine is closed');
     const t0 = now();
     const so = this.scheduler.schedule(t0);
     this.recordSchedule(so);

@@ -1,0 +1,126 @@
+import { CacheEngine, makeKvCacheSpec } from '../cache/index.js';
+import { initHashing } from '../core/index.js';
+import { createBackend, type BackendKind, type KvCacheDType } from '../kernels/index.js';
+import { loadModel } from '../model/load-model.js';
+import { EngineConfigError } from './errors.js';
+import { LLMEngine } from './llm-engine.js';
+import type { PreemptionMode, SchedulingPolicy } from './scheduler-config.js';
+
+/** 512 MiB: the default compute-tier KV budget. */
+export const DEFAULT_KV_CACHE_MEMORY = 512 * 1024 * 1024;
+
+/**
+ * Everything needed to build an engine from a model path. Names and meanings are vLLM's `EngineArgs`
+ * (vllm/engine/arg_utils.py) in camelCase; sizes in bytes, lengths in tokens.
+ */
+export interface EngineArgs {
+  /** Model file or folder: a llama2.c folder or .bin, a .gguf file, or a Hugging Face folder. */
+  readonly model: string;
+  /** llama2.c checkpoints: the tokenizer file (default: found beside the checkpoint). */
+  readonly tokenizerPath?: string;
+  /** Tokens per KV block (default 16). */
+  readonly blockSize?: number;
+  /** Bytes of KV cache in the compute tier (default 512 MiB); ignored when numGpuBlocksOverride is set. */
+  readonly kvCacheMemory?: number;
+  /** Exact number of compute-tier blocks. */
+  readonly numGpuBlocksOverride?: number;
+  /** Bytes of host swap tier (default 0: groups that must be swapped cannot be preempted). */
+  readonly swapSpace?: number;
+  /** KV cache element type: 'auto' (= fp32), 'fp32', 'fp16', 'int8'. */
+  readonly kvCacheDtype?: KvCacheDType | 'auto';
+  /** Prefix caching (default true). */
+  readonly enablePrefixCaching?: boolean;
+  /** Chunked prefill (default true). */
+  readonly enableChunkedPrefill?: boolean;
+  readonly maxNumSeqs?: number;
+  readonly maxNumBatchedTokens?: number;
+  /** Longest prompt + output (default: the model's maxPositionEmbeddings). */
+  readonly maxModelLen?: number;
+  /** 'fcfs' (default) or 'priority'. */
+  readonly schedulingPolicy?: SchedulingPolicy;
+  /** Force recompute or swap preemption (default: vLLM's rule). */
+  readonly preemptionMode?: PreemptionMode | 'recompute' | 'swap';
+  /** Fraction of compute-tier blocks kept free at admission (default 0.01). */
+  readonly watermark?: number;
+  /** Seed for requests without one (default 0). */
+  readonly seed?: number;
+  /** Most logprobs per token a request may ask for (default 20). */
+  readonly maxLogprobs?: number;
+  /** Kernel backend (default 'wasm'). */
+  readonly backend?: BackendKind;
+  /** Kernel threads, the calling thread included (default: the number of cores). */
+  readonly threads?: number;
+  /** Weight-loading progress: bytes so far, total bytes. */
+  readonly onLoadProgress?: (loadedBytes: number, totalBytes: number) => void;
+}
+
+/**
+ * Builds a ready engine: creates the kernel backend, loads the model into its arena, sizes and allocates the KV
+ * cache (numGpuBlocks = ⌊kvCacheMemory / block bytes⌋ unless overridden, numCpuBlocks = ⌊swapSpace / block bytes⌋)
+ * and wires the scheduler. The engine owns the backend: `engine.close()` stops its threads.
+ * Mirrors vLLM's `LLMEngine.from_engine_args`.
+ *
+ * @throws EngineConfigError for an invalid size or a cache too small for one block; the loaders' errors for an
+ *   unreadable model; the kernels' errors for a backend that cannot start.
+ */
+export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
+  const blockSize = args.blockSize ?? 16;
+  if (!Number.isSafeInteger(blockSize) || blockSize < 1) {
+    throw new EngineConfigError(`blockSize must be a positive integer, got ${String(blockSize)}`);
+  }
+  const kvCacheMemory = args.kvCacheMemory ?? DEFAULT_KV_CACHE_MEMORY;
+  const swapSpace = args.swapSpace ?? 0;
+  for (const [name, v] of [['kvCacheMemory', kvCacheMemory], ['swapSpace', swapSpace]] as const) {
+    if (!Number.isFinite(v) || v < 0) throw new EngineConfigError(`${name} must be a non-negative byte count, got ${v}`);
+  }
+  const cacheDtype: KvCacheDType = args.kvCacheDtype === undefined || args.kvCacheDtype === 'auto'
+    ? 'fp32' : args.kvCacheDtype;
+  const enablePrefixCaching = args.enablePrefixCaching ?? true;
+  if (enablePrefixCaching) await initHashing();
+
+  const backend = await createBackend({ kind: args.backend ?? 'wasm', threads: args.threads });
+  try {
+    const loaded = await loadModel(args.model, {
+      backend,
+      onProgress: args.onLoadProgress,
+      tokenizerPath: args.tokenizerPath,
+      model: {
+        maxNumTokens: args.maxNumBatchedTokens ?? 512,
+        maxPositions: args.maxModelLen,
+      },
+    });
+    const config = loaded.source.config;
+    const spec = makeKvCacheSpec(config, { blockSize, cacheDtype });
+    const blockBytes = CacheEngine.getCacheBlockSize(spec);
+    const numGpuBlocks = args.numGpuBlocksOverride ?? Math.floor(kvCacheMemory / blockBytes);
+    if (!Number.isSafeInteger(numGpuBlocks) || numGpuBlocks < 1) {
+      throw new EngineConfigError(`the KV cache holds no block: kvCacheMemory ${kvCacheMemory} B is less than one ` +
+        `block of ${blockBytes} B (block size ${blockSize}, ${config.numLayers} layers, ${config.numKvHeads} KV ` +
+        `heads × ${config.headSize}, ${cacheDtype}); raise kvCacheMemory`);
+    }
+    const numCpuBlocks = Math.floor(swapSpace / blockBytes);
+    const cacheEngine = new CacheEngine(spec, backend, { numGpuBlocks, numCpuBlocks });
+    return new LLMEngine({
+      model: loaded.model,
+      tokenizer: loaded.source.tokenizer,
+      cacheEngine,
+      modelSource: loaded.source,
+      enablePrefixCaching,
+      watermark: args.watermark,
+      seed: args.seed,
+      maxLogprobs: args.maxLogprobs,
+      scheduler: {
+        maxNumSeqs: args.maxNumSeqs,
+        maxNumBatchedTokens: args.maxNumBatchedTokens,
+        maxModelLen: args.maxModelLen,
+        enableChunkedPrefill: args.enableChunkedPrefill,
+        policy: args.schedulingPolicy,
+        preemptionMode: args.preemptionMode,
+      },
+      onClose: () => backend.close(),
+    });
+  } catch (e) {
+    await backend.close();
+    throw e;
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * pagellm engine: requests, sequences, sampling parameters and the sampler, the scheduler (continuous batching,
+ * chunked prefill, preemption by recompute and swap, prefix-cache-aware budgets), LLMEngine, AsyncLLMEngine, the
+ * offline LLM class, beam search and metrics. Sits above model/, cache/, kernels/ and core/.
+ */
+export {
+  EngineError, SamplingParamsError, EngineConfigError, DuplicateRequestError, InvalidRequestError, EngineStateError,
+  RequestAbortedError,
+} from './errors.js';
+export {
+  SamplingParams, SamplingType, RequestOutputKind, SAMPLING_EPS, type SamplingParamsInit,
+} from './sampling-params.js';
+export {
+  Sequence, SequenceStatus, SequenceStage, isFinishedStatus, getFinishedReason,
+  type FinishReason, type Logprob, type SampleLogprobs, type SequenceDetokenizer,
+} from './sequence.js';
+export {
+  SequenceGroup, type RequestMetrics, type BeamSearchGroupParams, type CompletedBeam,
+} from './sequence-group.js';
+export { RandomGenerator } from './random-generator.js';
+export {
+  Sampler, processLogits, applyLogitBias, applyMinTokensPenalty, applyPenalties, applyTemperature, applyTopKTopP,
+  applyMinP, type SamplingRow, type SamplerRowOutput, type TokenLogprob,
+} from './sampler.js';
+export {
+  PreemptionMode, resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit, type SchedulingPolicy,
+} from './scheduler-config.js';
+export { SchedulingBudget } from './scheduling-budget.js';
+export {
+  Scheduler, type SchedulerOutputs, type ScheduledSequenceGroup, type SchedulerBlockManager, type SchedulerOptions,
+  type BlockPair,
+} from './scheduler.js';
+export { ModelInputBuilder, type ModelInput, type SampledSequence, type ModelInputBuilderOptions } from './model-input-builder.js';
+export { StopChecker } from './stop-checker.js';
+export { createSequenceDetokenizer } from './detokenizer.js';
+export { requestOutputFromSeqGroup, type RequestOutput, type CompletionOutput } from './request-output.js';
+export {
+  EngineMetrics, quantile, HISTOGRAM_NAMES, type EngineStats, type EngineCounters, type EngineGauges,
+  type HistogramName, type MetricsListener,
+} from './metrics.js';
+export {
+  getBeamSearchScore, resolveBeamSearchParams, beamSearchStep, bestBeams, type BeamSearchParamsInit,
+  type BeamSearchOutput, type BeamSearchSequence, type BeamCandidates, type BeamSearchContext,
+} from './beam-search.js';
+export {
+  LLMEngine, type LLMEngineOptions, type AddRequestOptions, type PromptInput,
+} from './llm-engine.js';
+export { createLLMEngine, DEFAULT_KV_CACHE_MEMORY, type EngineArgs } from './engine-args.js';
+export { AsyncLLMEngine, type AsyncGenerateOptions } from './async-llm-engine.js';
+export { LLM, type LLMOptions, type GenerateOptions } from './llm.js';
