@@ -29,7 +29,19 @@ const split = (regex: string): unknown =>
 const LLAMA3_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const QWEN2_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-const GPT2_DEFAULT: Gpt2PreTokenizer = { normalizer: null, preTokenizer: byteLevel(true), ignoreMerges: false };
+const GPT2: Gpt2PreTokenizer = { normalizer: null, preTokenizer: byteLevel(true), ignoreMerges: false };
+/** llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEFAULT: four regexes, each splitting the pieces of the previous one. */
+const LLAMA_CPP_DEFAULT: Gpt2PreTokenizer = {
+  normalizer: null,
+  preTokenizer: { type: 'Sequence', pretokenizers: [
+    split('[\\p{P}\\$\\+<=>\\^~\\|]+'),
+    split("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"),
+    split('\\p{N}+'),
+    split('[0-9][0-9][0-9]'),
+    byteLevel(false),
+  ] },
+  ignoreMerges: false,
+};
 const DIGITS_THEN_GPT2: Gpt2PreTokenizer = {
   normalizer: null,
   preTokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Digits', individual_digits: true }, byteLevel(true)] },
@@ -47,13 +59,13 @@ const QWEN2: Gpt2PreTokenizer = {
 };
 
 /**
- * `tokenizer.ggml.pre` names → pre-tokenizer settings, as the models' own tokenizer.json files define them
- * (llama.cpp's llama-vocab.cpp names the same regexes). `default` (and an absent key) is GPT-2's regex, as
- * transformers' GGUF loader assumes.
+ * `tokenizer.ggml.pre` names → pre-tokenizer settings, as the models' own tokenizer.json files define them and
+ * llama.cpp's llama-vocab.cpp splits text for the same names. `default` (also used when the key is absent) is
+ * llama.cpp's default chain of four regexes; `gpt-2` is GPT-2's single regex (a plain ByteLevel pre-tokenizer).
  */
 export const GPT2_PRE_TOKENIZERS: Readonly<Record<string, Gpt2PreTokenizer>> = {
-  'default': GPT2_DEFAULT,
-  'gpt-2': GPT2_DEFAULT,
+  'default': LLAMA_CPP_DEFAULT,
+  'gpt-2': GPT2,
   'smollm': DIGITS_THEN_GPT2,
   'starcoder': DIGITS_THEN_GPT2,
   'refact': DIGITS_THEN_GPT2,
