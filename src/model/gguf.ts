@@ -274,7 +274,7 @@ class FileCursor {
  * such as `layer_norm_rms_epsilon` reads as written; writing it back as f32 gives the same bytes.
  */
 export function shortestF32(x: number): number {
-  if (!Number.isFinite(x)) return x;
+  if (!Number.isFinite(x) || x === 0) return x;
   for (let p = 1; p < 9; p++) {
     const y = Number(x.toPrecision(p));
     if (Math.fround(y) === x) return y;

@@ -24,7 +24,7 @@ export function getLlamaCpu(): Promise<Llama> {
 export interface LlamaCppOracleOptions {
   /** Context size in tokens (default 256). */
   readonly contextSize?: number;
-  /** CPU threads (default 2). */
+  /** CPU threads (default 1: llama.cpp threads spin while waiting, which is slow when other processes share the cores). */
   readonly threads?: number;
 }
 
@@ -39,7 +39,7 @@ export class LlamaCppOracle {
   /** Loads the GGUF at `path` (F32 KV cache, no flash attention). Throws node-llama-cpp's error when llama.cpp rejects the file. */
   static async load(path: string, options: LlamaCppOracleOptions = {}): Promise<LlamaCppOracle> {
     const llama = await getLlamaCpu();
-    const threads = options.threads ?? 2;
+    const threads = options.threads ?? 1;
     const model = await llama.loadModel({ modelPath: path, gpuLayers: 0, useMmap: false });
     const context = await model.createContext({
       contextSize: options.contextSize ?? 256,
