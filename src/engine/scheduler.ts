@@ -354,7 +354,10 @@ export class Scheduler {
     const out: SwappedInOutputs = { decode: [], prefill: [] };
     while (this.swapped.length > 0) {
       const g = this.swapped[0];
-      this.exposeChunk(g, SequenceStatus.SWAPPED, 0);
+      const { uncached, cached } = this.getNumNewTokens(g, SequenceStatus.SWAPPED, enableChunking, budget);
+      if (uncached === 0 || !budget.canSchedule(uncached, g.getMaxNumRunningSeqs())) break;
+      // Blocks for this step's chunk count too: a prefill gets its slots chunk by chunk.
+      this.exposeChunk(g, SequenceStatus.SWAPPED, uncached + cached);
       let status = this.blockManager.canSwapIn(g.blockView, 0);
       if (status === AllocStatus.LATER && this.running.length === 0 && budget.numSeqs === 0) {
         // Nothing runs that could free blocks: waiting would never end (the group needs more than the cache holds
@@ -370,8 +373,6 @@ export class Scheduler {
           'raise the KV cache memory or lower maxTokens');
         continue;
       }
-      const { uncached, cached } = this.getNumNewTokens(g, SequenceStatus.SWAPPED, enableChunking, budget);
-      if (uncached === 0 || !budget.canSchedule(uncached, g.getMaxNumRunningSeqs())) break;
       this.swapped.shift();
       this.blocksToSwapIn.push(...this.blockManager.swapIn(g.blockView));
       for (const seq of g.getSeqs(SequenceStatus.SWAPPED)) seq.status = SequenceStatus.RUNNING;
