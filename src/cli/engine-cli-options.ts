@@ -1,4 +1,5 @@
 import { Option, type Command } from 'commander';
+import type { EngineArgs } from '../engine/index.js';
 import { defaultModelPath } from './default-model.js';
 import { anyInt, byteSize, intAtLeast } from './option-parsers.js';
 
@@ -22,7 +23,7 @@ export interface EngineCliOptions {
   maxNumSeqs?: number;
   maxNumBatchedTokens?: number;
   maxModelLen?: number;
-  enablePrefixCaching: boolean;
+  enablePrefixCaching?: boolean;
   enableChunkedPrefill?: boolean;
   preemptionMode?: 'recompute' | 'swap';
   kvCacheDtype: 'auto' | 'fp32' | 'fp16' | 'int8';
@@ -75,4 +76,33 @@ export function addEngineOptions(cmd: Command): Command {
     .option('--allow-random-weights', 'run a model with random weights (create-random-model); its text is meaningless',
       false)
     .addOption(new Option('--backend <kind>', 'kernel backend').choices(['wasm', 'reference']).default('wasm'));
+}
+
+/**
+ * The engine arguments for parsed flags (commander leaves unset flags undefined, and the engine applies its own
+ * defaults: 512 MiB KV budget, block size 16, no swap, prefix caching and chunked prefill on).
+ * @param model the model path (a positional argument wins over --model).
+ * @param onLoadProgress weight-loading progress (bytes so far, total).
+ */
+export function engineArgsFromCli(opts: EngineCliOptions, model: string = opts.model,
+  onLoadProgress?: (loadedBytes: number, totalBytes: number) => void): EngineArgs {
+  return {
+    model,
+    blockSize: opts.blockSize,
+    kvCacheMemory: opts.kvCacheMemory,
+    numGpuBlocksOverride: opts.numGpuBlocksOverride,
+    swapSpace: opts.swapSpace,
+    kvCacheDtype: opts.kvCacheDtype,
+    enablePrefixCaching: opts.enablePrefixCaching ?? true,
+    enableChunkedPrefill: opts.enableChunkedPrefill ?? true,
+    maxNumSeqs: opts.maxNumSeqs,
+    maxNumBatchedTokens: opts.maxNumBatchedTokens,
+    maxModelLen: opts.maxModelLen,
+    schedulingPolicy: opts.schedulingPolicy,
+    preemptionMode: opts.preemptionMode,
+    seed: opts.seed,
+    backend: opts.backend,
+    threads: opts.threads,
+    onLoadProgress,
+  };
 }

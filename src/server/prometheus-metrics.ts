@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { EngineStats, HistogramName } from '../engine/metrics.js';
+import type { EngineStats, HistogramName } from '../engine/index.js';
 
 /**
  * The server's Prometheus metrics (GET /metrics), named as vLLM names them with a `pagellm:` prefix:

@@ -1,0 +1,106 @@
+import { createInterface } from 'node:readline/promises';
+import { Command } from 'commander';
+import { AsyncLLMEngine, RequestOutputKind, SamplingParams } from '../engine/index.js';
+import { resolveChatTemplate, type ChatMessage } from '../model/chat-template.js';
+import { readModelSource } from '../model/read-model-source.js';
+import { RandomWeightsRefusedError, defaultServedModelName, loadChatTemplateArgument } from '../server/api-server.js';
+import { createByteProgress, type ByteProgress } from './byte-progress.js';
+import { addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
+import { addSamplingOptions, samplingInitFromCli, type SamplingCliOptions } from './sampling-cli-options.js';
+
+/** Options of `pagellm chat`. */
+interface ChatCliOptions extends EngineCliOptions, SamplingCliOptions {
+  system?: string;
+}
+
+/**
+ * `pagellm chat`: an interactive conversation on the terminal with the model's chat template (or
+ * `--chat-template`), the reply streamed token by token from the async engine. Type `/reset` to forget the
+ * conversation, `/exit` (or end of input) to quit; Ctrl-C during a reply stops that reply. Reads lines from stdin
+ * when it is not a terminal (each line is one user turn). A model without a chat template is refused with a clear
+ * error. Mirrors `vllm chat` (vllm/entrypoints/cli/openai.py), run in-process instead of against a server.
+ */
+export function createChatCommand(): Command {
+  const cmd = new Command('chat')
+    .description('chat with the model on the terminal (streaming replies)')
+    .option('--system <prompt>', 'a system message to start the conversation with');
+  addSamplingOptions(cmd, undefined);
+  addEngineOptions(cmd);
+  cmd.action(async (opts: ChatCliOptions) => {
+    const source = await readModelSource(opts.model);
+    if (source.randomWeights === true && !opts.allowRandomWeights) throw new RandomWeightsRefusedError(opts.model);
+    const override = opts.chatTemplate === undefined ? undefined : loadChatTemplateArgument(opts.chatTemplate);
+    const template = resolveChatTemplate(source, defaultServedModelName(opts.model), override);
+
+    let progress: ByteProgress | undefined;
+    const asyncEngine = await AsyncLLMEngine.fromEngineArgs(engineArgsFromCli(opts, opts.model, (done, total) => {
+      progress ??= createByteProgress('loading weights', total);
+      progress.set(done, total);
+    })).finally(() => progress?.stop());
+    const engine = asyncEngine.engine;
+    const maxModelLen = engine.schedulerConfig.maxModelLen;
+    const interactive = process.stdin.isTTY === true;
+    const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: interactive });
+    const out = (text: string): void => {
+      process.stdout.write(text);
+    };
+    if (source.randomWeights === true) out('[RANDOM WEIGHTS: replies are meaningless text]\n');
+    if (interactive) out(`chatting with ${defaultServedModelName(opts.model)} (/reset to start over, /exit to quit)\n`);
+
+    const initial: ChatMessage[] = opts.system === undefined ? [] : [{ role: 'system', content: opts.system }];
+    let messages: ChatMessage[] = [...initial];
+    let current: string | null = null;
+    let turn = 0;
+    rl.on('SIGINT', () => {
+      if (current !== null) asyncEngine.abort(current);
+      else rl.close();
+    });
+    try {
+      for (;;) {
+        let line: string;
+        try {
+          line = await rl.question(interactive ? '> ' : '');
+        } catch {
+          break; // input closed
+        }
+        const text = line.trim();
+        if (text === '/exit' || text === '/quit') break;
+        if (text === '/reset') {
+          messages = [...initial];
+          continue;
+        }
+        if (text === '') continue;
+        messages.push({ role: 'user', content: text });
+        const prompt = template.render(messages, { addGenerationPrompt: true });
+        const promptTokenIds = engine.tokenizer.encode(prompt, { addSpecialTokens: false });
+        const left = maxModelLen - promptTokenIds.length;
+        if (left <= 0) {
+          out(`[the conversation (${promptTokenIds.length} tokens) fills the context of ${maxModelLen}; /reset]\n`);
+          messages.pop();
+          continue;
+        }
+        const params = new SamplingParams({
+          ...samplingInitFromCli(opts, Math.min(opts.maxTokens ?? left, left)),
+          outputKind: RequestOutputKind.DELTA,
+        });
+        current = `chat-${turn++}`;
+        let reply = '';
+        try {
+          for await (const o of asyncEngine.generate({ promptTokenIds, prompt }, params, { requestId: current })) {
+            const delta = o.outputs[0]?.text ?? '';
+            reply += delta;
+            out(delta);
+          }
+        } finally {
+          current = null;
+        }
+        out('\n');
+        messages.push({ role: 'assistant', content: reply });
+      }
+    } finally {
+      rl.close();
+      await asyncEngine.close();
+    }
+  });
+  return cmd;
+}

@@ -1,0 +1,85 @@
+import { Command } from 'commander';
+import { LLM } from '../engine/index.js';
+import { readModelSource } from '../model/read-model-source.js';
+import { RandomWeightsRefusedError } from '../server/api-server.js';
+import { createByteProgress, type ByteProgress } from './byte-progress.js';
+import { addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
+import { collect, intAtLeast } from './option-parsers.js';
+import { addSamplingOptions, samplingInitFromCli, type SamplingCliOptions } from './sampling-cli-options.js';
+
+/** Options of `pagellm generate`. */
+interface GenerateCliOptions extends EngineCliOptions, SamplingCliOptions {
+  prompt?: string[];
+  n: number;
+  json?: boolean;
+}
+
+/** `generate`'s default output budget per sequence, in tokens. */
+export const GENERATE_DEFAULT_MAX_TOKENS = 64;
+
+/** A command-line usage error of pagellm's own (beyond what commander checks). */
+export class CliUsageError extends Error {
+  override readonly name = 'CliUsageError';
+}
+
+/**
+ * Refuses a model with random weights unless `allow` is set: their text is meaningless and must not be presented
+ * as an answer. Reads only the model's header. Returns whether the weights are random.
+ * @throws RandomWeightsRefusedError.
+ */
+export async function checkRandomWeights(modelPath: string, allow: boolean): Promise<boolean> {
+  const source = await readModelSource(modelPath);
+  if (source.randomWeights === true && !allow) throw new RandomWeightsRefusedError(modelPath);
+  return source.randomWeights === true;
+}
+
+/**
+ * `pagellm generate [prompts...]`: loads the model, runs every prompt (positional arguments and `--prompt`, in that
+ * order) through the offline LLM with continuous batching, and prints each completion: `prompt + completion` in a
+ * block per sequence, or one JSON object per sequence with `--json` (prompt, index, text, token_ids,
+ * finish_reason). Mirrors vLLM's offline `LLM.generate` example / `vllm complete`.
+ */
+export function createGenerateCommand(): Command {
+  const cmd = new Command('generate')
+    .description('generate completions for one or more prompts and print them')
+    .argument('[prompts...]', 'prompts (also --prompt)')
+    .option('--prompt <text>', 'a prompt (repeatable)', collect)
+    .option('--n <n>', 'sequences per prompt', intAtLeast(1), 1)
+    .option('--json', 'print one JSON object per sequence');
+  addSamplingOptions(cmd, GENERATE_DEFAULT_MAX_TOKENS);
+  addEngineOptions(cmd);
+  cmd.action(async (positional: string[], opts: GenerateCliOptions) => {
+    const prompts = [...positional, ...(opts.prompt ?? [])];
+    if (prompts.length === 0) throw new CliUsageError('give at least one prompt: pagellm generate "Once upon a time"');
+    const random = await checkRandomWeights(opts.model, opts.allowRandomWeights);
+    let progress: ByteProgress | undefined;
+    const llm = await LLM.create(engineArgsFromCli(opts, opts.model, (done, total) => {
+      progress ??= createByteProgress('loading weights', total);
+      progress.set(done, total);
+    })).finally(() => progress?.stop());
+    try {
+      const outputs = await llm.generate(prompts, {
+        ...samplingInitFromCli(opts, opts.maxTokens ?? GENERATE_DEFAULT_MAX_TOKENS),
+        n: opts.n,
+      });
+      for (const [i, out] of outputs.entries()) {
+        for (const o of out.outputs) {
+          if (opts.json === true) {
+            process.stdout.write(JSON.stringify({
+              prompt: prompts[i], index: o.index, text: o.text, token_ids: o.tokenIds, finish_reason: o.finishReason,
+              ...(random ? { random_weights: true } : {}),
+            }) + '\n');
+          } else {
+            const header = `--- prompt ${i + 1}/${prompts.length}` + (opts.n > 1 ? `, sequence ${o.index + 1}/${opts.n}` : '') +
+              ` (${o.tokenIds.length} tokens, finish: ${o.finishReason})` +
+              (random ? ' [RANDOM WEIGHTS: meaningless text]' : '') + ' ---';
+            process.stdout.write(`${header}\n${prompts[i]}${o.text}\n`);
+          }
+        }
+      }
+    } finally {
+      await llm.close();
+    }
+  });
+  return cmd;
+}

@@ -1,0 +1,59 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Command, CommanderError } from 'commander';
+import { createChatCommand } from './chat-command.js';
+import { createConvertCommand } from './convert-command.js';
+import { createCreateRandomModelCommand } from './create-random-model-command.js';
+import { PROJECT_ROOT } from './default-model.js';
+import { createGenerateCommand } from './generate-command.js';
+import { createInfoCommand } from './info-command.js';
+import { createServeCommand } from './serve-command.js';
+
+/** The package version, read from package.json. */
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version?: string };
+  return pkg.version ?? '0.0.0';
+}
+
+/**
+ * The `pagellm` command tree: serve, generate, chat, info, convert, create-random-model. Mirrors vLLM's CLI
+ * entry point (vllm/scripts.py: `vllm serve`, `vllm complete`, `vllm chat`).
+ */
+export function buildProgram(): Command {
+  const version = packageVersion();
+  const program = new Command('pagellm')
+    .description('pagellm: an LLM serving engine in TypeScript built around vLLM\'s paged KV cache')
+    .version(version)
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+  program.addCommand(createServeCommand(version));
+  program.addCommand(createGenerateCommand());
+  program.addCommand(createChatCommand());
+  program.addCommand(createInfoCommand());
+  program.addCommand(createConvertCommand());
+  program.addCommand(createCreateRandomModelCommand());
+  for (const cmd of program.commands) cmd.exitOverride();
+  return program;
+}
+
+/**
+ * Runs the CLI on `argv` (process.argv form: node, script, args...) and returns the exit status: 0 on success,
+ * 1 when a command failed (its message is printed on stderr, without a stack trace for pagellm's own typed errors),
+ * commander's status for usage errors.
+ */
+export async function main(argv: readonly string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync([...argv]);
+    return 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Help and version exit 0; usage errors were already printed by commander.
+      return err.exitCode;
+    }
+    const e = err as Error;
+    const debug = process.env.PAGELLM_DEBUG === '1';
+    process.stderr.write(`error: ${debug && e.stack !== undefined ? e.stack : `${e.name}: ${e.message}`}\n`);
+    return 1;
+  }
+}

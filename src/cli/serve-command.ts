@@ -1,0 +1,114 @@
+import { Command } from 'commander';
+import { startServer, type ServerHandle } from '../server/api-server.js';
+import { startupLogLines } from '../server/startup-log.js';
+import { createByteProgress, type ByteProgress } from './byte-progress.js';
+import { addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
+import { intAtLeast } from './option-parsers.js';
+
+/** Options of `pagellm serve` beyond the engine's. */
+interface ServeCliOptions extends EngineCliOptions {
+  host: string;
+  port: number;
+  apiKey?: string;
+  disableLogStats?: boolean;
+}
+
+/** Prints one log line on stdout, prefixed like vLLM's INFO lines. */
+function log(line: string): void {
+  process.stdout.write(`INFO ${new Date().toISOString()} ${line}\n`);
+}
+
+/**
+ * `pagellm serve [model]`: loads the model (a progress bar on a terminal), starts the OpenAI-compatible server,
+ * prints the startup summary (model, weight bytes, threads, KV cache, maximum concurrency, URL), logs throughput
+ * and KV usage every 10 s while there is traffic, and shuts down cleanly on SIGINT / SIGTERM (a second signal
+ * exits at once). Mirrors `vllm serve` (vllm/entrypoints/openai/api_server.py, cli_args.py).
+ */
+export function createServeCommand(version: string): Command {
+  const cmd = new Command('serve')
+    .description('start the OpenAI-compatible HTTP server')
+    .argument('[model]', 'model file or folder (same as --model)');
+  addEngineOptions(cmd)
+    .option('--host <host>', 'interface to listen on', '127.0.0.1')
+    .option('--port <port>', 'TCP port (0: any free port)', intAtLeast(0), 8000)
+    .option('--api-key <key>', 'require "Authorization: Bearer <key>" on /v1 routes (env PAGELLM_API_KEY)')
+    .option('--disable-log-stats', 'do not log throughput and KV usage every 10 s');
+  cmd.action(async (modelArg: string | undefined, opts: ServeCliOptions) => {
+    let progress: ByteProgress | undefined;
+    const engineArgs = engineArgsFromCli(opts, modelArg ?? opts.model, (done, total) => {
+      progress ??= createByteProgress('loading weights', total);
+      progress.set(done, total);
+    });
+    log(`pagellm ${version} starting: model ${engineArgs.model}`);
+    let handle: ServerHandle;
+    try {
+      handle = await startServer({
+        ...engineArgs,
+        servedModelNames: opts.servedModelName,
+        host: opts.host,
+        port: opts.port,
+        apiKey: opts.apiKey ?? (process.env.PAGELLM_API_KEY || undefined),
+        chatTemplate: opts.chatTemplate,
+        allowRandomWeights: opts.allowRandomWeights,
+        version,
+      });
+    } finally {
+      progress?.stop();
+    }
+    for (const line of startupLogLines(handle.summary, handle.url)) log(line);
+    const stopStats = opts.disableLogStats === true ? () => undefined : startStatsLogger(handle);
+    await waitForShutdownSignal(handle, stopStats);
+  });
+  return cmd;
+}
+
+/** Resolves once a SIGINT/SIGTERM has shut the server down; a second signal exits at once with status 1. */
+function waitForShutdownSignal(handle: ServerHandle, stopStats: () => void): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let shuttingDown = false;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (shuttingDown) {
+        process.stderr.write(`received ${signal} again: exiting now\n`);
+        process.exit(1);
+      }
+      shuttingDown = true;
+      log(`received ${signal}: shutting down (aborting ${handle.context.numInFlight} requests in flight)`);
+      stopStats();
+      handle.close().then(() => {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        log('shutdown complete');
+        resolve();
+      }, reject);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+}
+
+/**
+ * Every 10 s, when anything happened: prompt and generation throughput, queue lengths, KV usage of both tiers and
+ * the prefix-cache hit rate, as vLLM's `LoggingStatLogger` prints them. Returns a function that stops it.
+ */
+function startStatsLogger(handle: ServerHandle): () => void {
+  let last = handle.engine.getStats();
+  const timer = setInterval(() => {
+    const s = handle.engine.getStats();
+    const seconds = (s.now - last.now) / 1000;
+    const prompt = (s.promptTokens - last.promptTokens) / seconds;
+    const gen = (s.generationTokens - last.generationTokens) / seconds;
+    const queries = s.prefixCacheQueries - last.prefixCacheQueries;
+    const active = s.numRunning + s.numWaiting + s.numSwapped > 0;
+    if (active || prompt > 0 || gen > 0) {
+      const hitRate = queries > 0 ? (100 * (s.prefixCacheHits - last.prefixCacheHits)) / queries : 0;
+      log(`Avg prompt throughput: ${prompt.toFixed(1)} tokens/s, Avg generation throughput: ${gen.toFixed(1)} ` +
+        `tokens/s, Running: ${s.numRunning} reqs, Swapped: ${s.numSwapped} reqs, Pending: ${s.numWaiting} reqs, ` +
+        `GPU KV cache usage: ${(100 * s.gpuCacheUsage).toFixed(1)}%, CPU KV cache usage: ` +
+        `${(100 * s.cpuCacheUsage).toFixed(1)}%, prefix cache hit rate: ${hitRate.toFixed(1)}%, ` +
+        `RSS: ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB`);
+    }
+    last = s;
+  }, 10_000);
+  timer.unref();
+  return () => clearInterval(timer);
+}

@@ -1,0 +1,212 @@
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { basename, extname } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { maxConcurrency } from '../core/index.js';
+import { AsyncLLMEngine, DEFAULT_KV_CACHE_MEMORY, type EngineArgs, type LLMEngine } from '../engine/index.js';
+import { resolveChatTemplate } from '../model/chat-template.js';
+import { LlamaModel } from '../model/llama-model.js';
+import { readModelSource, totalTensorBytes } from '../model/read-model-source.js';
+import { createApp } from './app.js';
+import type { PrometheusMetrics } from './prometheus-metrics.js';
+import { ServingContext } from './serving-context.js';
+
+/** The model's weights are random (create-random-model) and `allowRandomWeights` was not given. */
+export class RandomWeightsRefusedError extends Error {
+  override readonly name = 'RandomWeightsRefusedError';
+  constructor(path: string) {
+    super(`${path} has random weights (made by create-random-model): its text is meaningless and must not be served ` +
+      'as answers. Pass --allow-random-weights to serve it anyway (for benchmarks); responses are then marked.');
+  }
+}
+
+/** A `--chat-template` value that is neither a readable file nor template text. */
+export class ChatTemplateArgumentError extends Error {
+  override readonly name = 'ChatTemplateArgumentError';
+}
+
+/** Options of {@link startServer}: the engine's arguments plus the server's own. */
+export interface ServerOptions extends EngineArgs {
+  /** Names the API answers to (default: the model's file or folder name without extension). */
+  readonly servedModelNames?: readonly string[];
+  /** Interface to listen on (default 127.0.0.1). */
+  readonly host?: string;
+  /** TCP port (default 8000; 0 picks a free one). */
+  readonly port?: number;
+  /** Require `Authorization: Bearer <apiKey>` on /v1 routes. */
+  readonly apiKey?: string;
+  /** A chat template: a file path, or the Jinja text itself (vLLM's `--chat-template`). */
+  readonly chatTemplate?: string;
+  /** Serve a model with random weights (responses are marked as such). */
+  readonly allowRandomWeights?: boolean;
+  /** Largest request body in bytes (default 4 MiB). */
+  readonly bodyLimit?: number;
+  /** pagellm version for GET /version and the log. */
+  readonly version?: string;
+}
+
+/** What a running server is made of, and the figures its startup log reports. */
+export interface ServerHandle {
+  readonly app: FastifyInstance;
+  readonly asyncEngine: AsyncLLMEngine;
+  readonly engine: LLMEngine;
+  readonly context: ServingContext;
+  readonly metrics: PrometheusMetrics;
+  /** `http://host:port` (without /v1). */
+  readonly url: string;
+  readonly port: number;
+  readonly summary: ServerSummary;
+  /**
+   * Clean shutdown: new requests get 503, requests in flight end (non-streaming: 503 error; streaming: an error
+   * event, then `data: [DONE]`), the HTTP server closes, the engine frees its blocks and stops its kernel threads.
+   * Idempotent.
+   */
+  close(): Promise<void>;
+}
+
+/** The figures of the startup log. Sizes in bytes, lengths in tokens. */
+export interface ServerSummary {
+  readonly modelPath: string;
+  readonly format: string;
+  readonly architecture: string;
+  readonly servedModelNames: readonly string[];
+  readonly numLayers: number;
+  readonly dim: number;
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly headSize: number;
+  readonly vocabSize: number;
+  readonly weightBytes: number;
+  readonly backend: string;
+  readonly threads: number;
+  readonly blockSize: number;
+  readonly blockBytes: number;
+  readonly cacheDtype: string;
+  readonly numGpuBlocks: number;
+  readonly numCpuBlocks: number;
+  /** The KV budget asked for (kvCacheMemory, or its default), undefined when numGpuBlocksOverride decided. */
+  readonly kvCacheMemory: number | undefined;
+  readonly kvCacheMemoryIsDefault: boolean;
+  readonly swapSpace: number;
+  readonly maxModelLen: number;
+  readonly maxNumSeqs: number;
+  readonly maxNumBatchedTokens: number;
+  readonly enableChunkedPrefill: boolean;
+  readonly enablePrefixCaching: boolean;
+  readonly schedulingPolicy: string;
+  readonly maxConcurrency: number;
+  readonly randomWeights: boolean;
+  /** Bytes of the kernel arena in use after startup (weights, KV cache, activation buffers). */
+  readonly arenaBytes: number | undefined;
+}
+
+/**
+ * Reads a `--chat-template` value: the file's text when it names an existing file, else the value itself when it
+ * looks like a Jinja template (contains `{{` or `{%`).
+ * @throws ChatTemplateArgumentError otherwise (a path that does not exist).
+ */
+export function loadChatTemplateArgument(value: string): string {
+  if (existsSync(value) && statSync(value).isFile()) return readFileSync(value, 'utf8');
+  if (value.includes('{{') || value.includes('{%')) return value;
+  throw new ChatTemplateArgumentError(`--chat-template: "${value}" is neither a file nor a Jinja template ` +
+    '(a template contains {{ ... }} or {% ... %})');
+}
+
+/** The default served name of a model path: its file or folder name without a `.gguf`/`.bin` extension. */
+export function defaultServedModelName(modelPath: string): string {
+  const name = basename(modelPath.replace(/[\\/]+$/, ''));
+  const ext = extname(name);
+  return ext === '.gguf' || ext === '.bin' ? name.slice(0, -ext.length) : name;
+}
+
+/**
+ * Loads the model, builds the async engine and the HTTP app, and listens. Refuses random-weight models unless
+ * `allowRandomWeights` is set, and checks the chat template parses, before any weight is loaded.
+ * Mirrors vLLM's `run_server` / `build_async_engine_client` (vllm/entrypoints/openai/api_server.py).
+ *
+ * @throws RandomWeightsRefusedError, ChatTemplateArgumentError, the model template's ChatTemplateError, the
+ *   engine's configuration and loading errors, and the listen error (e.g. EADDRINUSE).
+ */
+export async function startServer(options: ServerOptions): Promise<ServerHandle> {
+  const source = await readModelSource(options.model, options.tokenizerPath !== undefined
+    ? { tokenizerPath: options.tokenizerPath } : {});
+  if (source.randomWeights === true && options.allowRandomWeights !== true) throw new RandomWeightsRefusedError(options.model);
+  const chatTemplate = options.chatTemplate === undefined ? undefined : loadChatTemplateArgument(options.chatTemplate);
+  const servedModelNames = options.servedModelNames !== undefined && options.servedModelNames.length > 0
+    ? options.servedModelNames : [defaultServedModelName(options.model)];
+  if (chatTemplate !== undefined) resolveChatTemplate(source, servedModelNames[0], chatTemplate); // parses or throws
+
+  const asyncEngine = await AsyncLLMEngine.fromEngineArgs(options);
+  const engine = asyncEngine.engine;
+  let app: FastifyInstance | undefined;
+  try {
+    const context = new ServingContext({ asyncEngine, servedModelNames, chatTemplate });
+    const created = createApp(context, { apiKey: options.apiKey, bodyLimit: options.bodyLimit, version: options.version });
+    app = created.app;
+    await app.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 8000 });
+    const address = app.server.address();
+    const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 8000);
+    const host = options.host ?? '127.0.0.1';
+    const urlHost = host.includes(':') ? `[${host}]` : host;
+    const summary = summarize(engine, options, servedModelNames);
+    let closing: Promise<void> | null = null;
+    const theApp = app;
+    return {
+      app: theApp, asyncEngine, engine, context, metrics: created.metrics, url: `http://${urlHost}:${port}`, port,
+      summary,
+      close(): Promise<void> {
+        closing ??= (async () => {
+          context.abortAll();
+          await asyncEngine.close();
+          await theApp.close();
+        })();
+        return closing;
+      },
+    };
+  } catch (err) {
+    await app?.close();
+    await asyncEngine.close();
+    throw err;
+  }
+}
+
+/** The startup figures of a built engine. */
+export function summarize(engine: LLMEngine, options: EngineArgs, servedModelNames: readonly string[]): ServerSummary {
+  const source = engine.modelSource!;
+  const config = engine.model.config;
+  const llama = engine.model instanceof LlamaModel ? engine.model : undefined;
+  const sc = engine.schedulerConfig;
+  const overridden = options.numGpuBlocksOverride !== undefined;
+  return {
+    modelPath: source.path,
+    format: source.format,
+    architecture: config.architecture,
+    servedModelNames,
+    numLayers: config.numLayers,
+    dim: config.dim,
+    numHeads: config.numHeads,
+    numKvHeads: config.numKvHeads,
+    headSize: config.headSize,
+    vocabSize: config.vocabSize,
+    weightBytes: llama?.weights.bytes ?? totalTensorBytes(source),
+    backend: llama?.backend.kind ?? options.backend ?? 'wasm',
+    threads: llama?.backend.threads ?? options.threads ?? availableParallelism(),
+    blockSize: engine.blockSize,
+    blockBytes: engine.cacheEngine.blockBytes,
+    cacheDtype: engine.cacheEngine.spec.cacheDtype,
+    numGpuBlocks: engine.numGpuBlocks,
+    numCpuBlocks: engine.numCpuBlocks,
+    kvCacheMemory: overridden ? undefined : (options.kvCacheMemory ?? DEFAULT_KV_CACHE_MEMORY),
+    kvCacheMemoryIsDefault: !overridden && options.kvCacheMemory === undefined,
+    swapSpace: options.swapSpace ?? 0,
+    maxModelLen: sc.maxModelLen,
+    maxNumSeqs: sc.maxNumSeqs,
+    maxNumBatchedTokens: sc.maxNumBatchedTokens,
+    enableChunkedPrefill: sc.enableChunkedPrefill,
+    enablePrefixCaching: engine.enablePrefixCaching,
+    schedulingPolicy: sc.policy,
+    maxConcurrency: maxConcurrency(engine.numGpuBlocks, engine.blockSize, sc.maxModelLen),
+    randomWeights: source.randomWeights === true,
+    arenaBytes: llama?.backend.arena.bytesUsed,
+  };
+}

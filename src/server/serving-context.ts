@@ -1,0 +1,308 @@
+import { randomUUID } from 'node:crypto';
+import {
+  DuplicateRequestError, EngineConfigError, EngineStateError, InvalidRequestError, RequestAbortedError,
+  SamplingParams, SamplingParamsError, type AsyncLLMEngine, type LLMEngine, type RequestOutput, type RequestOutputKind,
+  type SamplingParamsInit,
+} from '../engine/index.js';
+import { resolveChatTemplate, type ChatMessage as TemplateMessage } from '../model/chat-template.js';
+import { ChatTemplateError, ChatTemplateMissingError } from '../model/errors.js';
+import type { ModelSource } from '../model/model-source.js';
+import type { Tokenizer } from '../model/tokenizer.js';
+import { BadRequestError, NotFoundError, OpenAIError, ServiceUnavailableError } from './errors.js';
+import type { ChatMessage, SamplingRequestFields } from './protocol.js';
+
+/** Everything the request handlers share. */
+export interface ServingContextOptions {
+  readonly asyncEngine: AsyncLLMEngine;
+  /** Names accepted in a request's `model` field; the first is reported in responses. */
+  readonly servedModelNames: readonly string[];
+  /** A chat template given on the command line (its text), used instead of the model's own. */
+  readonly chatTemplate?: string;
+}
+
+/** camelCase SamplingParams field → the request field that sets it. */
+const PARAM_NAMES: Readonly<Record<string, string>> = {
+  n: 'n', bestOf: 'best_of', presencePenalty: 'presence_penalty', frequencyPenalty: 'frequency_penalty',
+  repetitionPenalty: 'repetition_penalty', temperature: 'temperature', topP: 'top_p', topK: 'top_k', minP: 'min_p',
+  seed: 'seed', stop: 'stop', stopTokenIds: 'stop_token_ids', ignoreEos: 'ignore_eos', maxTokens: 'max_tokens',
+  minTokens: 'min_tokens', logprobs: 'logprobs', skipSpecialTokens: 'skip_special_tokens', logitBias: 'logit_bias',
+};
+
+/**
+ * The state request handlers share: the engine, the tokenizer, the served names, the chat template, and the set of
+ * requests in flight (so shutdown can abort them). Also the translations every endpoint needs: model-name checks,
+ * prompt tokenization with length checks against maxModelLen, OpenAI fields → SamplingParams, and engine errors →
+ * OpenAI errors. Mirrors vLLM's `OpenAIServing` base class (vllm/entrypoints/openai/serving_engine.py).
+ */
+export class ServingContext {
+  readonly asyncEngine: AsyncLLMEngine;
+  readonly engine: LLMEngine;
+  readonly tokenizer: Tokenizer;
+  readonly source: ModelSource;
+  readonly servedModelNames: readonly string[];
+  readonly maxModelLen: number;
+  readonly vocabSize: number;
+  /** Unix seconds when the server started (the `created` of /v1/models). */
+  readonly createdAt = Math.floor(Date.now() / 1000);
+  /** True for weights made by `create-random-model`: responses are marked, see app.ts. */
+  readonly randomWeights: boolean;
+  private readonly chatTemplateOverride: string | undefined;
+  private readonly inFlight = new Set<string>();
+  private closing = false;
+
+  /** @throws Error when the engine was not built from a model file (no modelSource to serve). */
+  constructor(options: ServingContextOptions) {
+    this.asyncEngine = options.asyncEngine;
+    this.engine = options.asyncEngine.engine;
+    if (this.engine.modelSource === undefined) {
+      throw new Error('ServingContext: the engine has no modelSource; build it with createLLMEngine');
+    }
+    if (options.servedModelNames.length === 0) throw new Error('ServingContext: servedModelNames is empty');
+    this.source = this.engine.modelSource;
+    this.tokenizer = this.engine.tokenizer;
+    this.servedModelNames = options.servedModelNames;
+    this.maxModelLen = this.engine.schedulerConfig.maxModelLen;
+    this.vocabSize = this.engine.model.config.vocabSize;
+    this.randomWeights = this.source.randomWeights === true;
+    this.chatTemplateOverride = options.chatTemplate;
+  }
+
+  /** The name responses report. */
+  get modelName(): string {
+    return this.servedModelNames[0];
+  }
+
+  /** True once shutdown began: new requests get 503. */
+  get isClosing(): boolean {
+    return this.closing;
+  }
+
+  /** Marks the server as shutting down and aborts every request in flight (their blocks are freed). */
+  abortAll(): void {
+    this.closing = true;
+    for (const id of [...this.inFlight]) this.asyncEngine.abort(id);
+  }
+
+  /** Requests currently running through this server. */
+  get numInFlight(): number {
+    return this.inFlight.size;
+  }
+
+  /**
+   * Checks the request's `model` against the served names (absent or null means the served model).
+   * @throws NotFoundError (404) for another name.
+   */
+  checkModel(model: string | null | undefined): void {
+    if (model === undefined || model === null) return;
+    if (!this.servedModelNames.includes(model)) {
+      throw new NotFoundError(`The model \`${model}\` does not exist. This server serves ` +
+        `${this.servedModelNames.map((n) => `\`${n}\``).join(', ')}.`, 'model', 'model_not_found');
+    }
+  }
+
+  /** @throws ServiceUnavailableError (503) while shutting down or after the engine closed. */
+  checkAccepting(): void {
+    if (this.closing || this.engine.isClosed) {
+      throw new ServiceUnavailableError('the server is shutting down and accepts no new requests');
+    }
+  }
+
+  /** A fresh request id with OpenAI's prefix (`cmpl-`, `chatcmpl-`). */
+  newRequestId(prefix: string): string {
+    return `${prefix}-${randomUUID().replaceAll('-', '')}`;
+  }
+
+  /**
+   * Token ids given directly in a request.
+   * @throws BadRequestError when one lies outside the vocabulary.
+   */
+  checkTokenIds(ids: readonly number[], param: string): void {
+    for (const id of ids) {
+      if (id >= this.vocabSize) {
+        throw new BadRequestError(`token id ${id} in "${param}" is outside this model's vocabulary [0, ${this.vocabSize})`,
+          param);
+      }
+    }
+  }
+
+  /**
+   * The output budget of a request whose prompt has `promptLen` tokens: `requested`, or everything left of the
+   * context when none was asked for (`defaultMax` caps that when given, as completions' default of 16).
+   * @throws BadRequestError (code context_length_exceeded) when prompt + output exceed maxModelLen.
+   */
+  resolveMaxTokens(promptLen: number, requested: number | null | undefined, defaultMax: number | null,
+    param = 'max_tokens'): number {
+    const left = this.maxModelLen - promptLen;
+    if (left <= 0) {
+      throw new BadRequestError(`This model's maximum context length is ${this.maxModelLen} tokens. However, your ` +
+        `prompt has ${promptLen} tokens, leaving no room for a completion. Please shorten the prompt.`,
+      'messages', 'context_length_exceeded');
+    }
+    if (requested === undefined || requested === null) return defaultMax === null ? left : Math.min(defaultMax, left);
+    if (promptLen + requested > this.maxModelLen) {
+      throw new BadRequestError(`This model's maximum context length is ${this.maxModelLen} tokens. However, you ` +
+        `requested ${promptLen + requested} tokens (${promptLen} in the prompt, ${requested} in the completion). ` +
+        `Please reduce the length of the prompt or ${param}.`, param, 'context_length_exceeded');
+    }
+    return requested;
+  }
+
+  /**
+   * Builds validated SamplingParams from the OpenAI fields plus what the endpoint decided (max tokens, logprobs,
+   * output kind).
+   * @throws BadRequestError naming the request field when a value is invalid or unsupported.
+   */
+  samplingParams(req: SamplingRequestFields, extra: {
+    maxTokens: number; logprobs: number | null; outputKind: RequestOutputKind; bestOf?: number | null;
+  }): SamplingParams {
+    if (req.logit_bias !== undefined && req.logit_bias !== null) {
+      for (const key of Object.keys(req.logit_bias)) {
+        const id = Number(key);
+        if (!Number.isSafeInteger(id) || id < 0 || id >= this.vocabSize) {
+          throw new BadRequestError(`logit_bias key ${JSON.stringify(key)} is not a token id of this model ` +
+            `(0 … ${this.vocabSize - 1})`, 'logit_bias');
+        }
+      }
+    }
+    if (req.stop_token_ids !== undefined && req.stop_token_ids !== null) this.checkTokenIds(req.stop_token_ids, 'stop_token_ids');
+    const init: SamplingParamsInit = {
+      n: req.n ?? 1,
+      bestOf: extra.bestOf ?? undefined,
+      presencePenalty: req.presence_penalty ?? 0,
+      frequencyPenalty: req.frequency_penalty ?? 0,
+      repetitionPenalty: req.repetition_penalty ?? 1,
+      temperature: req.temperature ?? 1,
+      topP: req.top_p ?? 1,
+      topK: req.top_k ?? -1,
+      minP: req.min_p ?? 0,
+      seed: req.seed ?? null,
+      stop: req.stop ?? null,
+      stopTokenIds: req.stop_token_ids ?? null,
+      ignoreEos: req.ignore_eos ?? false,
+      maxTokens: extra.maxTokens,
+      minTokens: Math.min(req.min_tokens ?? 0, extra.maxTokens),
+      logprobs: extra.logprobs,
+      skipSpecialTokens: req.skip_special_tokens ?? true,
+      logitBias: req.logit_bias ?? null,
+      outputKind: extra.outputKind,
+    };
+    if (req.min_tokens !== undefined && req.min_tokens !== null && req.min_tokens > extra.maxTokens) {
+      throw new BadRequestError(`min_tokens (${req.min_tokens}) must not exceed max_tokens (${extra.maxTokens})`,
+        'min_tokens');
+    }
+    try {
+      return new SamplingParams(init);
+    } catch (err) {
+      throw this.toOpenAIError(err) ?? err;
+    }
+  }
+
+  /**
+   * Renders chat messages with the request's template, the server's `--chat-template`, or the model's own, and
+   * tokenizes the result without adding special tokens (the template writes them).
+   * @throws BadRequestError when there is no template, it fails, or a message holds a non-text part.
+   */
+  renderChat(messages: readonly ChatMessage[], options: {
+    addGenerationPrompt: boolean; chatTemplate?: string | null; variables?: Record<string, unknown> | null;
+  }): { prompt: string; tokenIds: number[] } {
+    const plain: TemplateMessage[] = messages.map((m, i) => ({ ...m, content: messageText(m, i) }));
+    try {
+      const template = resolveChatTemplate(this.source, this.modelName,
+        options.chatTemplate ?? this.chatTemplateOverride);
+      const prompt = template.render(plain, {
+        addGenerationPrompt: options.addGenerationPrompt, variables: options.variables ?? undefined,
+      });
+      return { prompt, tokenIds: this.tokenizer.encode(prompt, { addSpecialTokens: false }) };
+    } catch (err) {
+      throw this.toOpenAIError(err) ?? err;
+    }
+  }
+
+  /**
+   * Queues one request in the async engine now (validation errors are thrown here, before anything is sent) and
+   * returns its outputs; the request counts as in flight until its iterator ends, and is aborted in the engine if
+   * the consumer stops early.
+   * @throws OpenAIError: 400 for invalid parameters or prompt, 503 while shutting down.
+   */
+  start(requestId: string, prompt: { promptTokenIds: readonly number[]; prompt?: string }, params: SamplingParams,
+    priority: number | undefined): AsyncGenerator<RequestOutput> {
+    this.checkAccepting();
+    let outputs: AsyncGenerator<RequestOutput>;
+    try {
+      outputs = this.asyncEngine.generate(prompt, params, { requestId, priority });
+    } catch (err) {
+      throw this.toOpenAIError(err) ?? err;
+    }
+    this.inFlight.add(requestId);
+    const inFlight = this.inFlight;
+    const convert = (err: unknown): unknown => this.toOpenAIError(err) ?? err;
+    return (async function* track(): AsyncGenerator<RequestOutput> {
+      try {
+        yield* outputs;
+      } catch (err) {
+        throw convert(err);
+      } finally {
+        inFlight.delete(requestId);
+        await outputs.return(undefined);
+      }
+    })();
+  }
+
+  /**
+   * {@link start} for several prompts at once: if one is refused, those already queued are aborted before the
+   * error is thrown.
+   */
+  startAll(requests: ReadonlyArray<{
+    requestId: string; prompt: { promptTokenIds: readonly number[]; prompt?: string }; params: SamplingParams;
+  }>, priority: number | undefined): AsyncGenerator<RequestOutput>[] {
+    const started: AsyncGenerator<RequestOutput>[] = [];
+    try {
+      for (const r of requests) started.push(this.start(r.requestId, r.prompt, r.params, priority));
+    } catch (err) {
+      for (const [i] of started.entries()) this.abort(requests[i].requestId);
+      throw err;
+    }
+    return started;
+  }
+
+  /** Aborts one request in the engine (its blocks are freed); a no-op when it already finished. */
+  abort(requestId: string): void {
+    this.asyncEngine.abort(requestId);
+  }
+
+  /** Engine and model errors as OpenAI errors (undefined for errors that are pagellm bugs). */
+  toOpenAIError(err: unknown): OpenAIError | undefined {
+    if (err instanceof OpenAIError) return err;
+    if (err instanceof SamplingParamsError) {
+      return new BadRequestError(err.message, PARAM_NAMES[err.field] ?? err.field);
+    }
+    if (err instanceof InvalidRequestError || err instanceof DuplicateRequestError || err instanceof EngineConfigError) {
+      return new BadRequestError(err.message);
+    }
+    if (err instanceof ChatTemplateMissingError) {
+      return new BadRequestError(`${err.message}. Start the server with --chat-template, or send "chat_template" ` +
+        'in the request.', 'messages', 'chat_template_missing');
+    }
+    if (err instanceof ChatTemplateError) return new BadRequestError(err.message, 'messages', 'chat_template_error');
+    if (err instanceof RequestAbortedError || err instanceof EngineStateError) {
+      return new ServiceUnavailableError(this.closing || this.engine.isClosed
+        ? `the server is shutting down: ${err.message}` : `the engine cannot serve requests: ${err.message}`);
+    }
+    return undefined;
+  }
+}
+
+/** The text of a message: a string, null (''), or text parts joined by newlines. */
+function messageText(m: ChatMessage, index: number): string {
+  if (m.content === undefined || m.content === null) return '';
+  if (typeof m.content === 'string') return m.content;
+  const texts: string[] = [];
+  for (const [j, part] of m.content.entries()) {
+    if (part.type !== 'text' || typeof part.text !== 'string') {
+      throw new BadRequestError(`messages[${index}].content[${j}] is a "${part.type}" part; only text parts are ` +
+        'supported', `messages[${index}].content`);
+    }
+    texts.push(part.text);
+  }
+  return texts.join('\n');
+}

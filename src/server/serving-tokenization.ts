@@ -1,0 +1,47 @@
+import { BadRequestError } from './errors.js';
+import type { DetokenizeRequest, TokenizeRequest } from './protocol.js';
+import type { ServingContext } from './serving-context.js';
+
+/**
+ * POST /tokenize: a prompt (encoded with special tokens unless `add_special_tokens` is false) or chat messages
+ * (rendered with the chat template, encoded without adding special tokens) → `{ count, max_model_len, tokens }`,
+ * plus `token_strs` (each id's vocabulary piece) when `return_token_strs` is true.
+ *
+ * Mirrors vLLM's `OpenAIServingTokenization.create_tokenize` (vllm/entrypoints/openai/serving_tokenization.py).
+ * @throws BadRequestError when neither or both of prompt and messages are given, or chat has no template.
+ */
+export function serveTokenize(ctx: ServingContext, body: TokenizeRequest): unknown {
+  ctx.checkModel(body.model);
+  const hasPrompt = body.prompt !== undefined;
+  const hasMessages = body.messages !== undefined;
+  if (hasPrompt === hasMessages) {
+    throw new BadRequestError('give exactly one of "prompt" (text) or "messages" (chat)', hasPrompt ? 'messages' : 'prompt');
+  }
+  let tokens: number[];
+  if (hasPrompt) {
+    tokens = ctx.tokenizer.encode(body.prompt!, { addSpecialTokens: body.add_special_tokens ?? true });
+  } else {
+    tokens = ctx.renderChat(body.messages!, {
+      addGenerationPrompt: body.add_generation_prompt ?? true, chatTemplate: body.chat_template,
+    }).tokenIds;
+  }
+  return {
+    count: tokens.length,
+    max_model_len: ctx.maxModelLen,
+    tokens,
+    ...(body.return_token_strs === true ? { token_strs: tokens.map((t) => ctx.tokenizer.idToToken(t) ?? null) } : {}),
+  };
+}
+
+/**
+ * POST /detokenize: token ids → `{ prompt }`, the text they decode to with special tokens kept (so tokenize →
+ * detokenize shows exactly what the model sees).
+ * Mirrors vLLM's `OpenAIServingTokenization.create_detokenize`.
+ * @throws BadRequestError for an id outside the vocabulary.
+ */
+export function serveDetokenize(ctx: ServingContext, body: DetokenizeRequest): unknown {
+  ctx.checkModel(body.model);
+  ctx.checkTokenIds(body.tokens, 'tokens');
+  const prompt = body.tokens.length === 0 ? '' : ctx.tokenizer.decode(body.tokens, { skipSpecialTokens: false });
+  return { prompt };
+}
