@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { CacheEngine, makeKvCacheSpec } from '../../src/cache/index.js';
 import { initHashing } from '../../src/core/index.js';
-import { createBackend, type KernelBackend } from '../../src/kernels/index.js';
+import { createBackend, type BackendOptions, type KernelBackend } from '../../src/kernels/index.js';
 import { loadModel, type LoadedModel } from '../../src/model/load-model.js';
 import { LLMEngine, type LLMEngineOptions } from '../../src/engine/llm-engine.js';
 import type { RequestOutput } from '../../src/engine/request-output.js';
@@ -33,9 +33,16 @@ export interface Stories {
   readonly loaded: LoadedModel;
 }
 
-export async function loadStories(): Promise<Stories> {
+/**
+ * Loads stories260K on a backend: the one named by PAGELLM_TEST_BACKEND ('reference' or 'wasm', with
+ * PAGELLM_TEST_THREADS threads, default 1), else `options`
+ * (default: wasm on one thread — the fast kernels; the reference backend gives the same results).
+ */
+export async function loadStories(options: BackendOptions = { kind: 'wasm', threads: 1 }): Promise<Stories> {
   await initHashing();
-  const backend = await createBackend({ kind: 'reference' });
+  const env = process.env.PAGELLM_TEST_BACKEND;
+  const threads = Number(process.env.PAGELLM_TEST_THREADS ?? 1);
+  const backend = await createBackend(env === 'reference' || env === 'wasm' ? { kind: env, threads } : options);
   // Activation buffers sized for the largest batch the tests run, so they never regrow.
   const loaded = await loadModel(join(STORIES_DIR, 'stories260K.bin'), { backend, model: { maxNumTokens: 2048 } });
   return { backend, loaded };
