@@ -174,10 +174,10 @@ export async function loadModelWeights(
     }
     plans.push(plan);
   }
-  // Tensors the forward pass does not use but files commonly carry (precomputed RoPE tables).
-  const ignorable = (name: string): boolean => name === 'rope_freqs.weight' || /^blk\.\d+\.rope_freqs\.weight$/.test(name);
+  // Every tensor must be used: a left-over one (e.g. llama.cpp's rope_freqs.weight, which the GGUF reader drops
+  // only once it has turned it into config.ropeScaling) means the config does not describe the file.
   for (const name of byName.keys()) {
-    if (!used.has(name) && !ignorable(name)) {
+    if (!used.has(name)) {
       throw new ModelWeightsError(
         `${where(byName.get(name)!)}: unexpected tensor ${name} for a ${config.architecture} model with ` +
         `${config.numLayers} layers (qkvBias=${config.qkvBias}, qkNorm=${config.qkNorm}, tied=${config.tiedEmbeddings})`);
