@@ -9,9 +9,9 @@ export class ForwardBatchError extends Error {
   override readonly name = 'ForwardBatchError';
 }
 
-/** The model config asks for something this forward pass does not implement. */
-export class UnsupportedModelError extends Error {
-  override readonly name = 'UnsupportedModelError';
+/** The model config asks for an architecture or head layout this forward pass does not implement. */
+export class UnsupportedArchitectureError extends Error {
+  override readonly name = 'UnsupportedArchitectureError';
 }
 
 /** How decodes are attended. */
@@ -118,7 +118,7 @@ export class LlamaModel implements CausalLM {
   /**
    * @param config the model's shape (validated against the weights).
    * @param weights loaded with `loadModelWeights` into `backend.arena`.
-   * @throws UnsupportedModelError for an architecture or RoPE setting this pass does not implement.
+   * @throws UnsupportedArchitectureError for an architecture or RoPE setting this pass does not implement.
    * @throws ForwardBatchError when the weights do not match the config.
    */
   constructor(
@@ -128,10 +128,10 @@ export class LlamaModel implements CausalLM {
     options: LlamaModelOptions = {},
   ) {
     if (!['llama', 'mistral', 'qwen2', 'qwen3'].includes(config.architecture)) {
-      throw new UnsupportedModelError(`architecture ${String(config.architecture)} is not implemented (llama, mistral, qwen2, qwen3 are)`);
+      throw new UnsupportedArchitectureError(`architecture ${String(config.architecture)} is not implemented (llama, mistral, qwen2, qwen3 are)`);
     }
     if (config.numHeads % config.numKvHeads !== 0) {
-      throw new UnsupportedModelError(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
+      throw new UnsupportedArchitectureError(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
     }
     if (weights.layers.length !== config.numLayers) {
       throw new ForwardBatchError(`weights have ${weights.layers.length} layers, config says ${config.numLayers}`);

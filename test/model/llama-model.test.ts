@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KernelBackend, KvCacheLayer } from '../../src/kernels/backend.js';
 import { createBackend } from '../../src/kernels/create-backend.js';
 import type { ForwardBatch } from '../../src/model/forward-batch.js';
-import { ForwardBatchError, LlamaModel, UnsupportedModelError } from '../../src/model/llama-model.js';
+import { ForwardBatchError, LlamaModel, UnsupportedArchitectureError } from '../../src/model/llama-model.js';
 import { loadModelWeights, type ModelWeights } from '../../src/model/model-weights.js';
 import { makeRandomModel, smallConfig } from './forward-reference.js';
 import { TestKvCache } from './test-kv.js';
@@ -49,7 +49,7 @@ describe('LlamaModel', () => {
   });
 
   it('rejects an architecture it does not implement', () => {
-    expect(() => new LlamaModel({ ...config, architecture: 'gpt2' as never }, weights, backend)).toThrow(UnsupportedModelError);
+    expect(() => new LlamaModel({ ...config, architecture: 'gpt2' as never }, weights, backend)).toThrow(UnsupportedArchitectureError);
     expect(() => new LlamaModel({ ...config, numKvHeads: 3 }, weights, backend)).toThrow(/not a multiple of numKvHeads/);
   });
 
