@@ -176,6 +176,9 @@ export class BlockSpaceManager {
       const seq = seqs[i];
       const table = this.tableOf(seq);
       needed += table.getNumNewBlocksForAppendSlots(seq.getLen() - table.numFullSlots, numLookaheadSlots);
+      if (this.maxBlockSlidingWindow !== null) {
+        needed -= table.getNumBlocksReleasedBySlidingWindow(this.numComputedTokens(seq, table));
+      }
     }
     return needed <= this.blockAllocator.getNumFreeBlocks(Device.GPU);
   }
@@ -195,10 +198,7 @@ export class BlockSpaceManager {
       throw new InvalidStateError(
         `sequence ${seq.seqId} has ${tokenIds.length} tokens but its block table already holds ${seen}`);
     }
-    let numComputed: number | null = null;
-    if (this.maxBlockSlidingWindow !== null) {
-      numComputed = seq.getNumComputedTokens !== undefined ? seq.getNumComputedTokens() : seen;
-    }
+    const numComputed = this.maxBlockSlidingWindow === null ? null : this.numComputedTokens(seq, table);
     table.appendTokenIdsRange(tokenIds, seen, tokenIds.length, numLookaheadSlots, numComputed, extraHashOf(seq));
     return this.blockAllocator.clearCopyOnWrites();
   }
@@ -359,20 +359,27 @@ export class BlockSpaceManager {
     return this.blockAllocator.findCachedBlocksPrefix(hashes, Device.GPU).length * this.blockSize;
   }
 
+  /**
+   * Blocks a swap of the group's `status` sequences to `device` needs: one per distinct block moved (full blocks
+   * already cached there in use excepted) plus, when swapping in, the new blocks their next append of unseen
+   * tokens and `numLookaheadSlots` will take (copies of shared blocks included). vLLM's `_can_swap` counts only
+   * full blocks plus "touched" blocks, which misses reserved lookahead blocks; this count is what `swap` takes.
+   */
   private canSwap(seqGroup: SequenceGroupLike, device: Device, status: SequenceStatus,
     numLookaheadSlots: number): AllocStatus {
     const blocks: Block[] = [];
-    let numBlocksTouched = 0;
+    let needed = 0;
     for (const seq of seqGroup.getSeqs(status)) {
       const table = this.tableOf(seq);
-      if (table.blocks.length === 0) continue;
-      numBlocksTouched += table.getNumBlocksTouchedByAppendSlots(seq.getLen() - table.numFullSlots, numLookaheadSlots);
       for (const b of table.blocks) blocks.push(b);
+      if (device === Device.GPU) {
+        needed += table.getNumNewBlocksForAppendSlots(seq.getLen() - table.numFullSlots, numLookaheadSlots);
+      }
     }
-    numBlocksTouched += this.blockAllocator.getNumFullBlocksTouched(blocks, device);
+    needed += this.blockAllocator.getNumBlocksNeededToSwap(blocks, device);
     const watermarkBlocks = device === Device.GPU ? this.watermarkBlocks : 0;
-    if (this.blockAllocator.getNumTotalBlocks(device) < numBlocksTouched) return AllocStatus.NEVER;
-    if (this.blockAllocator.getNumFreeBlocks(device) - numBlocksTouched >= watermarkBlocks) return AllocStatus.OK;
+    if (this.blockAllocator.getNumTotalBlocks(device) < needed) return AllocStatus.NEVER;
+    if (this.blockAllocator.getNumFreeBlocks(device) - needed >= watermarkBlocks) return AllocStatus.OK;
     return AllocStatus.LATER;
   }
 
@@ -391,6 +398,11 @@ export class BlockSpaceManager {
       pairs.push([this.blockAllocator.getPhysicalBlockId(src, s), this.blockAllocator.getPhysicalBlockId(dst, d)]);
     }
     return pairs;
+  }
+
+  /** Tokens of `seq` whose KV is computed: the sequence's own count, else every token already in its table. */
+  private numComputedTokens(seq: SequenceLike, table: BlockTable): number {
+    return seq.getNumComputedTokens !== undefined ? seq.getNumComputedTokens() : table.numFullSlots;
   }
 
   private tableOf(seq: SequenceLike): BlockTable {

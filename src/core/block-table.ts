@@ -157,15 +157,17 @@ export class BlockTable {
       throw new InvalidArgumentError(
         `bad append: ${n} tokens with ${describe(numLookaheadSlots)} lookahead slots`);
     }
-    if (numComputedSlots !== null && this.maxBlockSlidingWindow !== null) {
-      this.freeBlocksOutsideWindow(numComputedSlots);
-    }
-    const needed = this.getNumNewBlocksForAppendSlots(n, numLookaheadSlots);
-    if (needed > 0 && needed > this.allocator.getNumFreeBlocks(Device.GPU)) {
+    const windowEnd = numComputedSlots !== null ? this.slidingWindowEnd(numComputedSlots) : 0;
+    const released = windowEnd > 0 ? this.getNumBlocksReleasedBySlidingWindow(numComputedSlots!) : 0;
+    const needsNullBlock = windowEnd > 0 && this.allocator.getNullBlock() === null ? 1 : 0;
+    const needed = this.getNumNewBlocksForAppendSlots(n, numLookaheadSlots) + needsNullBlock;
+    const free = this.allocator.getNumFreeBlocks(Device.GPU);
+    if (needed > 0 && needed > free + released) {
       throw new NoFreeBlocksError(
         `cannot append ${n} tokens (+${numLookaheadSlots} lookahead slots): ${needed} new GPU blocks needed, ` +
-        `${this.allocator.getNumFreeBlocks(Device.GPU)} free`);
+        `${free} free${released > 0 ? ` and ${released} leaving the sliding window` : ''}`);
     }
+    if (windowEnd > 0) this.freeBlocksOutsideWindow(windowEnd);
     this.ensureNumEmptySlots(n + numLookaheadSlots, extraHash);
     const bs = this.blockSize;
     let full = this.numFullSlotsValue;
@@ -306,20 +308,40 @@ export class BlockTable {
     return needed;
   }
 
-  /** Frees the blocks that lie wholly before the sliding window and puts the null block in their place. */
-  private freeBlocksOutsideWindow(numComputedSlots: number): void {
-    const endBlockIdx = Math.min(
-      Math.floor(numComputedSlots / this.blockSize) - this.maxBlockSlidingWindow!,
+  /**
+   * How many blocks would return to the free pool if the blocks wholly before the sliding window were released
+   * now, with `numComputedSlots` tokens computed (blocks shared with another table stay in use). 0 without a
+   * sliding window.
+   */
+  getNumBlocksReleasedBySlidingWindow(numComputedSlots: number): number {
+    const end = this.slidingWindowEnd(numComputedSlots);
+    let count = 0;
+    const ids = this.blockList.ids();
+    for (let idx = this.numNullBlocks; idx < end; idx++) if (this.allocator.getRefCount(ids[idx]) === 1) count++;
+    return count;
+  }
+
+  /**
+   * Index of the first block to keep under the sliding window (vLLM: `numComputedSlots / blockSize −
+   * maxBlockSlidingWindow`, never the last block), or 0 when nothing new leaves the window.
+   */
+  private slidingWindowEnd(numComputedSlots: number): number {
+    if (this.maxBlockSlidingWindow === null) return 0;
+    const end = Math.min(
+      Math.floor(numComputedSlots / this.blockSize) - this.maxBlockSlidingWindow,
       this.blockList.length - 1,
     );
-    if (endBlockIdx <= this.numNullBlocks) return;
+    return end > this.numNullBlocks ? end : 0;
+  }
+
+  /** Frees the blocks before index `end` and puts the null block in their place. */
+  private freeBlocksOutsideWindow(end: number): void {
+    const list = this.blockList;
+    for (let idx = this.numNullBlocks; idx < end; idx++) this.allocator.free(list.get(idx));
     const nullBlock = this.allocator.allocateOrGetNullBlock();
-    for (let idx = this.numNullBlocks; idx < endBlockIdx; idx++) {
-      this.allocator.free(this.blockList.get(idx));
-      this.blockList.set(idx, nullBlock);
-    }
-    this.numNullBlocks = endBlockIdx;
+    for (let idx = this.numNullBlocks; idx < end; idx++) list.set(idx, nullBlock);
+    this.numNullBlocks = end;
     // The first live block starts the chain that fork follows.
-    this.blockList.get(endBlockIdx).prevBlock = null;
+    list.get(end).prevBlock = null;
   }
 }

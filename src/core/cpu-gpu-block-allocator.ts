@@ -5,8 +5,9 @@ import { Device } from './device.js';
 import { InvalidArgumentError, NoFreeBlocksError, NullBlockError, UnknownBlockIdError } from './errors.js';
 import type { BlockHash, HashAlgorithm, HashValue } from './hashing.js';
 import { assertHashAlgorithm } from './hashing.js';
-import { NaiveBlockAllocator } from './naive-block-allocator.js';
-import { PrefixCachingBlockAllocator } from './prefix-caching-block-allocator.js';
+import { BlockPool } from './block-pool.js';
+import { NaiveBlock, NaiveBlockAllocator } from './naive-block-allocator.js';
+import { PrefixCachingBlock, PrefixCachingBlockAllocator } from './prefix-caching-block-allocator.js';
 import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
 
 /** Which allocator both devices use. */
@@ -109,23 +110,29 @@ export class CpuGpuBlockAllocator {
     assertNonNegativeInt('numGpuBlocks', numGpuBlocks);
     assertNonNegativeInt('numCpuBlocks', numCpuBlocks);
     assertPositiveInt('blockSize', blockSize);
+    // One pool of block objects for both devices: a block object keeps its identity when it is swapped.
+    const poolSize = Math.min(numGpuBlocks + numCpuBlocks, 1024);
     if (allocatorType === 'naive') {
-      return new CpuGpuBlockAllocator(
-        new NaiveBlockAllocator({ numBlocks: numGpuBlocks, blockSize, firstBlockId: 0, name: 'GPU' }),
-        new NaiveBlockAllocator({ numBlocks: numCpuBlocks, blockSize, firstBlockId: numGpuBlocks, name: 'CPU' }),
-        'naive',
-      );
+      let gpu: NaiveBlockAllocator | null = null;
+      const blockPool = new BlockPool(() => new NaiveBlock(blockSize, gpu!), poolSize);
+      gpu = new NaiveBlockAllocator({ numBlocks: numGpuBlocks, blockSize, firstBlockId: 0, name: 'GPU', blockPool });
+      const cpu = new NaiveBlockAllocator({
+        numBlocks: numCpuBlocks, blockSize, firstBlockId: numGpuBlocks, name: 'CPU', blockPool,
+      });
+      return new CpuGpuBlockAllocator(gpu, cpu, 'naive');
     }
     if (allocatorType === 'prefix_caching') {
       const hashAlgorithm = options.hashAlgorithm ?? 'xxhash64';
       assertHashAlgorithm(hashAlgorithm);
-      return new CpuGpuBlockAllocator(
-        new PrefixCachingBlockAllocator({ numBlocks: numGpuBlocks, blockSize, firstBlockId: 0, name: 'GPU', hashAlgorithm }),
-        new PrefixCachingBlockAllocator({
-          numBlocks: numCpuBlocks, blockSize, firstBlockId: numGpuBlocks, name: 'CPU', hashAlgorithm,
-        }),
-        'prefix_caching',
-      );
+      let gpu: PrefixCachingBlockAllocator | null = null;
+      const blockPool = new BlockPool(() => new PrefixCachingBlock(blockSize, gpu!), poolSize);
+      gpu = new PrefixCachingBlockAllocator({
+        numBlocks: numGpuBlocks, blockSize, firstBlockId: 0, name: 'GPU', hashAlgorithm, blockPool,
+      });
+      const cpu = new PrefixCachingBlockAllocator({
+        numBlocks: numCpuBlocks, blockSize, firstBlockId: numGpuBlocks, name: 'CPU', hashAlgorithm, blockPool,
+      });
+      return new CpuGpuBlockAllocator(gpu, cpu, 'prefix_caching');
     }
     throw new InvalidArgumentError(`allocatorType must be 'naive' or 'prefix_caching', got ${describe(allocatorType)}`);
   }
@@ -265,9 +272,8 @@ export class CpuGpuBlockAllocator {
       moving.push(b);
       srcIds.push(id);
     }
-    // Checked before anything moves, so that a failed swap changes nothing: the destination needs one block per
-    // distinct source block, except full blocks whose content it already caches in a block in use.
-    const required = dst.getNumFullBlocksTouched(moving) + countDistinctNotFull(moving);
+    // Checked before anything moves, so that a failed swap changes nothing.
+    const required = this.getNumBlocksNeededToSwap(moving, dstDevice);
     if (required > dst.getNumFreeBlocks()) {
       throw new NoFreeBlocksError(
         `cannot swap ${moving.length} blocks from ${srcDevice} to ${dstDevice}: ${required} new blocks needed, ` +
@@ -289,6 +295,15 @@ export class CpuGpuBlockAllocator {
     const out = [...this.swapMapping.entries()];
     this.swapMapping = new Map();
     return out;
+  }
+
+  /**
+   * How many free blocks of `dstDevice` a {@link swap} of `blocks` takes: one per distinct physical block, except
+   * full blocks whose content `dstDevice` already caches in a block in use. Null blocks are skipped.
+   */
+  getNumBlocksNeededToSwap(blocks: readonly Block[], dstDevice: Device): number {
+    const live = this.nullBlock === null ? blocks : blocks.filter((b) => b !== this.nullBlock);
+    return this.getAllocator(dstDevice).getNumFullBlocksTouched(live) + countDistinctNotFull(live);
   }
 
   /** See {@link BlockAllocator.getNumFullBlocksTouched}, on `device`; null blocks are skipped. */

@@ -20,6 +20,11 @@ export interface NaiveBlockAllocatorOptions {
   readonly firstBlockId?: BlockId;
   /** A name for error messages, e.g. the device (default "allocator"). */
   readonly name?: string;
+  /**
+   * Block objects to draw from, shared with the other device's allocator so that blocks can move between devices
+   * on swap (vLLM's `block_pool` argument). Default: a pool of this allocator's own.
+   */
+  readonly blockPool?: BlockPool<NaiveBlock>;
 }
 
 /**
@@ -33,11 +38,12 @@ export class NaiveBlock implements PooledBlock {
   poolId = -1;
   readonly tokenIds: number[] = [];
   readonly blockSize: number;
-  private readonly allocator: NaiveBlockAllocator;
+  /** The allocator that owns the block's current physical id (changes when the block is swapped). */
+  owner: NaiveBlockAllocator;
 
-  constructor(blockSize: number, allocator: NaiveBlockAllocator) {
+  constructor(blockSize: number, owner: NaiveBlockAllocator) {
     this.blockSize = blockSize;
-    this.allocator = allocator;
+    this.owner = owner;
   }
 
   /** Resets the object for reuse (see {@link PooledBlock.init}). */
@@ -78,7 +84,7 @@ export class NaiveBlock implements PooledBlock {
   appendTokenIdsRange(src: readonly number[], start: number, end: number): void {
     if (end <= start) return;
     checkAppend(this, src, start, end);
-    this.blockId = this.allocator.cowBlockIfNotAppendable(this);
+    this.blockId = this.owner.cowBlockIfNotAppendable(this);
     const t = this.tokenIds;
     for (let i = start; i < end; i++) t.push(src[i]);
   }
@@ -156,17 +162,18 @@ export class NaiveBlockAllocator implements BlockAllocator {
     this.numFree = this.numBlocks;
     this.refCounter = new RefCounter(first, this.numBlocks);
     this.cowTracker = new CopyOnWriteTracker(this.refCounter);
-    this.blockPool = new BlockPool(() => new NaiveBlock(this.blockSize, this), Math.min(this.numBlocks, 1024));
+    this.blockPool = options.blockPool ??
+      new BlockPool(() => new NaiveBlock(this.blockSize, this), Math.min(this.numBlocks, 1024));
   }
 
   allocateMutableBlock(prevBlock: Block | null, extraHash: string | null = null): Block {
     const id = this.allocateBlockId();
-    return this.blockPool.initBlock(prevBlock, id, extraHash);
+    return this.newBlock(prevBlock, id, extraHash);
   }
 
   allocateImmutableBlock(prevBlock: Block | null, tokenIds: readonly number[], extraHash: string | null = null): Block {
     this.checkFullTokenIds(tokenIds, 0);
-    const block = this.blockPool.initBlock(prevBlock, this.allocateBlockId(), extraHash);
+    const block = this.newBlock(prevBlock, this.allocateBlockId(), extraHash);
     block.appendTokenIdsNoCow(tokenIds, 0, tokenIds.length);
     return block;
   }
@@ -181,7 +188,7 @@ export class NaiveBlockAllocator implements BlockAllocator {
     const out: Block[] = [];
     let prev = prevBlock;
     for (const ids of blockTokenIds) {
-      const block = this.blockPool.initBlock(prev, this.allocateBlockId(), extraHash);
+      const block = this.newBlock(prev, this.allocateBlockId(), extraHash);
       block.appendTokenIdsNoCow(ids, 0, ids.length);
       out.push(block);
       prev = block;
@@ -202,7 +209,7 @@ export class NaiveBlockAllocator implements BlockAllocator {
     for (const b of source) {
       const id = b.blockId!;
       this.refCounter.incr(id);
-      const forked = this.blockPool.initBlock(prev, id, b.extraHash);
+      const forked = this.newBlock(prev, id, b.extraHash);
       forked.appendTokenIdsNoCow(b.tokenIds, 0, b.tokenIds.length);
       out.push(forked);
       prev = forked;
@@ -234,6 +241,9 @@ export class NaiveBlockAllocator implements BlockAllocator {
 
   swapIn(blocks: readonly Block[], shareKeys?: readonly number[]): void {
     const needed = checkSwapIn(blocks, shareKeys);
+    for (const b of blocks) {
+      if (!(b instanceof NaiveBlock)) throw new InvalidArgumentError('swapIn: a block is not a NaiveBlock');
+    }
     if (needed > this.numFree) throw this.noFreeBlocks(needed);
     const assigned = new Map<number, BlockId>();
     for (let i = 0; i < blocks.length; i++) {
@@ -245,7 +255,9 @@ export class NaiveBlockAllocator implements BlockAllocator {
       } else {
         this.refCounter.incr(id);
       }
-      blocks[i].blockId = id;
+      const b = blocks[i] as NaiveBlock;
+      b.blockId = id;
+      b.owner = this;
     }
   }
 
@@ -315,6 +327,12 @@ export class NaiveBlockAllocator implements BlockAllocator {
     this.refCounter.decr(src);
     this.cowTracker.recordCow(src, trg);
     return trg;
+  }
+
+  private newBlock(prevBlock: Block | null, blockId: BlockId, extraHash: string | null): NaiveBlock {
+    const block = this.blockPool.initBlock(prevBlock, blockId, extraHash);
+    block.owner = this;
+    return block;
   }
 
   private allocateBlockId(): BlockId {

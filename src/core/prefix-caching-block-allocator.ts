@@ -12,7 +12,9 @@ import { RefCounter } from './ref-counter.js';
 import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
 
 /** Options of {@link PrefixCachingBlockAllocator}. */
-export interface PrefixCachingBlockAllocatorOptions extends NaiveBlockAllocatorOptions {
+export interface PrefixCachingBlockAllocatorOptions extends Omit<NaiveBlockAllocatorOptions, 'blockPool'> {
+  /** Block objects shared with the other device's allocator (see {@link NaiveBlockAllocatorOptions.blockPool}). */
+  readonly blockPool?: BlockPool<PrefixCachingBlock>;
   /** Hash function for block contents (default `'xxhash64'`, which needs `await initHashing()` first). */
   readonly hashAlgorithm?: HashAlgorithm;
 }
@@ -31,11 +33,12 @@ export class PrefixCachingBlock implements PooledBlock {
   poolId = -1;
   readonly tokenIds: number[] = [];
   readonly blockSize: number;
-  private readonly allocator: PrefixCachingBlockAllocator;
+  /** The allocator that owns the block's current physical id (changes when the block is swapped). */
+  owner: PrefixCachingBlockAllocator;
 
-  constructor(blockSize: number, allocator: PrefixCachingBlockAllocator) {
+  constructor(blockSize: number, owner: PrefixCachingBlockAllocator) {
     this.blockSize = blockSize;
-    this.allocator = allocator;
+    this.owner = owner;
   }
 
   /** Resets the object for reuse (see {@link PooledBlock.init}). */
@@ -57,12 +60,12 @@ export class PrefixCachingBlock implements PooledBlock {
 
   /** Whether the physical block's KV is known to be computed (see `markBlocksAsComputed`). */
   get computed(): boolean {
-    return this.blockId !== null && this.allocator.blockIsComputed(this.blockId);
+    return this.blockId !== null && this.owner.blockIsComputed(this.blockId);
   }
 
   /** Last access time recorded for the physical block, -1 if none. */
   get lastAccessed(): number {
-    return this.blockId === null ? -1 : this.allocator.getLastAccessed(this.blockId);
+    return this.blockId === null ? -1 : this.owner.getLastAccessed(this.blockId);
   }
 
   appendTokenIds(tokenIds: readonly number[]): void {
@@ -72,10 +75,10 @@ export class PrefixCachingBlock implements PooledBlock {
   appendTokenIdsRange(src: readonly number[], start: number, end: number): void {
     if (end <= start) return;
     checkAppend(this, src, start, end);
-    this.blockId = this.allocator.cowBlockIfNotAppendable(this);
+    this.blockId = this.owner.cowBlockIfNotAppendable(this);
     const t = this.tokenIds;
     for (let i = start; i < end; i++) t.push(src[i]);
-    if (t.length === this.blockSize) this.allocator.onBlockFull(this);
+    if (t.length === this.blockSize) this.owner.onBlockFull(this);
   }
 
   /** Appends without copy-on-write or promotion (for blocks being built by their allocator). */
@@ -151,7 +154,8 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     const n = this.numBlocks;
     this.refCounter = new RefCounter(first, n);
     this.cowTracker = new CopyOnWriteTracker(this.refCounter);
-    this.blockPool = new BlockPool(() => new PrefixCachingBlock(this.blockSize, this), Math.min(n, 1024));
+    this.blockPool = options.blockPool ??
+      new BlockPool(() => new PrefixCachingBlock(this.blockSize, this), Math.min(n, 1024));
     this.evictor = new LRUEvictor(first, n);
     this.hashlessStack = new Int32Array(n);
     for (let i = 0; i < n; i++) this.hashlessStack[i] = first + n - 1 - i;
@@ -167,7 +171,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
 
   allocateMutableBlock(prevBlock: Block | null, extraHash: string | null = null): Block {
     const id = this.allocateBlockId();
-    return this.blockPool.initBlock(prevBlock, id, extraHash);
+    return this.newBlock(prevBlock, id, extraHash);
   }
 
   allocateImmutableBlock(prevBlock: Block | null, tokenIds: readonly number[], extraHash: string | null = null): Block {
@@ -218,11 +222,11 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
       const tokens = blockTokenIds[k];
       let block: PrefixCachingBlock;
       if (hitIds[k] >= 0) {
-        block = this.blockPool.initBlock(prev, hitIds[k], extraHash);
+        block = this.newBlock(prev, hitIds[k], extraHash);
         block.appendTokenIdsNoCow(tokens, 0, tokens.length);
         block.contentHash = hashes[k];
       } else {
-        block = this.blockPool.initBlock(prev, this.allocateBlockId(), extraHash);
+        block = this.newBlock(prev, this.allocateBlockId(), extraHash);
         block.appendTokenIdsNoCow(tokens, 0, tokens.length);
         block.contentHash = hashes[k];
         if (hashes[k] !== null) block.blockId = this.promoteToImmutableBlock(block, parents[k]);
@@ -246,7 +250,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     for (const b of source) {
       const id = b.blockId!;
       this.refCounter.incr(id);
-      const forked = this.blockPool.initBlock(prev, id, b.extraHash);
+      const forked = this.newBlock(prev, id, b.extraHash);
       forked.appendTokenIdsNoCow(b.tokenIds, 0, b.tokenIds.length);
       forked.contentHash = b.contentHash;
       out.push(forked);
@@ -290,6 +294,9 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
    */
   swapIn(blocks: readonly Block[], shareKeys?: readonly number[]): void {
     checkSwapIn(blocks, shareKeys);
+    for (const b of blocks) {
+      if (!(b instanceof PrefixCachingBlock)) throw new InvalidArgumentError('swapIn: a block is not a PrefixCachingBlock');
+    }
     const n = blocks.length;
     const keyOf = (i: number): number => (shareKeys === undefined ? -1 - i : shareKeys[i]);
     // Plan: the first block of each key decides hit or miss for all blocks of that key.
@@ -333,6 +340,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
         this.refCounter.incr(id);
         b.blockId = id;
       }
+      (b as PrefixCachingBlock).owner = this;
     }
   }
 
@@ -514,6 +522,12 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     this.releaseId(id);
     this.incrRefcountCachedBlock(existing);
     return existing;
+  }
+
+  private newBlock(prevBlock: Block | null, blockId: BlockId, extraHash: string | null): PrefixCachingBlock {
+    const block = this.blockPool.initBlock(prevBlock, blockId, extraHash);
+    block.owner = this;
+    return block;
   }
 
   private lookup(
