@@ -29,8 +29,9 @@ export interface LoadedModel {
  * Opens a model (llama2.c checkpoint, GGUF file or Hugging Face folder), reads its weights straight into the
  * backend's arena (matrices in their stored dtype, vectors as f32; no second copy of large tensors) and builds the
  * forward pass. Mirrors vLLM's `get_model` / `DefaultModelLoader.load_model` (vllm/model_executor/model_loader).
- * @throws the loaders' `ModelLoadError` subclasses for unreadable or malformed files, `ModelWeightsError` when the
- *   tensor table does not match the config, `UnsupportedModelError` for an architecture the forward pass lacks,
+ * @throws `ModelLoadError` subclasses (src/model/errors.ts) for unreadable or malformed files and for a tensor
+ *   table that does not match the config (MissingTensorError, TensorShapeError, ModelFormatError),
+ *   `UnsupportedArchitectureError` for an architecture the forward pass lacks,
  *   the kernels' `ArenaOutOfMemoryError` when the weights do not fit the 4 GiB arena.
  */
 export async function loadModel(path: string, options: LoadModelOptions): Promise<LoadedModel> {

@@ -1,16 +1,9 @@
 import type { Arena, Weight } from '../kernels/backend.js';
 import { weightBytes } from '../kernels/validate.js';
 import { decodeWeightRow } from '../kernels/weight-codec.js';
+import { MissingTensorError, ModelFormatError, TensorShapeError } from './errors.js';
 import type { ModelConfig } from './model-config.js';
 import type { TensorInfo } from './model-source.js';
-
-/**
- * A model file's tensor table does not fit its config: a tensor is missing, has the wrong shape or byte length, an
- * unsupported type for its role, or is unexpected. The message names the file, the tensor and the field.
- */
-export class ModelWeightsError extends Error {
-  override readonly name = 'ModelWeightsError';
-}
 
 /** Reads a tensor's bytes (exactly `tensor.byteLength`) into `dest`. The loaders' `readTensorInto` fits. */
 export type TensorReader = (tensor: TensorInfo, dest: Uint8Array) => void | Promise<void>;
@@ -83,8 +76,10 @@ interface Expected {
  * [headSize].
  *
  * Mirrors vLLM's `LlamaForCausalLM.load_weights` (stacked qkv_proj / gate_up_proj).
- * @throws ModelWeightsError when a tensor is missing, mis-shaped, of the wrong byte length, not a matrix type the
- *   kernels take, or left over (an unexpected tensor means the config does not describe the file).
+ * @throws MissingTensorError for a missing tensor, TensorShapeError for a shape the config does not imply,
+ *   ModelFormatError (field `byteLength` / `dtype`, or none) for a wrong byte length, q8_0 rows that are not whole
+ *   blocks, a duplicate or a left-over tensor (it means the config does not describe the file). All are
+ *   ModelLoadError subclasses naming the file, the tensor and the field.
  */
 export async function loadModelWeights(
   config: ModelConfig,
@@ -95,7 +90,7 @@ export async function loadModelWeights(
 ): Promise<ModelWeights> {
   const byName = new Map<string, TensorInfo>();
   for (const t of tensors) {
-    if (byName.has(t.name)) throw new ModelWeightsError(`${t.file}: tensor ${t.name} appears twice`);
+    if (byName.has(t.name)) throw new ModelFormatError({ file: options.modelPath ?? t.file, tensor: t.name }, 'appears twice in the tensor table');
     byName.set(t.name, t);
   }
   const used = new Set<string>();
@@ -110,23 +105,23 @@ export async function loadModelWeights(
     const t = byName.get(e.name);
     if (t === undefined) {
       if (optional) return undefined;
-      throw new ModelWeightsError(`${fileName}: tensor ${e.name} is missing (expected shape [${e.shape.join(', ')}])`);
+      throw new MissingTensorError({ file: fileName, tensor: e.name });
     }
     used.add(e.name);
     const shape = t.shape;
     if (shape.length !== e.shape.length || shape.some((d, i) => d !== e.shape[i])) {
-      throw new ModelWeightsError(
-        `${where(t)}: tensor ${t.name} has shape [${t.shape.join(', ')}], expected [${e.shape.join(', ')}] from the model config`);
+      throw new TensorShapeError({ file: where(t), tensor: t.name }, e.shape, t.shape);
     }
     const cols = e.shape[e.shape.length - 1];
     const rows = e.shape.length === 2 ? e.shape[0] : 1;
     if (t.dtype === 'q8_0' && cols % 32 !== 0) {
-      throw new ModelWeightsError(`${where(t)}: tensor ${t.name} is q8_0 but its row length ${cols} is not a multiple of 32`);
+      throw new ModelFormatError({ file: where(t), tensor: t.name, field: 'dtype' },
+        `q8_0 needs rows of whole 32-value blocks, but the row length is ${cols}`);
     }
     const expectedBytes = weightBytes({ dtype: t.dtype, rows, cols });
     if (t.byteLength !== expectedBytes) {
-      throw new ModelWeightsError(
-        `${where(t)}: tensor ${t.name} (${t.dtype} [${t.shape.join(', ')}]) has byteLength ${t.byteLength}, expected ${expectedBytes}`);
+      throw new ModelFormatError({ file: where(t), tensor: t.name, field: 'byteLength' },
+        `${t.byteLength} bytes, but ${t.dtype} [${t.shape.join(', ')}] takes ${expectedBytes}`);
     }
     return t;
   };
@@ -141,7 +136,7 @@ export async function loadModelWeights(
   const outNormT = vec('output_norm.weight', dim)!;
   const outT = config.tiedEmbeddings ? undefined : mat('output.weight', vocabSize, dim)!;
   if (config.tiedEmbeddings && byName.has('output.weight')) {
-    throw new ModelWeightsError(`${fileName}: tensor output.weight is present but the config says embeddings are tied`);
+    throw new ModelFormatError({ file: fileName, tensor: 'output.weight' }, 'present, but the config says embeddings are tied');
   }
 
   interface LayerPlan {
@@ -178,9 +173,9 @@ export async function loadModelWeights(
   // only once it has turned it into config.ropeScaling) means the config does not describe the file.
   for (const name of byName.keys()) {
     if (!used.has(name)) {
-      throw new ModelWeightsError(
-        `${where(byName.get(name)!)}: unexpected tensor ${name} for a ${config.architecture} model with ` +
-        `${config.numLayers} layers (qkvBias=${config.qkvBias}, qkNorm=${config.qkNorm}, tied=${config.tiedEmbeddings})`);
+      throw new ModelFormatError({ file: where(byName.get(name)!), tensor: name },
+        `unexpected for a ${config.architecture} model with ${config.numLayers} layers ` +
+        `(qkvBias=${config.qkvBias}, qkNorm=${config.qkNorm}, tied=${config.tiedEmbeddings})`);
     }
   }
 

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KernelBackend } from '../../src/kernels/backend.js';
 import { createBackend } from '../../src/kernels/create-backend.js';
 import type { TensorInfo } from '../../src/model/model-source.js';
-import { loadModelWeights, ModelWeightsError } from '../../src/model/model-weights.js';
+import { MissingTensorError, ModelFormatError, TensorShapeError } from '../../src/model/errors.js';
+import { loadModelWeights } from '../../src/model/model-weights.js';
 import { encodeMatrix, makeRandomModel, smallConfig } from './forward-reference.js';
 
 describe('loadModelWeights', () => {
@@ -77,31 +78,32 @@ describe('loadModelWeights', () => {
 
     it('missing tensor', async () => {
       const missing = rm.tensors.filter((t) => t.name !== 'blk.0.attn_v.weight');
-      await expect(load(missing)).rejects.toBeInstanceOf(ModelWeightsError);
-      await expect(load(missing))
-        .rejects.toThrow(/m\.gguf: tensor blk\.0\.attn_v\.weight is missing \(expected shape \[32, 64\]\)/);
+      await expect(load(missing)).rejects.toBeInstanceOf(MissingTensorError);
+      await expect(load(missing)).rejects.toThrow(/^m\.gguf: tensor blk\.0\.attn_v\.weight: required tensor is missing$/);
     });
     it('wrong shape', async () => {
-      await expect(load(replace('blk.0.ffn_down.weight', (t) => ({ ...t, shape: [96, 64] }))))
-        .rejects.toThrow(/tensor blk\.0\.ffn_down\.weight has shape \[96, 64\], expected \[64, 96\]/);
+      const bad = replace('blk.0.ffn_down.weight', (t) => ({ ...t, shape: [96, 64] }));
+      await expect(load(bad)).rejects.toBeInstanceOf(TensorShapeError);
+      await expect(load(bad)).rejects.toThrow(/tensor blk\.0\.ffn_down\.weight: field shape: expected \[64, 96\], found \[96, 64\]/);
     });
     it('wrong byte length', async () => {
       await expect(load(replace('output_norm.weight', (t) => ({ ...t, byteLength: 100 }))))
-        .rejects.toThrow(/output_norm\.weight .*byteLength 100, expected 256/);
+        .rejects.toThrow(/tensor output_norm\.weight: field byteLength: 100 bytes, but f32 \[64\] takes 256/);
     });
     it('unexpected tensor', async () => {
       const extra = { ...rm.tensors[1], name: 'blk.1.attn_norm.weight' };
-      await expect(load([...rm.tensors, extra])).rejects.toThrow(/unexpected tensor blk\.1\.attn_norm\.weight/);
+      await expect(load([...rm.tensors, extra])).rejects.toBeInstanceOf(ModelFormatError);
+      await expect(load([...rm.tensors, extra])).rejects.toThrow(/tensor blk\.1\.attn_norm\.weight: unexpected for a llama model with 1 layers/);
     });
     it('output.weight present although tied', async () => {
-      await expect(load(rm.tensors, { ...config, tiedEmbeddings: true })).rejects.toThrow(/output\.weight is present/);
+      await expect(load(rm.tensors, { ...config, tiedEmbeddings: true })).rejects.toThrow(/tensor output\.weight: present, but the config says embeddings are tied/);
     });
     it('q8_0 rows not a multiple of 32', async () => {
       const c48 = smallConfig({ numLayers: 1, dim: 48, headSize: 12 });
       const rm48 = makeRandomModel(c48, 'f32', 8);
       const tensors = rm48.tensors.map((t) => (t.name === 'token_embd.weight' ? { ...t, dtype: 'q8_0' as const } : t));
       await expect(loadModelWeights(c48, tensors, backend.arena, (t, d) => rm48.read(t, d)))
-        .rejects.toThrow(/token_embd\.weight is q8_0 but its row length 48 is not a multiple of 32/);
+        .rejects.toThrow(/tensor token_embd\.weight: field dtype: q8_0 needs rows of whole 32-value blocks, but the row length is 48/);
     });
     it('duplicate tensor', async () => {
       await expect(load([...rm.tensors, rm.tensors[0]])).rejects.toThrow(/appears twice/);
