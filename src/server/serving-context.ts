@@ -236,9 +236,15 @@ export class ServingContext {
     this.inFlight.add(requestId);
     const inFlight = this.inFlight;
     const convert = (err: unknown): unknown => this.toOpenAIError(err) ?? err;
+    const isClosing = (): boolean => this.closing;
     return (async function* track(): AsyncGenerator<RequestOutput> {
       try {
-        yield* outputs;
+        for await (const out of outputs) {
+          if (out.finished && isClosing() && out.outputs.some((o) => o.finishReason === 'abort')) {
+            throw new ServiceUnavailableError(`request ${requestId} was aborted: the server is shutting down`);
+          }
+          yield out;
+        }
       } catch (err) {
         throw convert(err);
       } finally {

@@ -1,0 +1,53 @@
+/** Runs the real `pagellm` command (bin/pagellm.mjs) in a child process. */
+import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const BIN = join(REPO_ROOT, 'bin/pagellm.mjs');
+export const STORIES_DIR = join(REPO_ROOT, '../shared/models/stories260K');
+export const TINY_BPE_TOKENIZER = join(REPO_ROOT, 'test/fixtures/tiny-bpe/tokenizer.json');
+
+/** The outcome of one CLI run. */
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `pagellm args...` to completion (cwd: the repository root). */
+export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 60_000): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], {
+      cwd: REPO_ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 16 << 20,
+    }, (err, stdout, stderr) => {
+      const code = err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -1;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Starts `pagellm args...` and leaves it running. */
+export function spawnCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): ChildProcessWithoutNullStreams {
+  return spawn(process.execPath, [BIN, ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env } });
+}
+
+/** A temporary folder and its cleanup. */
+export function tempDir(prefix: string): { dir: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), `pagellm-${prefix}-`));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A small Hugging Face config.json (dim 64, 2 layers, 4 heads, 2 KV heads) for random-weight models. */
+export function writeTinyConfig(dir: string): string {
+  const path = join(dir, 'config.json');
+  writeFileSync(path, JSON.stringify({
+    architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 64, intermediate_size: 128,
+    num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1024,
+    max_position_embeddings: 256, rms_norm_eps: 1e-5, rope_theta: 10000, tie_word_embeddings: true,
+    hidden_act: 'silu', bos_token_id: 1, eos_token_id: 2,
+  }));
+  return path;
+}
