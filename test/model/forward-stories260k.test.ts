@@ -2,11 +2,13 @@
  * stories260K (the real llama2.c checkpoint): greedy decoding from `Once upon a time` reproduces the text in
  * ../shared/models/stories260K/README.md, on every backend, with block sizes 1/8/16/32 and with the prompt
  * in one piece or in chunks. Logits across block sizes and chunkings agree within 1e-5 × (1 + max |logit|).
+ * fp16 and int8 KV caches reproduce the same text; their logits stay within 3e-3 × (1 + max |logit|) (fp16; measured
+ * 1e-3) and 0.1 × (1 + max |logit|) (int8 with one scale per block and head; measured 0.055) of the fp32 cache's.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
-import type { KernelBackend } from '../../src/kernels/backend.js';
+import type { KernelBackend, KvCacheDType } from '../../src/kernels/backend.js';
 import { createBackend } from '../../src/kernels/create-backend.js';
 import { loadModel, type LoadedModel } from '../../src/model/load-model.js';
 import { backendsUnderTest } from './forward-backends.js';
@@ -37,10 +39,10 @@ for (const be of backendsUnderTest()) {
   describe(`stories260K greedy (${be.label})`, () => {
     let backend: KernelBackend;
     let loaded: LoadedModel;
-    const run = (blockSize: number, chunkSize?: number): GreedyResult => {
+    const run = (blockSize: number, chunkSize?: number, cacheDtype: KvCacheDType = 'fp32'): GreedyResult => {
       const mark = backend.arena.mark();
       try {
-        const kv = new TestKvCache(backend, loaded.source.config, blockSize, Math.ceil(64 / blockSize) + 2, 5);
+        const kv = new TestKvCache(backend, loaded.source.config, blockSize, Math.ceil(64 / blockSize) + 2, 5, cacheDtype);
         return greedyGenerate(loaded.model, kv, PROMPT_IDS, README_TOKENS, { chunkSize });
       } finally {
         backend.arena.reset(mark);
@@ -87,6 +89,23 @@ for (const be of backendsUnderTest()) {
             err = Math.max(err, Math.abs(base.logits[s][i] - got.logits[s][i]));
           }
           expect(err, `block size ${bs}, chunk ${chunk}, step ${s}`).toBeLessThanOrEqual(1e-5 * (1 + scale));
+        }
+      }
+    });
+
+    it('fp16 and int8 KV caches give the same text, logits close to the fp32 cache', () => {
+      const base = run(16);
+      for (const [dtype, tol] of [['fp16', 3e-3], ['int8', 0.1]] as const) {
+        const got = run(16, undefined, dtype);
+        expect(loaded.source.tokenizer.decode(got.tokens), dtype).toBe(README_TEXT);
+        for (let s = 0; s < base.logits.length; s++) {
+          let scale = 0;
+          let err = 0;
+          for (let i = 0; i < base.logits[s].length; i++) {
+            scale = Math.max(scale, Math.abs(base.logits[s][i]));
+            err = Math.max(err, Math.abs(base.logits[s][i] - got.logits[s][i]));
+          }
+          expect(err, `${dtype} KV cache, step ${s}`).toBeLessThanOrEqual(tol * (1 + scale));
         }
       }
     });
