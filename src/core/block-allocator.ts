@@ -29,12 +29,14 @@ export interface BlockAllocator {
   allocateImmutableBlock(prevBlock: Block | null, tokenIds: readonly number[], extraHash?: string | null): Block;
   /**
    * A chain of full blocks, one per entry of `blockTokenIds`, the first after `prevBlock`. All or nothing: throws
-   * {@link NoFreeBlocksError} before allocating anything when they do not all fit.
+   * {@link NoFreeBlocksError} before allocating anything when they do not all fit. `blockHashes`, when given, are
+   * the blocks' hashes already computed by the caller (same chain, same extra key), so they are not hashed again.
    */
   allocateImmutableBlocks(
     prevBlock: Block | null,
     blockTokenIds: readonly (readonly number[])[],
     extraHash?: string | null,
+    blockHashes?: readonly BlockHash[],
   ): Block[];
   /**
    * Drops the block's reference to its physical id (the id is free again at ref count zero) and clears

@@ -5,7 +5,7 @@ import type { CopyOnWritePair } from './copy-on-write-tracker.js';
 import { CpuGpuBlockAllocator } from './cpu-gpu-block-allocator.js';
 import { Device } from './device.js';
 import { InvalidArgumentError, InvalidStateError, UnknownSequenceError } from './errors.js';
-import { BlockHasher, computeBlockHashes, type HashAlgorithm } from './hashing.js';
+import { BlockHasher, computeBlockHashes, type BlockHash, type HashAlgorithm } from './hashing.js';
 import { SequenceStatus, type SequenceGroupLike, type SequenceLike } from './sequence-like.js';
 import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
 
@@ -76,6 +76,11 @@ export class BlockSpaceManager {
   readonly blockAllocator: CpuGpuBlockAllocator;
   private readonly blockTables = new Map<number, BlockTable>();
   private readonly hasher: BlockHasher | null;
+  /**
+   * Prefix caching: the full-block hashes of waiting sequences' prompts, computed once by canAllocate /
+   * getNumCachedTokens and reused by allocate. Dropped at allocate and free.
+   */
+  private readonly promptHashes = new Map<number, { numTokens: number; extraHash: string | null; hashes: BlockHash[] }>();
 
   /**
    * Throws {@link InvalidArgumentError} for a bad size, a watermark outside [0, 1), a sliding window that is not a
@@ -134,8 +139,7 @@ export class BlockSpaceManager {
     if (this.numTotalGpuBlocks - numRequired < this.watermarkBlocks) return AllocStatus.NEVER;
     let numRequiredNow = numRequired;
     if (this.hasher !== null) {
-      const hashes = computeBlockHashes(this.hasher, tokenIds, this.blockSize, extraHashOf(seq));
-      numRequiredNow -= this.blockAllocator.countCachedBlocksInUse(hashes);
+      numRequiredNow -= this.blockAllocator.countCachedBlocksInUse(this.promptHashesOf(seq));
     }
     const free = this.blockAllocator.getNumFreeBlocks(Device.GPU);
     return free - numRequiredNow >= this.watermarkBlocks ? AllocStatus.OK : AllocStatus.LATER;
@@ -159,8 +163,10 @@ export class BlockSpaceManager {
     }
     const seq = waiting[0];
     const table = new BlockTable(this.blockSize, this.blockAllocator, [], this.maxBlockSlidingWindow);
-    table.allocate(seq.getTokenIds(), Device.GPU, extraHashOf(seq));
+    const hashes = this.hasher === null ? undefined : this.promptHashesOf(seq);
+    table.allocate(seq.getTokenIds(), Device.GPU, extraHashOf(seq), hashes);
     this.blockTables.set(seq.seqId, table);
+    this.promptHashes.delete(seq.seqId);
     for (let i = 1; i < waiting.length; i++) this.blockTables.set(waiting[i].seqId, table.fork());
   }
 
@@ -219,6 +225,7 @@ export class BlockSpaceManager {
 
   /** Frees the sequence's blocks and forgets its table; a sequence without a table is ignored. */
   free(seq: SequenceLike): void {
+    this.promptHashes.delete(seq.seqId);
     const table = this.blockTables.get(seq.seqId);
     if (table === undefined) return;
     table.free();
@@ -354,8 +361,7 @@ export class BlockSpaceManager {
         this.blockAllocator.blockIsComputed(ids[k])) k++;
       return k * this.blockSize;
     }
-    const hashes = computeBlockHashes(this.hasher, seq.getTokenIds(), this.blockSize, extraHashOf(seq),
-      limit * this.blockSize);
+    const hashes = this.promptHashesOf(seq).slice(0, limit);
     return this.blockAllocator.findCachedBlocksPrefix(hashes, Device.GPU).length * this.blockSize;
   }
 
@@ -398,6 +404,19 @@ export class BlockSpaceManager {
       pairs.push([this.blockAllocator.getPhysicalBlockId(src, s), this.blockAllocator.getPhysicalBlockId(dst, d)]);
     }
     return pairs;
+  }
+
+  /** The full-block hashes of a not-yet-allocated sequence, computed once and kept until allocate or free. */
+  private promptHashesOf(seq: SequenceLike): BlockHash[] {
+    const tokenIds = seq.getTokenIds();
+    const extraHash = extraHashOf(seq);
+    const cached = this.promptHashes.get(seq.seqId);
+    if (cached !== undefined && cached.numTokens === tokenIds.length && cached.extraHash === extraHash) {
+      return cached.hashes;
+    }
+    const hashes = computeBlockHashes(this.hasher!, tokenIds, this.blockSize, extraHash);
+    this.promptHashes.set(seq.seqId, { numTokens: tokenIds.length, extraHash, hashes });
+    return hashes;
   }
 
   /** Tokens of `seq` whose KV is computed: the sequence's own count, else every token already in its table. */

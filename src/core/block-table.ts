@@ -3,6 +3,7 @@ import { BlockList } from './block-list.js';
 import type { CpuGpuBlockAllocator } from './cpu-gpu-block-allocator.js';
 import { Device } from './device.js';
 import { InvalidArgumentError, InvalidStateError, NoFreeBlocksError } from './errors.js';
+import type { BlockHash } from './hashing.js';
 import { assertNonNegativeInt, assertPositiveInt, assertTokenIds, describe } from './validate.js';
 
 /**
@@ -79,8 +80,14 @@ export class BlockTable {
    * when the prefix cache has it), the remaining tokens in one mutable block. A prompt of exactly k blocks gets k
    * immutable blocks and no tail. All or nothing. Throws {@link InvalidStateError} if the table already holds
    * blocks, {@link InvalidArgumentError} for an empty prompt or a bad token id, {@link NoFreeBlocksError}.
+   * `blockHashes` (prefix caching): the hashes of the prompt's full blocks if the caller already computed them.
    */
-  allocate(tokenIds: readonly number[], device: Device = Device.GPU, extraHash: string | null = null): void {
+  allocate(
+    tokenIds: readonly number[],
+    device: Device = Device.GPU,
+    extraHash: string | null = null,
+    blockHashes?: readonly BlockHash[],
+  ): void {
     if (this.blockList.length > 0) {
       throw new InvalidStateError('block table is already allocated; free it before allocating again');
     }
@@ -97,7 +104,8 @@ export class BlockTable {
     }
     const chunks: number[][] = [];
     for (let b = 0; b < numFull; b++) chunks.push(tokenIds.slice(b * bs, (b + 1) * bs));
-    const blocks: Block[] = numFull > 0 ? alloc.allocateImmutableBlocks(null, chunks, device, extraHash) : [];
+    const hashes = blockHashes !== undefined && blockHashes.length === numFull ? blockHashes : undefined;
+    const blocks: Block[] = numFull > 0 ? alloc.allocateImmutableBlocks(null, chunks, device, extraHash, hashes) : [];
     if (tail > 0) {
       let block: Block;
       try {

@@ -196,8 +196,9 @@ export class CpuGpuBlockAllocator {
     blockTokenIds: readonly (readonly number[])[],
     device: Device,
     extraHash: string | null = null,
+    blockHashes?: readonly BlockHash[],
   ): Block[] {
-    return this.getAllocator(device).allocateImmutableBlocks(prevBlock, blockTokenIds, extraHash);
+    return this.getAllocator(device).allocateImmutableBlocks(prevBlock, blockTokenIds, extraHash, blockHashes);
   }
 
   /**

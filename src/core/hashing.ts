@@ -20,8 +20,9 @@ import { describe } from './validate.js';
  * before it hands out a cached block, so a collision can cost a cache miss but never wrong KV.
  *
  * Byte layout hashed per block (little-endian): u32 flags (bit 0: has parent, bit 1: has extra key), u32 token
- * count, the parent hash (8 bytes for xxhash64, 64 ASCII hex bytes for sha256; zeros when absent), u32 per token,
- * then the extra key in UTF-8.
+ * count, for sha256 the parent hash as 64 ASCII hex bytes (zeros when absent), u32 per token, then the extra key in
+ * UTF-8. xxhash64 chains through the seed instead: the block is hashed with seed = the parent hash (0 when absent,
+ * told apart by the flag), which avoids 64-bit arithmetic on BigInts.
  *
  * node:crypto is imported here and nowhere else in src/core.
  */
@@ -78,6 +79,8 @@ export class BlockHasher {
   private readonly parentBytes: number;
   private buffer: Uint8Array;
   private words: Uint32Array;
+  /** The last `buffer.subarray(0, n)` handed to xxhash, reused while blocks keep the same byte length. */
+  private view: Uint8Array;
   private readonly encoder = new TextEncoder();
   private readonly xx: XXHashAPI | null;
 
@@ -98,9 +101,10 @@ export class BlockHasher {
     } else {
       this.xx = null;
     }
-    this.parentBytes = algorithm === 'xxhash64' ? 8 : 64;
+    this.parentBytes = algorithm === 'xxhash64' ? 0 : 64;
     this.buffer = new Uint8Array(256);
     this.words = new Uint32Array(this.buffer.buffer);
+    this.view = this.buffer.subarray(0, 0);
   }
 
   /**
@@ -121,12 +125,21 @@ export class BlockHasher {
     const needed = tokenOffset + 4 * n + extraMax;
     if (needed > this.buffer.length) this.grow(needed);
     const words = this.words;
-    let flags = 0;
     const buf = this.buffer;
-    buf.fill(0, HEADER_BYTES, tokenOffset);
+    let flags = 0;
+    let seed = 0n;
     if (parentHash !== null) {
       flags |= FLAG_PARENT;
-      this.writeParent(parentHash);
+      if (this.xx !== null) {
+        if (typeof parentHash !== 'bigint') {
+          throw new InvalidArgumentError(`an xxhash64 parent hash must be a bigint, got ${describe(parentHash)}`);
+        }
+        seed = parentHash;
+      } else {
+        this.writeParent(parentHash);
+      }
+    } else if (this.parentBytes > 0) {
+      buf.fill(0, HEADER_BYTES, tokenOffset);
     }
     words[1] = n;
     let w = tokenOffset >> 2;
@@ -137,24 +150,20 @@ export class BlockHasher {
       len += this.encoder.encodeInto(extraHash, buf.subarray(len)).written;
     }
     words[0] = flags;
-    const input = buf.subarray(0, len);
-    if (this.xx !== null) return this.xx.h64Raw(input);
+    let input = this.view;
+    if (input.length !== len || input.buffer !== buf.buffer) {
+      input = buf.subarray(0, len);
+      this.view = input;
+    }
+    if (this.xx !== null) return this.xx.h64Raw(input, seed);
     return createHash('sha256').update(input).digest('hex');
   }
 
   private writeParent(parent: HashValue): void {
-    const buf = this.buffer;
-    if (this.algorithm === 'xxhash64') {
-      if (typeof parent !== 'bigint') {
-        throw new InvalidArgumentError(`an xxhash64 parent hash must be a bigint, got ${describe(parent)}`);
-      }
-      this.words[2] = Number(BigInt.asUintN(32, parent));
-      this.words[3] = Number(BigInt.asUintN(32, parent >> 32n));
-      return;
-    }
     if (typeof parent !== 'string' || parent.length !== 64) {
       throw new InvalidArgumentError(`a sha256 parent hash must be a 64-character hex string, got ${describe(parent)}`);
     }
+    const buf = this.buffer;
     for (let i = 0; i < 64; i++) buf[HEADER_BYTES + i] = parent.charCodeAt(i) & 0xff;
   }
 

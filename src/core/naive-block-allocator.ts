@@ -182,6 +182,7 @@ export class NaiveBlockAllocator implements BlockAllocator {
     prevBlock: Block | null,
     blockTokenIds: readonly (readonly number[])[],
     extraHash: string | null = null,
+    _blockHashes?: readonly BlockHash[],
   ): Block[] {
     for (let i = 0; i < blockTokenIds.length; i++) this.checkFullTokenIds(blockTokenIds[i], i);
     if (blockTokenIds.length > this.numFree) throw this.noFreeBlocks(blockTokenIds.length);

@@ -186,8 +186,12 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     prevBlock: Block | null,
     blockTokenIds: readonly (readonly number[])[],
     extraHash: string | null = null,
+    blockHashes?: readonly BlockHash[],
   ): Block[] {
     const count = blockTokenIds.length;
+    if (blockHashes !== undefined && blockHashes.length !== count) {
+      throw new InvalidArgumentError(`${blockHashes.length} block hashes given for ${count} blocks`);
+    }
     for (let k = 0; k < count; k++) this.checkFullTokenIds(blockTokenIds[k], k);
     // Hashes: a chain after a block that has no hash cannot be hashed (never happens for tables built here).
     const hashes: (HashValue | null)[] = new Array<HashValue | null>(count).fill(null);
@@ -198,7 +202,8 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     let needed = 0;
     for (let k = 0; k < count; k++) {
       if (hashable) {
-        const h = this.hasher.hashBlock(parent, blockTokenIds[k], 0, this.blockSize, extraHash);
+        const h = blockHashes !== undefined ? blockHashes[k].value
+          : this.hasher.hashBlock(parent, blockTokenIds[k], 0, this.blockSize, extraHash);
         hashes[k] = h;
         parents[k] = parent;
         hitIds[k] = this.lookup(h, parent, blockTokenIds[k], 0, extraHash);
