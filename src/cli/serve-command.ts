@@ -55,9 +55,12 @@ export function createServeCommand(version: string): Command {
     } finally {
       progress?.stop();
     }
+    // Signal handlers go in before the URL is printed: a client may act on that line at once.
+    let stopStats = (): void => undefined;
+    const shutdown = waitForShutdownSignal(handle, () => stopStats());
     for (const line of startupLogLines(handle.summary, handle.url)) log(line);
-    const stopStats = opts.disableLogStats === true ? () => undefined : startStatsLogger(handle);
-    await waitForShutdownSignal(handle, stopStats);
+    if (opts.disableLogStats !== true) stopStats = startStatsLogger(handle);
+    await shutdown;
   });
   return cmd;
 }

@@ -1,0 +1,76 @@
+import { once } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import { readGolden } from '../server/server-fixture.js';
+import { spawnCli } from './cli-fixture.js';
+
+const golden = readGolden();
+
+/** Starts `pagellm serve` on a free port and resolves with the process, its URL and its log so far. */
+async function startServe(args: string[]): Promise<{ proc: ReturnType<typeof spawnCli>; url: string; log: () => string }> {
+  const proc = spawnCli(['serve', '--port', '0', '--threads', '1', ...args]);
+  let out = '';
+  proc.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  proc.stderr.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${out}`)), 30_000);
+    const check = (): void => {
+      const m = /Serving the OpenAI-compatible API at (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(out);
+      if (m !== null) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    };
+    proc.stdout.on('data', check);
+    proc.on('exit', () => reject(new Error(`serve exited:\n${out}`)));
+  });
+  return { proc, url, log: () => out };
+}
+
+describe('pagellm serve', () => {
+  it('logs its startup figures, serves, and shuts down cleanly on SIGTERM with a stream in flight', async () => {
+    const { proc, url, log } = await startServe(['--kv-cache-memory', '10MiB', '--block-size', '16']);
+    const startup = log();
+    expect(startup).toMatch(/model: stories260K \(llama2c, llama: 5 layers/);
+    expect(startup).toMatch(/weights: 1015\.75 KiB \(1,040,128 bytes\); kernels: wasm, 1 thread/);
+    // 10 MiB / 20,480 bytes per block = 512 blocks of 16 tokens; 512 / ⌈512 / 16⌉ = 16 requests of 512 tokens.
+    expect(startup).toMatch(/KV cache: block size 16 tokens, 20,480 bytes per block \(fp32\); # GPU blocks: 512 \(10\.00 MiB, 8,192 tokens\), # CPU blocks: 0/);
+    expect(startup).toMatch(/KV budget: 10\.00 MiB, swap space 0 B/);
+    expect(startup).toMatch(/Maximum concurrency for 512 tokens per request: 16\.00x/);
+    expect(startup).toMatch(/Serving the OpenAI-compatible API at http:\/\/127\.0\.0\.1:\d+\/v1/);
+
+    const res = await fetch(`${url}/v1/completions`, {
+      method: 'POST', body: JSON.stringify({ prompt: golden.prompt, max_tokens: golden.tokens, temperature: 0 }),
+    });
+    expect(((await res.json()) as { choices: Array<{ text: string }> }).choices[0].text).toBe(golden.text);
+
+    const stream = await fetch(`${url}/v1/completions`, {
+      method: 'POST', body: JSON.stringify({ prompt: golden.prompt, max_tokens: 500, ignore_eos: true, stream: true }),
+    });
+    const reader = stream.body!.getReader();
+    await reader.read();
+    const exited = once(proc, 'exit');
+    proc.kill('SIGTERM');
+    let rest = '';
+    for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value);
+    expect(rest).toMatch(/shutting down/);
+    expect(rest.endsWith('data: [DONE]\n\n')).toBe(true);
+    const [code, signal] = await exited;
+    expect(signal).toBeNull();
+    expect(code).toBe(0);
+    expect(log()).toMatch(/received SIGTERM: shutting down \(aborting 1 requests in flight\)/);
+    expect(log()).toMatch(/shutdown complete/);
+  });
+
+  it('states the default KV budget and exits on SIGINT', async () => {
+    const { proc, log } = await startServe([]);
+    expect(log()).toMatch(/KV budget: 512\.00 MiB \(the default; set --kv-cache-memory\)/);
+    const exited = once(proc, 'exit');
+    proc.kill('SIGINT');
+    expect(await exited).toEqual([0, null]);
+    expect(log()).toMatch(/received SIGINT: shutting down/);
+  });
+});
