@@ -33,6 +33,7 @@ export interface SamplingRow {
 export interface TokenLogprob {
   readonly tokenId: number;
   readonly logprob: number;
+  /** 1 for the most likely token; 0 when not computed (the row asked for no logprobs). */
   readonly rank: number;
 }
 
@@ -266,6 +267,7 @@ export function processLogits(raw: ArrayLike<number>, row: SamplingRow, out?: Fl
  */
 export class Sampler {
   private scratch = new Float64Array(0);
+  private probs = new Float64Array(0);
 
   /**
    * @param logits [rows.length × vocabSize] row-major.
@@ -277,7 +279,10 @@ export class Sampler {
       throw new RangeError(`Sampler: ${rows.length} rows of ${vocabSize} logits need ${rows.length * vocabSize} ` +
         `values, got ${logits.length}`);
     }
-    if (this.scratch.length !== vocabSize) this.scratch = new Float64Array(vocabSize);
+    if (this.scratch.length !== vocabSize) {
+      this.scratch = new Float64Array(vocabSize);
+      this.probs = new Float64Array(vocabSize);
+    }
     const out: SamplerRowOutput[] = [];
     for (let r = 0; r < rows.length; r++) {
       out.push(this.sampleRow(logits.subarray(r * vocabSize, (r + 1) * vocabSize), rows[r]));
@@ -285,20 +290,48 @@ export class Sampler {
     return out;
   }
 
+  /**
+   * One row: the processed logits, one pass for the maximum (the greedy token), one for exp(x − max) and their sum
+   * (the log-sum-exp, and the unnormalised distribution random draws walk). Ranks are only computed when the row
+   * asks for logprobs (rank 0 otherwise).
+   */
   private sampleRow(raw: Float32Array, row: SamplingRow): SamplerRowOutput {
     const x = processLogits(raw, row, this.scratch);
-    const lse = logSumExp(x);
+    const p = this.probs;
+    const v = x.length;
+    let max = -Infinity;
+    let best = 0;
+    for (let i = 0; i < v; i++) if (x[i] > max) { max = x[i]; best = i; }
+    let sum = 0;
+    for (let i = 0; i < v; i++) {
+      const e = Math.exp(x[i] - max);
+      p[i] = e;
+      sum += e;
+    }
+    const lse = max + Math.log(sum);
+    const wantRank = row.numTopLogprobs > 0 || row.params.logprobs !== null;
     const greedy = row.params.temperature < SAMPLING_EPS;
     const samples: TokenLogprob[] = [];
     for (let s = 0; s < row.numSamples; s++) {
-      let id: number;
-      if (greedy) {
-        id = argmax(x);
-      } else {
+      let id = best;
+      if (!greedy) {
         if (row.generator === null) throw new RangeError('Sampler: a random sampling row needs a generator');
-        id = sampleFromLogits(x, lse, row.generator.random());
+        const target = row.generator.random() * sum;
+        let cum = 0;
+        let last = best;
+        id = -1;
+        for (let i = 0; i < v; i++) {
+          if (p[i] === 0) continue;
+          cum += p[i];
+          last = i;
+          if (target < cum) {
+            id = i;
+            break;
+          }
+        }
+        if (id < 0) id = last; // target within rounding of the total
       }
-      samples.push({ tokenId: id, logprob: x[id] - lse, rank: rankOf(x, id) });
+      samples.push({ tokenId: id, logprob: x[id] - lse, rank: wantRank ? rankOf(x, id) : 0 });
     }
     const topLogprobs: TokenLogprob[] = [];
     if (row.numTopLogprobs > 0) {
