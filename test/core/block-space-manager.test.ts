@@ -350,3 +350,46 @@ describe('BlockSpaceManager: prefix caching queries', () => {
     expect(m.getBlockTable(c.seqs[0])).toEqual(m.getBlockTable(a.seqs[0]));
   });
 });
+
+describe('BlockSpaceManager: block boundaries', () => {
+  for (const blockSize of [1, 8, 16]) {
+    for (const enableCaching of [false, true]) {
+      for (const len of [...new Set([1, Math.max(1, blockSize - 1), blockSize, blockSize + 1, 129])]) {
+        it(`block size ${blockSize}, ${len}-token prompt${enableCaching ? ', caching' : ''}: counts, allocation, decode`, () => {
+          const numBlocks = Math.ceil(len / blockSize);
+          // Exactly enough GPU blocks for the prompt plus two blocks of decode.
+          const total = numBlocks + 2;
+          const m = new BlockSpaceManager({ blockSize, numGpuBlocks: total, numCpuBlocks: total, watermark: 0, enableCaching });
+          const g = singleSeqGroup(1, range(len, 7));
+          const room = numBlocks * blockSize - len;
+          expect(m.canAllocate(g)).toBe(AllocStatus.OK);
+          expect(m.canAllocate(g, room + 2 * blockSize)).toBe(AllocStatus.OK);
+          expect(m.canAllocate(g, room + 2 * blockSize + 1)).toBe(AllocStatus.NEVER);
+          m.allocate(g);
+          running(g);
+          const s = g.seqs[0];
+          expect(m.getBlockTable(s).length).toBe(numBlocks);
+          expect(m.getNumFreeGpuBlocks()).toBe(2);
+          // Decode until the pool is full: the first new block opens at the boundary, not before.
+          let appended = 0;
+          for (;;) {
+            s.tokens.push(900 + appended);
+            if (!m.canAppendSlots(g)) {
+              s.tokens.pop();
+              break;
+            }
+            m.appendSlots(s);
+            appended++;
+            const expectBlocks = Math.ceil((len + appended) / blockSize);
+            expect(m.getBlockTable(s).length).toBe(expectBlocks);
+            expect(m.getNumFreeGpuBlocks()).toBe(total - expectBlocks);
+          }
+          expect(appended).toBe(room + 2 * blockSize);
+          expect(m.getBlockTableObject(s).blocks.flatMap((b) => b.tokenIds)).toEqual(s.tokens);
+          m.free(s);
+          expect(m.getNumFreeGpuBlocks()).toBe(total);
+        });
+      }
+    }
+  }
+});
