@@ -165,6 +165,12 @@ export class BlockTable {
       throw new InvalidArgumentError(
         `bad append: ${n} tokens with ${describe(numLookaheadSlots)} lookahead slots`);
     }
+    for (let k = start; k < end; k++) {
+      const t = src[k];
+      if ((t >>> 0) !== t) {
+        throw new InvalidArgumentError(`token id at index ${k} must be an integer in [0, 2^32), got ${describe(t)}`);
+      }
+    }
     const windowEnd = numComputedSlots !== null ? this.slidingWindowEnd(numComputedSlots) : 0;
     const released = windowEnd > 0 ? this.getNumBlocksReleasedBySlidingWindow(numComputedSlots!) : 0;
     const needsNullBlock = windowEnd > 0 && this.allocator.getNullBlock() === null ? 1 : 0;

@@ -166,6 +166,16 @@ describe('BlockTable', () => {
     expect(table.blocks.length).toBe(3);
   });
 
+  it('appendTokenIds is all or nothing on a bad token id', () => {
+    const alloc = makeAllocator(2, 8);
+    const table = new BlockTable(2, alloc);
+    table.allocate(range(1));
+    expect(() => table.appendTokenIds([5, 6, 7, -1])).toThrow(/index 3/);
+    expect(table.numFullSlots).toBe(1);
+    expect(table.blocks.length).toBe(1);
+    expect(table.blocks[0].tokenIds).toEqual([0]);
+  });
+
   it('appendTokenIds is all or nothing when blocks run out', () => {
     const alloc = makeAllocator(2, 3);
     const table = new BlockTable(2, alloc);
