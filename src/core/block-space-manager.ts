@@ -49,7 +49,9 @@ export type PhysicalBlockPair = readonly [source: number, destination: number];
  *   block, which asks for one free block per running sequence even when none is needed; the exact count admits
  *   more work without ever letting `appendSlots` run out.
  * - Swapping: `swapOut` moves a running group's blocks to the CPU tier, `swapIn` brings a swapped group back;
- *   blocks shared inside the group stay shared.
+ *   blocks shared inside the group stay shared (vLLM 0.6.3 gives each sequence its own copy of a shared partial
+ *   block). `canSwapOut` / `canSwapIn` count exactly the blocks the swap takes, reserved lookahead blocks included,
+ *   plus (swap in) the blocks the next append needs; the watermark applies to the GPU side.
  * - Sliding window: blocks before the window are freed as the sequence grows and replaced by the null block (one
  *   GPU block reserved at construction). Like vLLM, prefix caching and a sliding window cannot be combined.
  *
@@ -78,7 +80,8 @@ export class BlockSpaceManager {
   private readonly hasher: BlockHasher | null;
   /**
    * Prefix caching: the full-block hashes of waiting sequences' prompts, computed once by canAllocate /
-   * getNumCachedTokens and reused by allocate. Dropped at allocate and free.
+   * getNumCachedTokens and reused by allocate. Dropped at allocate and at free (so the engine should `free` a
+   * waiting sequence it aborts or ignores, as vLLM's scheduler does).
    */
   private readonly promptHashes = new Map<number, { numTokens: number; extraHash: string | null; hashes: BlockHash[] }>();
 

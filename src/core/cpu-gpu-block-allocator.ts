@@ -324,9 +324,16 @@ export class CpuGpuBlockAllocator {
     this.gpuAllocator.markBlocksAsAccessed(blockIds, now);
   }
 
-  /** Marks GPU blocks filled since the last call as computed (prefix caching). */
+  /**
+   * Marks the blocks cached since the last call as computed on both devices (GPU blocks filled by the forward
+   * pass, CPU blocks filled by a swap out), plus the given ids (prefix caching; no-op otherwise).
+   */
   markBlocksAsComputed(blockIds: readonly BlockId[]): void {
-    this.gpuAllocator.markBlocksAsComputed(blockIds);
+    const gpuIds: BlockId[] = [];
+    const cpuIds: BlockId[] = [];
+    for (const id of blockIds) (this.getDeviceOfBlockId(id) === Device.GPU ? gpuIds : cpuIds).push(id);
+    this.gpuAllocator.markBlocksAsComputed(gpuIds);
+    this.cpuAllocator.markBlocksAsComputed(cpuIds);
   }
 
   /** True when the GPU block's KV is known to be computed. */

@@ -131,3 +131,22 @@ describe('CpuGpuBlockAllocator.create', () => {
     expect(() => a.getAllocator('TPU' as never)).toThrow(InvalidArgumentError);
   });
 });
+
+describe('CpuGpuBlockAllocator (prefix caching) across devices', () => {
+  it('blocks swapped out become cached on the CPU once marked computed, and stay hit-able there', () => {
+    const a = CpuGpuBlockAllocator.create({ allocatorType: 'prefix_caching', numGpuBlocks: 4, numCpuBlocks: 4, blockSize: 2 });
+    const blocks = a.allocateImmutableBlocks(null, [[1, 2], [3, 4]], Device.GPU);
+    a.markBlocksAsComputed([]);
+    a.swap(blocks, Device.GPU, Device.CPU);
+    const cpuIds = blocks.map((b) => b.blockId!);
+    expect(cpuIds.every((id) => a.getDeviceOfBlockId(id) === Device.CPU)).toBe(true);
+    a.markBlocksAsComputed([]);
+    expect(cpuIds.every((id) => a.blockIsComputed(id))).toBe(true);
+    a.swap(blocks, Device.CPU, Device.GPU);
+    // The CPU copies stay cached (evictable) after the swap in: swapping the same content out again shares them.
+    expect(a.getNumFreeBlocks(Device.CPU)).toBe(4);
+    const again = a.allocateImmutableBlocks(null, [[1, 2], [3, 4]], Device.CPU);
+    expect(again.map((b) => b.blockId)).toEqual(cpuIds);
+    expect(() => a.markBlocksAsComputed([99])).toThrow(UnknownBlockIdError);
+  });
+});
