@@ -1,0 +1,155 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { SeededNormal } from '../model/random-model.js';
+import { aggregateResults, formatResult, resultToJson, type BenchmarkConfig, type BenchmarkResult } from './benchmark-result.js';
+import type { BenchServeOptions } from './bench-serve-options.js';
+import { BenchmarkOptionsError, BenchmarkServerError } from './errors.js';
+import { HttpClient } from './http-client.js';
+import { arrivalOffsetsMs, runLoad } from './load-generator.js';
+import { createRequestProgress } from './request-progress.js';
+import { ServerMetricsSampler, type ServerMetricsReport } from './server-metrics-sampler.js';
+import { sendStreamingRequest, type StreamingRequestInput } from './streaming-request.js';
+import { discoverTokenPool, textPromptOfLength } from './token-pool.js';
+import { generateWorkload, type Workload } from './workload.js';
+
+/** The first model GET /v1/models lists. @throws BenchmarkServerError when it fails or lists none. */
+export async function firstServedModel(client: HttpClient): Promise<string> {
+  const res = await client.json<{ data?: Array<{ id?: unknown }> }>('GET', '/v1/models');
+  const id = res.data?.[0]?.id;
+  if (typeof id !== 'string') {
+    throw new BenchmarkServerError(client.url('/v1/models'), 200, 'the server lists no model; pass --model');
+  }
+  return id;
+}
+
+/** Seed of the arrival-time stream, kept apart from the workload's so changing the rate keeps the prompts. */
+const ARRIVAL_SEED_SALT = 0x6d2b79f5;
+
+/**
+ * `pagellm bench serve`: sends a workload to a running OpenAI-compatible server and measures it, like vLLM's
+ * `vllm bench serve` (benchmarks/benchmark_serving.py):
+ *
+ * 1. resolves the model (GET /v1/models unless given) and a pool of ordinary token ids (POST /tokenize);
+ * 2. generates the seeded workload (random, sharegpt-like or prefix-repetition): token-id prompts for completions,
+ *    text of the same length (POST /detokenize) for chat, each with `max_tokens` = its output length and
+ *    `ignore_eos` so outputs have exactly that length;
+ * 3. sends one small test request (not part of the results) so a server that rejects the request shape fails fast;
+ * 4. releases requests on a seeded Poisson schedule (or all at once), at most `maxConcurrency` in flight, each a
+ *    streaming request timed by the client; samples /metrics meanwhile;
+ * 5. prints the report, writes the JSON result when asked, and returns it.
+ *
+ * @throws BenchmarkServerError when the server cannot be reached or a set-up call fails (model list, /tokenize,
+ *   the test request); BenchmarkOptionsError when the workload needs longer sequences than the server's
+ *   max_model_len. Failed benchmark requests do not throw: they are counted in the result.
+ */
+export async function runBenchServe(options: BenchServeOptions): Promise<BenchmarkResult> {
+  const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const client = new HttpClient(options.baseUrl, options.apiKey);
+  try {
+    const model = options.model ?? await firstServedModel(client);
+    const pool = await discoverTokenPool(client, model);
+    const workload = generateWorkload(options.workload, pool.tokenIds, options.seed);
+    checkFitsModel(workload, pool.maxModelLen);
+    const inputs = await buildInputs(client, model, workload, options);
+    log(`bench serve: ${workload.requests.length} requests (${options.workload.kind}) to ${client.url('')} ` +
+      `model ${model}, ${options.endpoint}, rate ${Number.isFinite(options.requestRate) ? `${options.requestRate}/s` : 'inf'}` +
+      `${options.maxConcurrency !== undefined ? `, max concurrency ${options.maxConcurrency}` : ''}, seed ${options.seed}`);
+
+    await testRequest(client, model, pool.tokenIds, options);
+
+    const offsets = arrivalOffsetsMs(inputs.length, options.requestRate, new SeededNormal(options.seed ^ ARRIVAL_SEED_SALT));
+    const date = new Date();
+    const t0 = performance.now();
+    const sampler = options.scrapeMetrics ? new ServerMetricsSampler(client, options.metricsIntervalMs) : null;
+    await sampler?.start(t0);
+    const progress = createRequestProgress(inputs.length, options.showProgress);
+    let results;
+    try {
+      results = await runLoad({
+        offsetsMs: offsets,
+        maxConcurrency: options.maxConcurrency,
+        t0,
+        send: (i) => sendStreamingRequest(client, i, inputs[i], t0),
+        onDone: (r) => progress.tick(r.success),
+      });
+    } finally {
+      progress.stop();
+    }
+    const durationMs = performance.now() - t0;
+    const server = sampler !== null ? await sampler.stop() : unavailableServerReport(options.metricsIntervalMs);
+    const config: BenchmarkConfig = {
+      baseUrl: options.baseUrl, endpoint: options.endpoint, model, workload: options.workload, seed: options.seed,
+      requestRate: options.requestRate, maxConcurrency: options.maxConcurrency ?? null, ignoreEos: options.ignoreEos,
+      percentiles: options.percentiles,
+    };
+    const result = aggregateResults(config, results, durationMs, server, date);
+    for (const line of formatResult(result).split('\n')) log(line);
+    if (options.resultFile !== undefined) {
+      mkdirSync(dirname(options.resultFile), { recursive: true });
+      writeFileSync(options.resultFile, resultToJson(result));
+      log(`result written to ${options.resultFile}`);
+    }
+    return result;
+  } finally {
+    client.close();
+  }
+}
+
+/** A report with every server figure missing (metrics scraping turned off). */
+export function unavailableServerReport(intervalMs: number): ServerMetricsReport {
+  return {
+    available: false, prefix: null, numSamples: 0, intervalMs, peakKvCacheUsage: null, meanKvCacheUsage: null,
+    peakNumRunning: null, meanNumRunning: null, prefixCacheQueries: null, prefixCacheHits: null,
+    prefixCacheHitRate: null, numPreemptions: null, failedScrapes: 0, lastScrapeError: null, timeline: [],
+  };
+}
+
+/** @throws BenchmarkOptionsError when some request needs more than the server's max_model_len. */
+function checkFitsModel(workload: Workload, maxModelLen: number | null): void {
+  if (maxModelLen === null) return;
+  const longest = Math.max(...workload.requests.map((r) => r.inputLen + r.outputLen));
+  const over = workload.requests.filter((r) => r.inputLen + r.outputLen > maxModelLen).length;
+  if (over > 0) {
+    throw new BenchmarkOptionsError('--dataset-name', `${over} of ${workload.requests.length} requests need more than ` +
+      `the server's max_model_len of ${maxModelLen} tokens (longest: ${longest} prompt + output tokens); lower the ` +
+      'workload\'s lengths (e.g. --sharegpt-max-input-len / --sharegpt-max-output-len) or raise --max-model-len');
+  }
+}
+
+/** The request of each workload entry: token ids for completions, text of the same length for chat. */
+async function buildInputs(client: HttpClient, model: string, workload: Workload, o: BenchServeOptions):
+  Promise<StreamingRequestInput[]> {
+  const out: StreamingRequestInput[] = [];
+  for (const r of workload.requests) {
+    let prompt: readonly number[] | string = r.promptTokenIds;
+    let promptLen = r.inputLen;
+    if (o.endpoint === 'chat') {
+      const t = await textPromptOfLength(client, model, r.promptTokenIds);
+      prompt = t.text;
+      promptLen = t.numTokens;
+    }
+    out.push({
+      endpoint: o.endpoint, model, prompt, promptLen, maxTokens: r.outputLen, ignoreEos: o.ignoreEos,
+      temperature: o.temperature, extraBody: o.extraBody,
+    });
+  }
+  return out;
+}
+
+/**
+ * One small request of the benchmark's shape (8 pool tokens, 2 output tokens), outside the measured run.
+ * @throws BenchmarkServerError with the server's message when it fails (e.g. a server rejecting `ignore_eos`).
+ */
+async function testRequest(client: HttpClient, model: string, pool: readonly number[], o: BenchServeOptions): Promise<void> {
+  const ids = Array.from({ length: 8 }, (_, i) => pool[(i * 7919) % pool.length]);
+  const prompt = o.endpoint === 'chat' ? (await textPromptOfLength(client, model, ids)).text : ids;
+  const r = await sendStreamingRequest(client, -1, {
+    endpoint: o.endpoint, model, prompt, promptLen: ids.length, maxTokens: 2, ignoreEos: o.ignoreEos,
+    temperature: o.temperature, extraBody: o.extraBody,
+  }, performance.now());
+  if (!r.success) {
+    throw new BenchmarkServerError(client.url(o.endpoint === 'chat' ? '/v1/chat/completions' : '/v1/completions'), null,
+      `the test request failed (${r.error}); check --model, --endpoint and that the server accepts ignore_eos ` +
+      '(--no-ignore-eos otherwise)');
+  }
+}
