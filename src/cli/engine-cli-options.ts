@@ -53,10 +53,11 @@ export function addEngineOptions(cmd: Command): Command {
     .option('--kv-cache-memory <bytes>', 'KV cache budget in the compute tier, e.g. 512MiB, 2GiB (default 512MiB)', byteSize)
     .option('--num-gpu-blocks-override <n>', 'exact number of KV blocks in the compute tier (overrides --kv-cache-memory)',
       intAtLeast(1))
-    .option('--swap-space <bytes>', 'host swap tier for preempted sequences, e.g. 256MiB (default 0: preempt by recompute)',
-      byteSize)
+    .option('--swap-space <bytes>', 'host swap tier for preempted sequences, e.g. 256MiB (default 0: no swap; requests ' +
+      'with n > 1 that must be preempted then fail)', byteSize)
     .option('--max-num-seqs <n>', 'most sequences in one batch (default 256)', intAtLeast(1))
-    .option('--max-num-batched-tokens <n>', 'most tokens in one step (default: the engine\'s, see README)', intAtLeast(1))
+    .option('--max-num-batched-tokens <n>', 'most tokens in one step (default: max(512, max-num-seqs) with chunked ' +
+      'prefill, else max(max-model-len, 2048))', intAtLeast(1))
     .option('--max-model-len <tokens>', 'longest prompt + output in tokens (default: the model\'s context length)',
       intAtLeast(1))
     .option('--enable-prefix-caching', 'share KV blocks of identical prompt prefixes (default on)')

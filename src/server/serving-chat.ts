@@ -65,9 +65,8 @@ export async function serveChatCompletion(ctx: ServingContext, body: ChatComplet
       stopWatching();
     }
     if (final === undefined) throw new Error(`request ${requestId} ended without a final output`);
-    if (final.error !== null && final.outputs.every((o) => o.tokenIds.length === 0)) {
-      throw new BadRequestError(final.error, 'messages');
-    }
+    const failed = ctx.requestError(final, 'messages');
+    if (failed !== null) throw failed;
     let completionTokens = 0;
     const choices = final.outputs.map((o) => {
       completionTokens += o.tokenIds.length;
@@ -112,9 +111,8 @@ export async function serveChatCompletion(ctx: ServingContext, body: ChatComplet
     for (let r = first; r.done !== true; r = await iterator.next()) {
       if (sse.isDisconnected) break;
       const out = r.value;
-      if (out.finished && out.error !== null && out.outputs.every((o) => o.tokenIds.length === 0)) {
-        throw new BadRequestError(out.error, 'messages');
-      }
+      const failed = out.finished ? ctx.requestError(out, 'messages') : null;
+      if (failed !== null) throw failed;
       for (const o of out.outputs) {
         completionTokens += o.tokenIds.length;
         if (o.text === '' && o.tokenIds.length === 0 && o.finishReason === null) continue;

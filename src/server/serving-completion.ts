@@ -76,9 +76,8 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
     const choices: unknown[] = [];
     let completionTokens = 0;
     for (const [i, final] of finals.entries()) {
-      if (final.error !== null && final.outputs.every((o) => o.tokenIds.length === 0)) {
-        throw new BadRequestError(final.error, 'prompt');
-      }
+      const failed = ctx.requestError(final, 'prompt');
+      if (failed !== null) throw failed;
       for (const o of final.outputs) {
         completionTokens += o.tokenIds.length;
         const prefix = echo ? echoText(i) : '';
@@ -126,9 +125,8 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
     for (let next = first; next.done !== true; next = await merged.next()) {
       if (sse.isDisconnected) break;
       const [i, out] = next.value;
-      if (out.finished && out.error !== null && out.outputs.every((o) => o.tokenIds.length === 0)) {
-        throw new BadRequestError(out.error, 'prompt');
-      }
+      const failed = out.finished ? ctx.requestError(out, 'prompt') : null;
+      if (failed !== null) throw failed;
       for (const o of out.outputs) {
         const index = i * n + o.index;
         let text = o.text;

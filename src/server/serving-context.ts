@@ -271,6 +271,18 @@ export class ServingContext {
     return started;
   }
 
+  /**
+   * The error of a request the engine could not finish (`RequestOutput.error`): 400 when it never produced a token
+   * (the prompt can never fit the KV cache), 503 when it was dropped midway (it had to be preempted and could not
+   * be: raise --swap-space or --kv-cache-memory); null for a request that finished normally.
+   */
+  requestError(out: RequestOutput, param: string): OpenAIError | null {
+    if (out.error === null) return null;
+    return out.outputs.every((o) => o.tokenIds.length === 0)
+      ? new BadRequestError(out.error, param)
+      : new ServiceUnavailableError(out.error);
+  }
+
   /** Aborts one request in the engine (its blocks are freed); a no-op when it already finished. */
   abort(requestId: string): void {
     this.asyncEngine.abort(requestId);

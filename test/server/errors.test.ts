@@ -118,6 +118,27 @@ describe('bad input gets its status and OpenAI\'s error shape, and the server ke
     expect((await fetch(`${secured.url}/health`)).status).toBe(200);
   });
 
+  it('a request the KV cache can never hold: 400; one dropped midway for lack of blocks: 503', async () => {
+    // 4 blocks of 16 tokens = 64 tokens of KV cache, no swap space.
+    const tiny = await startTestServer({ numGpuBlocksOverride: 4 });
+    try {
+      const tooBig = await postRaw(tiny.url, '/v1/completions', JSON.stringify({ prompt: Array(100).fill(400), max_tokens: 4 }));
+      expect(tooBig.status).toBe(400);
+      expect((tooBig.json as ErrorBody).error.param).toBe('prompt');
+      // Four sequences of 5 + 40 tokens need 12 blocks; a group of several sequences can only be preempted by swap.
+      const outgrown = await postRaw(tiny.url, '/v1/completions', JSON.stringify({
+        prompt: golden.prompt, n: 4, temperature: 1, seed: 1, max_tokens: 40, ignore_eos: true,
+      }));
+      expect(outgrown.status).toBe(503);
+      expect((outgrown.json as ErrorBody).error.message).toMatch(/swap/);
+      const fine = await tiny.client.completions.create({ model: 'stories260K', prompt: golden.prompt, max_tokens: 20, temperature: 0 });
+      expect(fine.choices[0].text).toBe(golden.text.slice(0, fine.choices[0].text.length));
+      tiny.handle.engine.assertNoLeakedBlocks();
+    } finally {
+      await tiny.close();
+    }
+  });
+
   it('shutting down: requests in flight and new requests get 503, streams end with an error event', async () => {
     const dying = await startTestServer();
     const long = { model: 'stories260K', prompt: golden.prompt, max_tokens: 500, ignore_eos: true, temperature: 0.5 };
