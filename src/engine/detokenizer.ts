@@ -1,53 +1,55 @@
+import { IncrementalDetokenizer, INITIAL_DETOKENIZATION_OFFSET } from '../model/incremental-detokenizer.js';
 import type { Tokenizer } from '../model/tokenizer.js';
 import type { SequenceDetokenizer } from './sequence.js';
 
-/** Tokens before the first generated one that the first decode window starts with (vLLM's
- * INITIAL_INCREMENTAL_DETOKENIZATION_OFFSET). */
-const INITIAL_OFFSET = 5;
-
 /**
- * Incremental detokenization with vLLM's prefix / read offsets (vllm/transformers_utils/detokenizer_utils.py,
- * `detokenize_incrementally`): the text of a new token is decode(tokens[prefix:]) minus decode(tokens[prefix:read]);
- * while that ends in U+FFFD (a multi-byte character or byte-fallback sequence still incomplete) nothing is emitted
- * and the offsets stay, so the character comes out whole once its last byte arrives. Decoding a short window
- * around the new token keeps SentencePiece's leading-space handling right.
+ * A sequence's detokenizer: the model layer's {@link IncrementalDetokenizer} (vLLM's prefix / read offsets, never
+ * half a character), plus what the engine needs beside it — a copy for a forked sequence, and the text a candidate
+ * token would add (for logprobs). Mirrors how vLLM's `Detokenizer` (vllm/transformers_utils/detokenizer.py) keeps
+ * per-sequence state and decodes logprob tokens.
  */
-class OffsetDetokenizer implements SequenceDetokenizer {
+class EngineSequenceDetokenizer implements SequenceDetokenizer {
+  private readonly inner: IncrementalDetokenizer;
+  /** The last few prompt + output ids: the context a candidate token is decoded in. */
+  private readonly recent: number[];
+
   constructor(
     private readonly tokenizer: Tokenizer,
-    private readonly tokens: number[],
-    private prefixOffset: number,
-    private readOffset: number,
+    private readonly promptTokenIds: readonly number[],
     private readonly skipSpecialTokens: boolean,
-  ) {}
-
-  push(tokenId: number): string {
-    this.tokens.push(tokenId);
-    const opts = { skipSpecialTokens: this.skipSpecialTokens };
-    const prefixIds = this.tokens.slice(this.prefixOffset, this.readOffset);
-    const prefixText = prefixIds.length > 0 ? this.tokenizer.decode(prefixIds, opts) : '';
-    const newText = this.tokenizer.decode(this.tokens.slice(this.prefixOffset), opts);
-    if (newText.length > prefixText.length && !newText.endsWith('\ufffd')) {
-      this.prefixOffset = this.readOffset;
-      this.readOffset = this.tokens.length;
-      return newText.slice(prefixText.length);
-    }
-    return '';
+    outputTokenIds: readonly number[] = [],
+  ) {
+    this.inner = new IncrementalDetokenizer(tokenizer, promptTokenIds, { skipSpecialTokens });
+    this.recent = promptTokenIds.slice(-INITIAL_DETOKENIZATION_OFFSET);
+    for (const id of outputTokenIds) this.push(id);
   }
 
+  push(tokenId: number): string {
+    this.recent.push(tokenId);
+    if (this.recent.length > INITIAL_DETOKENIZATION_OFFSET) this.recent.shift();
+    return this.inner.push(tokenId);
+  }
+
+  /** Replays the generated tokens into a fresh detokenizer (forks happen when a prompt completes: cheap then). */
   fork(): SequenceDetokenizer {
-    return new OffsetDetokenizer(this.tokenizer, this.tokens.slice(), this.prefixOffset, this.readOffset,
-      this.skipSpecialTokens);
+    return new EngineSequenceDetokenizer(this.tokenizer, this.promptTokenIds, this.skipSpecialTokens,
+      this.inner.outputTokenIds);
+  }
+
+  /**
+   * The text `tokenId` would add after the tokens so far: decode(context + token) minus decode(context), with the
+   * last few tokens as context (so SentencePiece spaces come out right); '' when that is not a clean extension.
+   */
+  decodeCandidate(tokenId: number): string {
+    const opts = { skipSpecialTokens: this.skipSpecialTokens };
+    const before = this.recent.length > 0 ? this.tokenizer.decode(this.recent, opts) : '';
+    const after = this.tokenizer.decode([...this.recent, tokenId], opts);
+    return after.startsWith(before) ? after.slice(before.length) : '';
   }
 }
 
-/**
- * A per-sequence incremental detokenizer that starts after `promptTokenIds`. Mirrors how vLLM's `Detokenizer`
- * (vllm/transformers_utils/detokenizer.py) keeps each sequence's offsets.
- */
+/** A per-sequence incremental detokenizer that starts after `promptTokenIds`. */
 export function createSequenceDetokenizer(tokenizer: Tokenizer, promptTokenIds: readonly number[],
   skipSpecialTokens: boolean): SequenceDetokenizer {
-  const n = promptTokenIds.length;
-  const start = Math.max(0, n - INITIAL_OFFSET);
-  return new OffsetDetokenizer(tokenizer, promptTokenIds.slice(start), 0, n - start, skipSpecialTokens);
+  return new EngineSequenceDetokenizer(tokenizer, promptTokenIds, skipSpecialTokens);
 }

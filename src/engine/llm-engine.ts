@@ -362,7 +362,8 @@ export class LLMEngine {
     c.prefixCacheHits += so.prefixCacheHits;
     for (const s of so.scheduledSeqGroups) {
       const g = s.seqGroup;
-      if (s.isPrefill && g.metrics.firstTokenTime === null && g.firstSeq.getNumComputedTokens() === 0) {
+      if (!g.admitted) {
+        g.admitted = true;
         g.numCachedTokens = s.numCachedTokens;
         c.promptTokens += g.firstSeq.getPromptLen();
       }
@@ -441,7 +442,7 @@ export class LLMEngine {
     const p = g.samplingParams;
     let logprobs: SampleLogprobs | undefined;
     if (p.logprobs !== null) {
-      const decode = (id: number): string => seq.detokenizer?.fork().push(id) ?? '';
+      const decode = (id: number): string => seq.detokenizer?.decodeCandidate(id) ?? '';
       const toLogprob = (t: TokenLogprob): Logprob => ({
         tokenId: t.tokenId, logprob: t.logprob, rank: t.rank, decodedToken: decode(t.tokenId),
       });

@@ -42,14 +42,14 @@ function completionOf(seq: Sequence, index: number, group: SequenceGroup, delta:
   let tokenIds: number[];
   let logprobs: SampleLogprobs[] | null = null;
   if (delta) {
-    tokenIds = seq.getOutputTokenIds().slice(seq.deltaTokenOffset);
+    tokenIds = seq.getOutputTokenIds(seq.deltaTokenOffset);
     seq.deltaTokenOffset = outLen;
     if (params.logprobs !== null) {
       logprobs = seq.outputLogprobs.slice(seq.deltaLogprobOffset);
       seq.deltaLogprobOffset = seq.outputLogprobs.length;
     }
   } else {
-    tokenIds = seq.getOutputTokenIds().slice();
+    tokenIds = seq.getOutputTokenIds();
     if (params.logprobs !== null) logprobs = seq.outputLogprobs.slice();
   }
   return {

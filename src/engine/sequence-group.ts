@@ -55,6 +55,8 @@ export class SequenceGroup {
   beamSteps = 0;
   /** Prompt tokens found in the prefix cache when the group was first admitted. */
   numCachedTokens = 0;
+  /** Whether the group was ever admitted (its prompt counted in the metrics). */
+  admitted = false;
   /** The group as the block manager sees it: its sequences' {@link Sequence.blockView}s. */
   readonly blockView: SequenceGroupLike;
 

@@ -58,6 +58,8 @@ export interface SequenceDetokenizer {
   push(tokenId: number): string;
   /** An independent copy in the same state. */
   fork(): SequenceDetokenizer;
+  /** The text `tokenId` would add if it came next (for the decoded tokens of logprobs); the state is unchanged. */
+  decodeCandidate(tokenId: number): string;
 }
 
 /**
@@ -98,6 +100,7 @@ export class Sequence implements SequenceLike {
   private numComputedTokens = 0;
   private stage: SequenceStage = SequenceStage.PREFILL;
   private blockManagerLen: number | null = null;
+  private promptIds: readonly number[] | null = null;
 
   /**
    * @param seqId unique among live sequences of the engine.
@@ -140,12 +143,15 @@ export class Sequence implements SequenceLike {
     return this.tokens;
   }
 
+  /** The prompt's token ids (a frozen copy made once). */
   getPromptTokenIds(): readonly number[] {
-    return this.tokens.slice(0, this.promptLen);
+    if (this.promptIds === null) this.promptIds = Object.freeze(this.tokens.slice(0, this.promptLen));
+    return this.promptIds;
   }
 
-  getOutputTokenIds(): readonly number[] {
-    return this.tokens.slice(this.promptLen);
+  /** The generated token ids (a copy), from output position `start` on. */
+  getOutputTokenIds(start = 0): number[] {
+    return this.tokens.slice(this.promptLen + start);
   }
 
   /** Generated token at output position i (0-based). */
@@ -249,6 +255,7 @@ export class Sequence implements SequenceLike {
     const child = new Sequence(newSeqId, this.tokens, this.eosTokenIds, this.promptText);
     // The constructor treated every token as prompt; restore the real split.
     child.promptLen = this.promptLen;
+    child.promptIds = this.promptIds;
     child.numComputedTokens = this.numComputedTokens;
     child.stage = this.stage;
     child.status = this.status;
