@@ -1,4 +1,4 @@
-import { createInterface } from 'node:readline/promises';
+import { createInterface } from 'node:readline';
 import { Command } from 'commander';
 import { AsyncLLMEngine, RequestOutputKind, SamplingParams } from '../engine/index.js';
 import { resolveChatTemplate, type ChatMessage } from '../model/chat-template.js';
@@ -55,21 +55,25 @@ export function createChatCommand(): Command {
       if (current !== null) asyncEngine.abort(current);
       else rl.close();
     });
+    rl.setPrompt('> ');
+    const showPrompt = (): void => {
+      if (interactive) rl.prompt();
+    };
+    showPrompt();
     try {
-      for (;;) {
-        let line: string;
-        try {
-          line = await rl.question(interactive ? '> ' : '');
-        } catch {
-          break; // input closed
-        }
+      // Lines are buffered while a reply streams, so piped input is answered turn by turn.
+      for await (const line of rl) {
         const text = line.trim();
         if (text === '/exit' || text === '/quit') break;
         if (text === '/reset') {
           messages = [...initial];
+          showPrompt();
           continue;
         }
-        if (text === '') continue;
+        if (text === '') {
+          showPrompt();
+          continue;
+        }
         messages.push({ role: 'user', content: text });
         const prompt = template.render(messages, { addGenerationPrompt: true });
         const promptTokenIds = engine.tokenizer.encode(prompt, { addSpecialTokens: false });
@@ -77,6 +81,7 @@ export function createChatCommand(): Command {
         if (left <= 0) {
           out(`[the conversation (${promptTokenIds.length} tokens) fills the context of ${maxModelLen}; /reset]\n`);
           messages.pop();
+          showPrompt();
           continue;
         }
         const params = new SamplingParams({
@@ -96,6 +101,7 @@ export function createChatCommand(): Command {
         }
         out('\n');
         messages.push({ role: 'assistant', content: reply });
+        showPrompt();
       }
     } finally {
       rl.close();
