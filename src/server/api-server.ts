@@ -158,6 +158,9 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
         closing ??= (async () => {
           context.abortAll();
           await asyncEngine.close();
+          // Let the aborted responses write their last bytes (503 bodies, error events, [DONE]) before the
+          // connections are closed.
+          await context.waitForOpenResponses();
           await theApp.close();
         })();
         return closing;

@@ -127,9 +127,9 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): { app:
   }));
 
   app.post<{ Body: CompletionRequest }>('/v1/completions', { schema: { body: completionRequestSchema } },
-    async (request, reply: FastifyReply) => serveCompletion(ctx, request.body, reply));
+    async (request, reply: FastifyReply) => ctx.track(() => serveCompletion(ctx, request.body, reply)));
   app.post<{ Body: ChatCompletionRequest }>('/v1/chat/completions', { schema: { body: chatCompletionRequestSchema } },
-    async (request, reply: FastifyReply) => serveChatCompletion(ctx, request.body, reply));
+    async (request, reply: FastifyReply) => ctx.track(() => serveChatCompletion(ctx, request.body, reply)));
   app.post<{ Body: TokenizeRequest }>('/tokenize', { schema: { body: tokenizeRequestSchema } },
     async (request) => serveTokenize(ctx, request.body));
   app.post<{ Body: DetokenizeRequest }>('/detokenize', { schema: { body: detokenizeRequestSchema } },

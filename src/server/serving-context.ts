@@ -48,6 +48,8 @@ export class ServingContext {
   readonly randomWeights: boolean;
   private readonly chatTemplateOverride: string | undefined;
   private readonly inFlight = new Set<string>();
+  private openResponses = 0;
+  private readonly idleWaiters: Array<() => void> = [];
   private closing = false;
 
   /** @throws Error when the engine was not built from a model file (no modelSource to serve). */
@@ -86,6 +88,33 @@ export class ServingContext {
   /** Requests currently running through this server. */
   get numInFlight(): number {
     return this.inFlight.size;
+  }
+
+  /**
+   * Runs a response-producing handler while counting it as open (for streams: until `data: [DONE]` is written),
+   * so shutdown can let the last bytes go out before connections are closed.
+   */
+  async track<T>(handler: () => Promise<T>): Promise<T> {
+    this.openResponses++;
+    try {
+      return await handler();
+    } finally {
+      this.openResponses--;
+      if (this.openResponses === 0) for (const w of this.idleWaiters.splice(0)) w();
+    }
+  }
+
+  /** Resolves when no response is open, or after `timeoutMs` (default 5 s) whichever comes first. */
+  async waitForOpenResponses(timeoutMs = 5000): Promise<void> {
+    if (this.openResponses === 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      timer.unref();
+      this.idleWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   /**
@@ -155,6 +184,9 @@ export class ServingContext {
   samplingParams(req: SamplingRequestFields, extra: {
     maxTokens: number; logprobs: number | null; outputKind: RequestOutputKind; bestOf?: number | null;
   }): SamplingParams {
+    if (req.stream_options !== undefined && req.stream_options !== null && req.stream !== true) {
+      throw new BadRequestError('stream_options is only allowed when stream is true', 'stream_options');
+    }
     if (req.logit_bias !== undefined && req.logit_bias !== null) {
       for (const key of Object.keys(req.logit_bias)) {
         const id = Number(key);
@@ -316,9 +348,13 @@ function messageText(m: ChatMessage, index: number): string {
   if (typeof m.content === 'string') return m.content;
   const texts: string[] = [];
   for (const [j, part] of m.content.entries()) {
-    if (part.type !== 'text' || typeof part.text !== 'string') {
+    if (part.type !== 'text') {
       throw new BadRequestError(`messages[${index}].content[${j}] is a "${part.type}" part; only text parts are ` +
         'supported', `messages[${index}].content`);
+    }
+    if (typeof part.text !== 'string') {
+      throw new BadRequestError(`messages[${index}].content[${j}] is a text part without "text"`,
+        `messages[${index}].content`);
     }
     texts.push(part.text);
   }

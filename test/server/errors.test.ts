@@ -75,6 +75,8 @@ describe('bad input gets its status and OpenAI\'s error shape, and the server ke
     await expectError(await post('/v1/completions', { prompt: [1, 600] }), 400, 'prompt', /outside this model's vocabulary/);
     await expectError(await post('/v1/completions', { prompt: 'x', logit_bias: { 9999: 1 } }), 400, 'logit_bias');
     await expectError(await post('/v1/chat/completions', { messages: [] }), 400, 'messages');
+    await expectError(await post('/v1/completions', { prompt: 'x', stream_options: { include_usage: true } }), 400,
+      'stream_options', /only allowed when stream is true/);
   });
 
   it('prompt longer than the maximum model length: 400 context_length_exceeded', async () => {
