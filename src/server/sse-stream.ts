@@ -27,6 +27,8 @@ export class SseStream {
       ...extraHeaders,
     });
     res.flushHeaders();
+    // The client may already be gone (it left while the first output was computed).
+    if (res.destroyed) this.disconnected = true;
     res.on('close', () => {
       if (this.ended || res.writableFinished) return;
       this.disconnected = true;
