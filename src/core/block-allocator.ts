@@ -3,6 +3,31 @@ import type { CopyOnWritePair } from './copy-on-write-tracker.js';
 import type { BlockHash, HashValue } from './hashing.js';
 
 /**
+ * The state of every block of one allocator's id range, copied out in one pass for inspection (the dashboard draws
+ * it): index `i` describes block id `firstBlockId + i`. The arrays are fresh copies the caller may keep or change;
+ * building them is O(numBlocks) and changes nothing in the allocator.
+ */
+export interface BlockStates {
+  /** Id of index 0. */
+  readonly firstBlockId: BlockId;
+  /** Blocks described (the allocator's total). */
+  readonly numBlocks: number;
+  /** Reference count per block: 0 for a free block (evictable cached blocks included). */
+  readonly refCounts: Int32Array;
+  /** 1 when the block holds prefix-cached content (in use or evictable); all 0 without prefix caching. */
+  readonly cached: Uint8Array;
+  /** 1 when the block's KV is known to be computed (prefix caching); all 0 otherwise. */
+  readonly computed: Uint8Array;
+  /**
+   * Position in the evictor's queue for a free block that keeps cached content (0 = evicted next), -1 for every
+   * other block; all -1 without prefix caching.
+   */
+  readonly evictionRank: Int32Array;
+  /** Last access time recorded with `markBlocksAsAccessed` (caller's clock), -1 if none; all -1 without caching. */
+  readonly lastAccessed: Float64Array;
+}
+
+/**
  * Allocates the physical blocks of one device: a contiguous range of block ids
  * `[firstBlockId, firstBlockId + numBlocks)`. Implemented by {@link NaiveBlockAllocator} (no sharing but fork) and
  * {@link PrefixCachingBlockAllocator} (content-addressed sharing of full blocks).
@@ -112,4 +137,6 @@ export interface BlockAllocator {
   resetPrefixCache(): boolean;
   /** The hash of the content cached in `blockId`, or null when the block holds no cached content. */
   getCachedBlockHash(blockId: BlockId): HashValue | null;
+  /** Every block's ref count and cache state in one pass, for inspection (see {@link BlockStates}). */
+  getBlockStates(): BlockStates;
 }

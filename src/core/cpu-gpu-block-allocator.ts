@@ -1,5 +1,5 @@
 import type { Block, BlockId } from './block.js';
-import type { BlockAllocator } from './block-allocator.js';
+import type { BlockAllocator, BlockStates } from './block-allocator.js';
 import type { CopyOnWritePair } from './copy-on-write-tracker.js';
 import { Device } from './device.js';
 import { InvalidArgumentError, NoFreeBlocksError, NullBlockError, UnknownBlockIdError } from './errors.js';
@@ -403,6 +403,14 @@ export class CpuGpuBlockAllocator {
   /** True when `block` is this allocator's null block. */
   isNullBlock(block: Block): boolean {
     return block === this.nullBlock;
+  }
+
+  /**
+   * Every block of `device` in one pass: ref counts, cache flags, eviction ranks, last access (see
+   * {@link BlockStates}; ids are absolute, CPU ones start at numGpuBlocks). Read-only, O(blocks of the device).
+   */
+  getBlockStates(device: Device): BlockStates {
+    return this.getAllocator(device).getBlockStates();
   }
 
   /** The null block if it was ever allocated, else null. */

@@ -26,7 +26,7 @@ export { RefCounter, type RefCounterReader } from './ref-counter.js';
 export { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
 export { BlockPool, type PooledBlock } from './block-pool.js';
 export { BlockList } from './block-list.js';
-export type { BlockAllocator } from './block-allocator.js';
+export type { BlockAllocator, BlockStates } from './block-allocator.js';
 export {
   NaiveBlockAllocator, NaiveBlock, getAllBlocksRecursively, type NaiveBlockAllocatorOptions,
 } from './naive-block-allocator.js';

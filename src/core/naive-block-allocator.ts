@@ -1,5 +1,5 @@
 import type { Block, BlockId } from './block.js';
-import type { BlockAllocator } from './block-allocator.js';
+import type { BlockAllocator, BlockStates } from './block-allocator.js';
 import { BlockPool, type PooledBlock } from './block-pool.js';
 import { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
 import {
@@ -314,6 +314,20 @@ export class NaiveBlockAllocator implements BlockAllocator {
 
   getCachedBlockHash(_blockId: BlockId): HashValue | null {
     return null;
+  }
+
+  /** Ref counts of every block; no block is ever cached, computed, evictable or accessed here. */
+  getBlockStates(): BlockStates {
+    const n = this.numBlocks;
+    return {
+      firstBlockId: this.firstBlockId,
+      numBlocks: n,
+      refCounts: this.refCounter.copyCounts(),
+      cached: new Uint8Array(n),
+      computed: new Uint8Array(n),
+      evictionRank: new Int32Array(n).fill(-1),
+      lastAccessed: new Float64Array(n).fill(-1),
+    };
   }
 
   /**

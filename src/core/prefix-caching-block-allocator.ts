@@ -1,5 +1,5 @@
 import type { Block, BlockId } from './block.js';
-import type { BlockAllocator } from './block-allocator.js';
+import type { BlockAllocator, BlockStates } from './block-allocator.js';
 import { BlockPool, type PooledBlock } from './block-pool.js';
 import { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
 import {
@@ -484,6 +484,25 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
   /** The evictable ids in eviction order (next to evict first), for inspection and tests. */
   getEvictionOrder(): BlockId[] {
     return this.evictor.ids();
+  }
+
+  /** Every block's ref count, cache flags, eviction rank and last access in one pass (see {@link BlockStates}). */
+  getBlockStates(): BlockStates {
+    const n = this.numBlocks;
+    const cached = new Uint8Array(n);
+    for (let i = 0; i < n; i++) if (this.cachedHash[i] !== null) cached[i] = 1;
+    const evictionRank = new Int32Array(n).fill(-1);
+    const order = this.evictor.ids();
+    for (let r = 0; r < order.length; r++) evictionRank[order[r] - this.firstBlockId] = r;
+    return {
+      firstBlockId: this.firstBlockId,
+      numBlocks: n,
+      refCounts: this.refCounter.copyCounts(),
+      cached,
+      computed: this.computedFlags.slice(),
+      evictionRank,
+      lastAccessed: this.lastAccessedTimes.slice(),
+    };
   }
 
   /** See {@link NaiveBlockAllocator.cowBlockIfNotAppendable}. */

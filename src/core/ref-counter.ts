@@ -63,6 +63,14 @@ export class RefCounter implements RefCounterReader {
     return (i | 0) === i && i >= 0 && i < this.numBlocks;
   }
 
+  /**
+   * A copy of every count, index i for block id `firstBlockId + i` (read-only introspection for the dashboard;
+   * O(numBlocks), changes nothing).
+   */
+  copyCounts(): Int32Array {
+    return this.counts.slice();
+  }
+
   /** A view that can read but not change the counts (vLLM's `RefCounter.as_readonly`). */
   asReadonly(): RefCounterReader {
     return { get: (blockId: BlockId) => this.get(blockId) };
