@@ -119,6 +119,15 @@ export function beamSearchStep(group: SequenceGroup, beams: readonly BeamCandida
   proposals.sort((a, b) => (b.score - a.score) || (a.order - b.order));
   const chosen = proposals.slice(0, beamWidth);
   group.beamSteps++;
+  if (chosen.length === 0) {
+    // Every proposal ended the sequence: the search is over (the beams stay in the group, finished, so it keeps
+    // its prompt; their EOS continuations are among the completed beams).
+    for (const { seq } of beams) {
+      seq.status = SequenceStatus.FINISHED_STOPPED;
+      ctx.free(seq);
+    }
+    return;
+  }
 
   // Children are forked from their parent before the parent takes its own new token.
   const used = new Set<Sequence>();
