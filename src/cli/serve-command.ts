@@ -13,9 +13,10 @@ interface ServeCliOptions extends EngineCliOptions {
   disableLogStats?: boolean;
 }
 
-/** Prints one log line on stdout, prefixed like vLLM's INFO lines. */
+/** Prints one log line on stdout, prefixed like vLLM's INFO / WARNING lines. */
 function log(line: string): void {
-  process.stdout.write(`INFO ${new Date().toISOString()} ${line}\n`);
+  const warning = line.startsWith('WARNING: ');
+  process.stdout.write(`${warning ? 'WARNING' : 'INFO'} ${new Date().toISOString()} ${warning ? line.slice(9) : line}\n`);
 }
 
 /**

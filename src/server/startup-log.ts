@@ -31,6 +31,11 @@ export function startupLogLines(s: ServerSummary, url: string): string[] {
     lines.push(`memory: kernel arena ${formatBytes(s.arenaBytes)} (weights + KV cache + activation buffers); ` +
       `resident set ${formatBytes(process.memoryUsage().rss)}`);
   }
+  if (s.maxConcurrency < 1) {
+    lines.push(`WARNING: the KV cache holds ${n(s.numGpuBlocks * s.blockSize)} tokens, fewer than max-model-len ` +
+      `${n(s.maxModelLen)}: a request that long can never run (it is answered 400); raise --kv-cache-memory or lower ` +
+      '--max-model-len.');
+  }
   if (s.randomWeights) {
     lines.push('WARNING: this model has RANDOM weights (create-random-model): its text is meaningless. Served because ' +
       '--allow-random-weights was given; /v1/models reports random_weights: true and every response carries ' +
