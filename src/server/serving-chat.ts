@@ -129,6 +129,7 @@ export async function serveChatCompletion(ctx: ServingContext, body: ChatComplet
   } catch (err) {
     await sse.send(toOpenAIError(err, (e) => ctx.toOpenAIError(e)).toBody());
   } finally {
+    ctx.abort(requestId); // no-op when finished; frees the blocks after an error or a disconnect
     await iterator.return?.(undefined);
     await sse.done();
   }

@@ -70,6 +70,9 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
     const finals: RequestOutput[] = [];
     try {
       for await (const [i, out] of merged) if (out.finished) finals[i] = out;
+    } catch (err) {
+      ids.forEach((id) => ctx.abort(id)); // the other prompts' requests, if one failed
+      throw err;
     } finally {
       stopWatching();
     }
@@ -106,6 +109,9 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
   let first: IteratorResult<[number, RequestOutput]>;
   try {
     first = await merged.next();
+  } catch (err) {
+    ids.forEach((id) => ctx.abort(id));
+    throw err;
   } finally {
     stopWatching();
   }
@@ -146,6 +152,7 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
   } catch (err) {
     await sse.send(toOpenAIError(err, (e) => ctx.toOpenAIError(e)).toBody());
   } finally {
+    ids.forEach((id) => ctx.abort(id)); // no-op for finished requests; frees the rest after an error or disconnect
     await merged.return(undefined);
     await sse.done();
   }
