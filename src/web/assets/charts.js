@@ -1,0 +1,104 @@
+// The dashboard's time series, drawn with uPlot (served by pagellm from node_modules): KV usage, prefix-cache hit
+// rate, request queues, output tokens/s, preemptions. Points arrive once a second from the server (SeriesPoint in
+// src/web/metrics-history.ts).
+import uPlot from '/dashboard/vendor/uPlot.esm.js';
+
+const AXIS = { stroke: '#9aa4b2', grid: { stroke: '#262c38', width: 1 }, ticks: { stroke: '#262c38', width: 1 } };
+
+/** The charts: title, y range, and series (field of SeriesPoint, label, colour, optional uPlot options). */
+const CHARTS = [
+  {
+    id: 'kv', title: 'KV cache usage %', range: [0, 100], series: [
+      { field: 'kvUsage', label: 'GPU tier', color: '#4fc3f7', fill: 'rgba(79,195,247,0.15)' },
+      { field: 'cpuUsage', label: 'CPU swap tier', color: '#ba68c8' },
+    ],
+  },
+  {
+    id: 'hit', title: 'Prefix-cache hit rate %', range: [0, 100], series: [
+      { field: 'hitRate', label: 'last second', color: '#81c784', points: true },
+      { field: 'hitRateTotal', label: 'since start', color: '#c5e1a5', dash: [4, 4] },
+    ],
+  },
+  {
+    id: 'queues', title: 'Requests', series: [
+      { field: 'running', label: 'running', color: '#4fc3f7' },
+      { field: 'waiting', label: 'waiting', color: '#ffb74d' },
+      { field: 'swapped', label: 'swapped', color: '#ba68c8' },
+    ],
+  },
+  {
+    id: 'tps', title: 'Output tokens/s', series: [
+      { field: 'tokensPerSec', label: 'tokens/s', color: '#fff176', fill: 'rgba(255,241,118,0.12)' },
+    ],
+  },
+  {
+    id: 'preempt', title: 'Preemptions', series: [
+      { field: 'preemptions', label: 'per second', color: '#e57373', bars: true },
+      { field: 'preemptionsTotal', label: 'total', color: '#ef9a9a', stepped: true },
+    ],
+  },
+];
+
+const MAX_POINTS = 600;
+const HEIGHT = 118;
+
+/** x-axis labels as wall-clock times (one line, instead of uPlot's two-line date + time). */
+function timeLabels(_u, splits) {
+  return splits.map((t) => new Date(t * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false }));
+}
+
+/** Builds the charts in `container` and returns an object with add(points) and resize(). */
+export function createCharts(container) {
+  const xs = [];
+  const charts = CHARTS.map((spec) => {
+    const box = document.createElement('div');
+    box.className = 'chart';
+    box.dataset.chart = spec.id;
+    container.appendChild(box);
+    const ys = spec.series.map(() => []);
+    const opts = {
+      title: spec.title,
+      width: Math.max(200, box.clientWidth),
+      height: HEIGHT,
+      cursor: { drag: { x: false, y: false } },
+      legend: { show: true, live: true },
+      scales: { x: { time: true }, y: spec.range ? { range: spec.range } : { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
+      axes: [{ ...AXIS, values: timeLabels, space: 70 }, { ...AXIS, size: 52 }],
+      series: [
+        {},
+        ...spec.series.map((s) => ({
+          label: s.label,
+          stroke: s.color,
+          width: 1.5,
+          fill: s.fill,
+          dash: s.dash,
+          spanGaps: false,
+          points: { show: s.points === true, size: 3 },
+          paths: s.bars ? uPlot.paths.bars({ size: [0.6, 8] }) : s.stepped ? uPlot.paths.stepped({ align: 1 }) : undefined,
+          value: (_u, v) => (v === null || v === undefined ? '–' : Number.isInteger(v) ? String(v) : v.toFixed(1)),
+        })),
+      ],
+    };
+    const plot = new uPlot(opts, [xs, ...ys], box);
+    return { spec, box, ys, plot };
+  });
+
+  function add(points) {
+    for (const p of points) {
+      xs.push(p.t);
+      for (const c of charts) c.spec.series.forEach((s, k) => c.ys[k].push(p[s.field] ?? null));
+    }
+    if (xs.length > MAX_POINTS) {
+      const drop = xs.length - MAX_POINTS;
+      xs.splice(0, drop);
+      for (const c of charts) for (const y of c.ys) y.splice(0, drop);
+    }
+    for (const c of charts) c.plot.setData([xs, ...c.ys]);
+  }
+
+  function resize() {
+    for (const c of charts) c.plot.setSize({ width: Math.max(200, c.box.clientWidth), height: HEIGHT });
+  }
+
+  return { add, resize, numPoints: () => xs.length };
+}

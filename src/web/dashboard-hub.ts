@@ -1,0 +1,205 @@
+import type { LLMEngine } from '../engine/index.js';
+import { buildKvCacheSnapshot, engineStateVersion, type SnapshotConfig } from './kv-cache-snapshot.js';
+import { MetricsHistory, type SeriesPoint } from './metrics-history.js';
+import { encodeKvCacheSnapshot } from './snapshot-encoding.js';
+
+/** A connected page's event stream (a Node `ServerResponse` fits). */
+export interface EventSink {
+  /** Writes a chunk; false when the socket's buffer is full (wait for 'drain'). */
+  write(chunk: string): boolean;
+  end(): void;
+  once(event: 'drain', listener: () => void): unknown;
+}
+
+/** Options of {@link DashboardHub}. */
+export interface DashboardHubOptions {
+  /** KV-cache snapshots sent per second at most (default 4). */
+  readonly maxUpdatesPerSecond?: number;
+  /** ms between time-series points (default 1000). */
+  readonly seriesIntervalMs?: number;
+  /** Time-series points kept for pages that connect later (default 600). */
+  readonly historyCapacity?: number;
+  /** Waiting requests listed per snapshot (default 200). */
+  readonly maxWaitingListed?: number;
+}
+
+/** The first event a page gets: the static configuration and the time series so far. */
+export interface HelloEvent {
+  readonly config: SnapshotConfig;
+  readonly model: string | null;
+  readonly maxUpdatesPerSecond: number;
+  readonly seriesIntervalMs: number;
+  readonly history: readonly SeriesPoint[];
+}
+
+interface Client {
+  readonly sink: EventSink;
+  /** Version of the last snapshot written to it. */
+  sentVersion: number;
+  /** Its socket buffer is full: send nothing until it drains. */
+  blocked: boolean;
+}
+
+/**
+ * Feeds every connected dashboard page over server-sent events: a `hello` event, then a `snapshot` event (the
+ * encoded {@link KvCacheSnapshot}) whenever the engine's state changed — checked `maxUpdatesPerSecond` times a
+ * second — and a `series` event (one {@link SeriesPoint}) every `seriesIntervalMs`.
+ *
+ * Costs nothing while no page is connected: the timers run only between the first connection and the last
+ * disconnection. While pages are connected and the engine is idle, a check is one O(1) comparison per tick. A
+ * snapshot is built once per change and the same text is written to every page; a page whose socket is backed up
+ * is skipped and gets the latest snapshot when it drains.
+ */
+export class DashboardHub {
+  readonly maxUpdatesPerSecond: number;
+  readonly seriesIntervalMs: number;
+  private readonly history: MetricsHistory;
+  private readonly clients = new Set<Client>();
+  private snapshotTimer: ReturnType<typeof setInterval> | null = null;
+  private seriesTimer: ReturnType<typeof setInterval> | null = null;
+  private version = 0;
+  private cached: { stateVersion: string; text: string; version: number } | null = null;
+  private readonly maxWaitingListed: number | undefined;
+  private builds = 0;
+  private closed = false;
+
+  /** @throws RangeError for a rate or interval that is not a positive finite number. */
+  constructor(readonly engine: LLMEngine, options: DashboardHubOptions = {}) {
+    this.maxUpdatesPerSecond = options.maxUpdatesPerSecond ?? 4;
+    this.seriesIntervalMs = options.seriesIntervalMs ?? 1000;
+    if (!(this.maxUpdatesPerSecond > 0 && Number.isFinite(this.maxUpdatesPerSecond))) {
+      throw new RangeError(`maxUpdatesPerSecond must be a positive number, got ${this.maxUpdatesPerSecond}`);
+    }
+    if (!(this.seriesIntervalMs > 0 && Number.isFinite(this.seriesIntervalMs))) {
+      throw new RangeError(`seriesIntervalMs must be a positive number, got ${this.seriesIntervalMs}`);
+    }
+    this.history = new MetricsHistory(options.historyCapacity ?? 600);
+    this.maxWaitingListed = options.maxWaitingListed;
+  }
+
+  /** Pages connected now. */
+  get numClients(): number {
+    return this.clients.size;
+  }
+
+  /** Snapshots built so far (each engine change seen while pages were connected, plus REST requests). */
+  get numSnapshotsBuilt(): number {
+    return this.builds;
+  }
+
+  /** True while the update timers run (some page is connected). */
+  get isActive(): boolean {
+    return this.snapshotTimer !== null;
+  }
+
+  /** The static part of every snapshot, and the served model's path. */
+  hello(): HelloEvent {
+    const bm = this.engine.blockManager;
+    return {
+      config: {
+        blockSize: bm.blockSize, numGpuBlocks: bm.numTotalGpuBlocks, numCpuBlocks: bm.numTotalCpuBlocks,
+        enablePrefixCaching: this.engine.enablePrefixCaching, watermarkBlocks: bm.watermarkBlocks,
+      },
+      model: this.engine.modelSource?.path ?? null,
+      maxUpdatesPerSecond: this.maxUpdatesPerSecond,
+      seriesIntervalMs: this.seriesIntervalMs,
+      history: this.history.points(),
+    };
+  }
+
+  /**
+   * The current snapshot as JSON text (a {@link WireSnapshot}), built only if the engine changed since the last
+   * one.
+   */
+  currentSnapshotText(): string {
+    const stateVersion = engineStateVersion(this.engine);
+    if (this.cached !== null && this.cached.stateVersion === stateVersion) return this.cached.text;
+    const version = ++this.version;
+    const snapshot = buildKvCacheSnapshot(this.engine, { maxWaitingListed: this.maxWaitingListed });
+    const text = JSON.stringify(encodeKvCacheSnapshot(snapshot, version));
+    this.builds++;
+    this.cached = { stateVersion, text, version };
+    return text;
+  }
+
+  /** Starts streaming to `sink`: hello, the current snapshot, then updates until {@link removeClient}. */
+  addClient(sink: EventSink): void {
+    if (this.closed) {
+      sink.end();
+      return;
+    }
+    if (this.clients.size === 0) this.start();
+    const client: Client = { sink, sentVersion: 0, blocked: false };
+    this.clients.add(client);
+    this.write(client, 'hello', JSON.stringify(this.hello()));
+    this.sendSnapshot(client, this.currentSnapshotText(), this.cached!.version);
+  }
+
+  /** Stops streaming to `sink` (its connection closed); the timers stop with the last page. */
+  removeClient(sink: EventSink): void {
+    for (const c of this.clients) {
+      if (c.sink === sink) this.clients.delete(c);
+    }
+    if (this.clients.size === 0) this.stop();
+  }
+
+  /** Ends every stream and stops the timers; later connections are ended at once. */
+  close(): void {
+    this.closed = true;
+    for (const c of this.clients) c.sink.end();
+    this.clients.clear();
+    this.stop();
+  }
+
+  /** One snapshot tick: broadcast if the engine changed. */
+  tick(): void {
+    if (this.clients.size === 0) return;
+    const before = this.cached?.version;
+    const text = this.currentSnapshotText();
+    const version = this.cached!.version;
+    if (version === before) return;
+    for (const c of this.clients) this.sendSnapshot(c, text, version);
+  }
+
+  /** One series tick: sample the engine's figures and send the point. */
+  sampleSeries(): SeriesPoint {
+    const point = this.history.sample(this.engine.getStats(), Date.now());
+    const text = JSON.stringify(point);
+    for (const c of this.clients) if (!c.blocked) this.write(c, 'series', text);
+    return point;
+  }
+
+  private start(): void {
+    // The gap point and the first sample reach the page inside the hello's history.
+    this.history.markGap(Date.now());
+    this.history.sample(this.engine.getStats(), Date.now());
+    this.snapshotTimer = setInterval(() => this.tick(), 1000 / this.maxUpdatesPerSecond);
+    this.seriesTimer = setInterval(() => this.sampleSeries(), this.seriesIntervalMs);
+    this.snapshotTimer.unref();
+    this.seriesTimer.unref();
+  }
+
+  private stop(): void {
+    if (this.snapshotTimer !== null) clearInterval(this.snapshotTimer);
+    if (this.seriesTimer !== null) clearInterval(this.seriesTimer);
+    this.snapshotTimer = null;
+    this.seriesTimer = null;
+  }
+
+  private sendSnapshot(c: Client, text: string, version: number): void {
+    if (c.blocked || c.sentVersion >= version) return;
+    c.sentVersion = version;
+    this.write(c, 'snapshot', text);
+  }
+
+  private write(c: Client, event: string, data: string): void {
+    const ok = c.sink.write(`event: ${event}\ndata: ${data}\n\n`);
+    if (ok) return;
+    c.blocked = true;
+    c.sink.once('drain', () => {
+      c.blocked = false;
+      if (!this.clients.has(c) || this.cached === null) return;
+      this.sendSnapshot(c, this.cached.text, this.cached.version);
+    });
+  }
+}

@@ -1,0 +1,294 @@
+import { Device, SequenceStatus, type BlockStates } from '../core/index.js';
+import type { EngineStats, LLMEngine, SequenceGroup } from '../engine/index.js';
+
+/**
+ * What the dashboard draws for one physical block. The numbers are the wire format: the page's
+ * `snapshot-codec.js` defines the same constants (a test checks they agree).
+ */
+export const BlockState = {
+  /** Ref count 0 and no cached content (either tier). */
+  FREE: 0,
+  /** Compute tier, held by exactly one block-table entry. */
+  USED: 1,
+  /** Compute tier, ref count > 1 (forked sequences, prefix-cache hits). */
+  SHARED: 2,
+  /** Ref count 0 but still holding prefix-cached content: counted as free, evicted lazily (either tier). */
+  CACHED: 3,
+  /** Swap tier, in use: the KV of a swapped-out sequence. */
+  SWAPPED: 4,
+  /** The sliding-window null block: reserved for the engine's lifetime, holds no KV. */
+  RESERVED: 5,
+} as const;
+
+/** One of the {@link BlockState} values. */
+export type BlockState = (typeof BlockState)[keyof typeof BlockState];
+
+/** Bits of {@link KvCacheSnapshot.flags}. */
+export const BlockFlag = {
+  /** The block holds prefix-cached (content-hashed) KV. */
+  CACHED: 1,
+  /** The block's KV is known to be computed. */
+  COMPUTED: 2,
+} as const;
+
+/** Which scheduler queue a request is in. */
+export type RequestQueue = 'running' | 'swapped' | 'waiting';
+
+/** One sequence of a request, with where its block table sits in {@link KvCacheSnapshot.blockTables}. */
+export interface SequenceRow {
+  readonly seqId: number;
+  /** A {@link SequenceStatus} value (RUNNING, SWAPPED, WAITING, FINISHED_*). */
+  readonly status: SequenceStatus;
+  /** Tokens in the sequence (prompt + output). */
+  readonly numTokens: number;
+  /** Generated tokens. */
+  readonly outputTokens: number;
+  /** Offset of the sequence's physical block ids in `blockTables` (-1: the sequence holds no block table). */
+  readonly tableOffset: number;
+  /** Number of physical block ids (0 when it holds none). */
+  readonly tableLength: number;
+}
+
+/** One request (sequence group) as the request table shows it. */
+export interface RequestRow {
+  readonly requestId: string;
+  readonly queue: RequestQueue;
+  /** Lower runs first under the priority policy (0 by default). */
+  readonly priority: number;
+  readonly promptTokens: number;
+  /** Generated tokens over all its sequences. */
+  readonly outputTokens: number;
+  /** Prompt tokens found in the prefix cache when it was admitted. */
+  readonly cachedTokens: number;
+  /** ms since the request arrived. */
+  readonly ageMs: number;
+  readonly seqs: readonly SequenceRow[];
+}
+
+/** The engine figures a snapshot carries (the same ones /metrics exports, taken at the same instant). */
+export interface SnapshotStats {
+  readonly numRunning: number;
+  readonly numWaiting: number;
+  readonly numSwapped: number;
+  readonly numFreeGpuBlocks: number;
+  readonly numFreeCpuBlocks: number;
+  /** Fraction of compute-tier blocks in use, 0..1 (`pagellm:kv_cache_usage_perc`). */
+  readonly gpuCacheUsage: number;
+  /** Fraction of swap-tier blocks in use, 0..1 (`pagellm:cpu_cache_usage_perc`). */
+  readonly cpuCacheUsage: number;
+  readonly prefixCacheQueries: number;
+  readonly prefixCacheHits: number;
+  readonly numPreemptions: number;
+  readonly generationTokens: number;
+  readonly numSteps: number;
+}
+
+/** The static cache configuration. */
+export interface SnapshotConfig {
+  readonly blockSize: number;
+  readonly numGpuBlocks: number;
+  readonly numCpuBlocks: number;
+  readonly enablePrefixCaching: boolean;
+  /** GPU blocks kept free at admission. */
+  readonly watermarkBlocks: number;
+}
+
+/**
+ * The whole KV cache at one instant: per physical block (index = absolute block id, GPU ids first, then CPU ids)
+ * its state, ref count, tokens held, owning request and flags, as typed arrays; the requests with their block
+ * tables; and the engine's figures. Built by {@link buildKvCacheSnapshot}; sent to the page by
+ * {@link encodeKvCacheSnapshot}.
+ */
+export interface KvCacheSnapshot {
+  /** Unix ms when it was built. */
+  readonly time: number;
+  readonly config: SnapshotConfig;
+  /** {@link BlockState} per block. */
+  readonly state: Uint8Array;
+  /** Ref count per block, capped at 255. */
+  readonly refCount: Uint8Array;
+  /** Tokens held per block: the most any block-table entry holds in it; blockSize for a cached free block. */
+  readonly tokens: Uint16Array;
+  /** 1 + index in `requests` of the first request holding the block; 0 when none. */
+  readonly owner: Uint16Array;
+  /** {@link BlockFlag} bits per block. */
+  readonly flags: Uint8Array;
+  /** Blocks held by more than one request: block id → indices in `requests` (ascending). */
+  readonly multiOwners: ReadonlyMap<number, readonly number[]>;
+  /** Running, then swapped, then the first waiting requests (see `maxWaitingListed`). */
+  readonly requests: readonly RequestRow[];
+  /** Waiting requests left out of `requests`. */
+  readonly numWaitingNotListed: number;
+  /** Every listed sequence's physical block ids, one after the other (see {@link SequenceRow.tableOffset}). */
+  readonly blockTables: Int32Array;
+  readonly stats: SnapshotStats;
+}
+
+/** Options of {@link buildKvCacheSnapshot}. */
+export interface BuildSnapshotOptions {
+  /** Waiting requests listed at most (default 200); running and swapped ones are always all listed. */
+  readonly maxWaitingListed?: number;
+  /** Clock for `time` (default Date.now). */
+  readonly now?: number;
+}
+
+/** The parts of the engine a snapshot reads ({@link LLMEngine} has them all). */
+export type SnapshotEngine = Pick<LLMEngine, 'blockManager' | 'scheduler' | 'getStats' | 'enablePrefixCaching'>;
+
+/** Requests are indexed by a u16 in the owner column (0 = none). */
+const MAX_OWNER_INDEX = 0xfffe;
+
+/**
+ * Reads the engine's KV cache and queues into a {@link KvCacheSnapshot}, in O(blocks + block-table entries). Reads
+ * only: nothing in the engine changes. Call it between engine steps (the engine is single-threaded, so any call from
+ * the event loop is).
+ *
+ * Block states: a GPU block with ref count 1 is USED, > 1 SHARED; a CPU block with ref count ≥ 1 is SWAPPED;
+ * a block with ref count 0 is CACHED when it keeps prefix-cached content (it sits in the evictor), else FREE; the
+ * sliding-window null block is RESERVED. A block held by several requests (a prefix-cache hit) is owned by the
+ * first listed one and appears in `multiOwners`.
+ */
+export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnapshotOptions = {}): KvCacheSnapshot {
+  const bm = engine.blockManager;
+  const alloc = bm.blockAllocator;
+  const numGpu = bm.numTotalGpuBlocks;
+  const numCpu = bm.numTotalCpuBlocks;
+  const total = numGpu + numCpu;
+  const blockSize = bm.blockSize;
+  const stats = engine.getStats();
+
+  const state = new Uint8Array(total);
+  const refCount = new Uint8Array(total);
+  const tokens = new Uint16Array(total);
+  const owner = new Uint16Array(total);
+  const flags = new Uint8Array(total);
+  fillDevice(alloc.getBlockStates(Device.GPU), true, blockSize, state, refCount, tokens, flags);
+  fillDevice(alloc.getBlockStates(Device.CPU), false, blockSize, state, refCount, tokens, flags);
+  const nullBlock = alloc.getNullBlock();
+  if (nullBlock !== null) state[nullBlock.blockId] = BlockState.RESERVED;
+
+  // Requests: running, swapped, then waiting (capped).
+  const maxWaiting = options.maxWaitingListed ?? 200;
+  const groups: [SequenceGroup, RequestQueue][] = [];
+  for (const g of engine.scheduler.running) groups.push([g, 'running']);
+  for (const g of engine.scheduler.swapped) groups.push([g, 'swapped']);
+  const waiting = engine.scheduler.waiting;
+  const listedWaiting = Math.min(waiting.length, maxWaiting, Math.max(0, MAX_OWNER_INDEX - groups.length));
+  for (let i = 0; i < listedWaiting; i++) groups.push([waiting[i], 'waiting']);
+
+  const now = options.now ?? Date.now();
+  const perfNow = stats.now;
+  const tableIds: number[] = [];
+  const multi = new Map<number, number[]>();
+  const requests: RequestRow[] = [];
+  for (let r = 0; r < groups.length; r++) {
+    const [g, queue] = groups[r];
+    const seqs: SequenceRow[] = [];
+    let outputTokens = 0;
+    for (const s of g.seqs) {
+      outputTokens += s.getOutputLen();
+      let tableOffset = -1;
+      let tableLength = 0;
+      if (bm.hasBlockTable(s.seqId)) {
+        const table = bm.getBlockTableObject(s.seqId);
+        const blocks = table.blocks;
+        tableOffset = tableIds.length;
+        tableLength = blocks.length;
+        for (const b of blocks) {
+          const id = b.blockId;
+          // A block without an id (mid-swap) cannot happen between steps; keep the row aligned anyway.
+          tableIds.push(id ?? -1);
+          if (id === null || id < 0 || id >= total) continue;
+          if (b.tokenIds.length > tokens[id]) tokens[id] = b.tokenIds.length;
+          const mine = r + 1;
+          const o = owner[id];
+          if (o === 0) {
+            owner[id] = mine;
+          } else if (o !== mine) {
+            let list = multi.get(id);
+            if (list === undefined) {
+              list = [o - 1];
+              multi.set(id, list);
+            }
+            if (!list.includes(r)) list.push(r);
+          }
+        }
+      }
+      seqs.push({
+        seqId: s.seqId, status: s.status, numTokens: s.getLen(), outputTokens: s.getOutputLen(), tableOffset, tableLength,
+      });
+    }
+    requests.push({
+      requestId: g.requestId,
+      queue,
+      priority: g.priority,
+      promptTokens: g.firstSeq.getPromptLen(),
+      outputTokens,
+      cachedTokens: g.numCachedTokens,
+      ageMs: Math.max(0, perfNow - g.arrivalTime),
+      seqs,
+    });
+  }
+
+  return {
+    time: now,
+    config: {
+      blockSize, numGpuBlocks: numGpu, numCpuBlocks: numCpu, enablePrefixCaching: engine.enablePrefixCaching,
+      watermarkBlocks: bm.watermarkBlocks,
+    },
+    state, refCount, tokens, owner, flags,
+    multiOwners: multi,
+    requests,
+    numWaitingNotListed: waiting.length - listedWaiting,
+    blockTables: Int32Array.from(tableIds),
+    stats: snapshotStats(stats),
+  };
+}
+
+/** The engine figures a snapshot carries. */
+export function snapshotStats(s: EngineStats): SnapshotStats {
+  return {
+    numRunning: s.numRunning, numWaiting: s.numWaiting, numSwapped: s.numSwapped,
+    numFreeGpuBlocks: s.numFreeGpuBlocks, numFreeCpuBlocks: s.numFreeCpuBlocks,
+    gpuCacheUsage: s.gpuCacheUsage, cpuCacheUsage: s.cpuCacheUsage,
+    prefixCacheQueries: s.prefixCacheQueries, prefixCacheHits: s.prefixCacheHits,
+    numPreemptions: s.numPreemptionsRecompute + s.numPreemptionsSwap,
+    generationTokens: s.generationTokens, numSteps: s.numSteps,
+  };
+}
+
+function fillDevice(s: BlockStates, gpu: boolean, blockSize: number, state: Uint8Array, refCount: Uint8Array,
+  tokens: Uint16Array, flags: Uint8Array): void {
+  const first = s.firstBlockId;
+  const inUse = gpu ? BlockState.USED : BlockState.SWAPPED;
+  const fullTokens = Math.min(blockSize, 0xffff);
+  for (let i = 0; i < s.numBlocks; i++) {
+    const id = first + i;
+    const rc = s.refCounts[i];
+    refCount[id] = rc > 255 ? 255 : rc;
+    flags[id] = (s.cached[i] === 1 ? BlockFlag.CACHED : 0) | (s.computed[i] === 1 ? BlockFlag.COMPUTED : 0);
+    if (rc === 0) {
+      if (s.cached[i] === 1) {
+        state[id] = BlockState.CACHED;
+        tokens[id] = fullTokens; // only full blocks are cached
+      } else {
+        state[id] = BlockState.FREE;
+      }
+    } else {
+      state[id] = gpu && rc > 1 ? BlockState.SHARED : inUse;
+    }
+  }
+}
+
+/**
+ * A cheap value that changes whenever the KV cache or the request queues may have changed: steps taken, queue
+ * lengths, free blocks, finished requests. O(1); the dashboard polls it and builds a snapshot only when it moves.
+ */
+export function engineStateVersion(engine: Pick<LLMEngine, 'blockManager' | 'scheduler' | 'metrics'>): string {
+  const c = engine.metrics.counters;
+  const f = c.requestsFinished;
+  const sch = engine.scheduler;
+  return `${c.numSteps}:${sch.waiting.length}:${sch.running.length}:${sch.swapped.length}:` +
+    `${engine.blockManager.getNumFreeGpuBlocks()}:${engine.blockManager.getNumFreeCpuBlocks()}:` +
+    `${f.stop + f.length + f.abort}`;
+}
