@@ -10,6 +10,7 @@ import { serveChatCompletion } from './serving-chat.js';
 import { serveCompletion } from './serving-completion.js';
 import type { ServingContext } from './serving-context.js';
 import { serveDetokenize, serveTokenize } from './serving-tokenization.js';
+import { dashboardPlugin } from '../web/dashboard-plugin.js';
 
 /** Options of {@link createApp}. */
 export interface AppOptions {
@@ -140,6 +141,8 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): { app:
     const { contentType, body } = await metrics.render();
     return reply.header('content-type', contentType).send(body);
   });
+
+  void app.register(dashboardPlugin, { engine });
 
   return { app, metrics };
 }
