@@ -103,6 +103,15 @@ export class WasmArena implements Arena {
     return new Int8Array(this.currentBuffer(), off, length);
   }
 
+  /**
+   * Like {@link allocBytes} but without zero-filling: for scratch the caller overwrites before reading
+   * (kernel work areas between `mark()` and `reset()`).
+   */
+  allocUninitialized(bytes: number, align = 64): Uint8Array {
+    const off = this.reserve(bytes, align, 'allocUninitialized', false);
+    return new Uint8Array(this.currentBuffer(), off, bytes);
+  }
+
   /** The current top of the arena: pass it to {@link reset} to free everything allocated after this call. */
   mark(): number {
     return this.top;
@@ -133,7 +142,7 @@ export class WasmArena implements Arena {
   }
 
   /** Aligns, grows the memory if needed, zero-fills reused bytes, bumps the top; returns the byte offset. */
-  private reserve(bytes: number, align: number, what: string): number {
+  private reserve(bytes: number, align: number, what: string, zero = true): number {
     if (!Number.isSafeInteger(bytes) || bytes < 0) throw new KernelError(`${what}: byte count must be >= 0, got ${bytes}`);
     if (!Number.isInteger(align) || align <= 0 || (align & (align - 1)) !== 0) {
       throw new KernelError(`${what}: alignment must be a power of two, got ${align}`);
@@ -167,7 +176,7 @@ export class WasmArena implements Arena {
         }
       }
     }
-    if (off < this.highWater) {
+    if (zero && off < this.highWater) {
       new Uint8Array(this.currentBuffer(), off, Math.min(end, this.highWater) - off).fill(0);
     }
     this.top = end;

@@ -1,0 +1,428 @@
+// Paged attention over the KV cache [numBlocks][numKvHeads][blockSize][headSize] (f32, f16 bits or int8 with a
+// scale per (block, KV head)). One routine serves decode v1, decode v2 partitions and prefill: a work item is a set
+// of query rows sharing one KV head; the item walks the KV blocks it needs and, per block and row, computes the
+// block's logits, updates the row's running max / exp-sum (online softmax) and accumulates p·V. A KV block is read
+// from memory once per item and reused from cache by the item's other rows (GQA heads, prefill query tiles).
+import { hsum4, f16x4, i8x4, f16, exp4, exp1, hmax } from './_simd';
+
+// Parameter block written by the host (i32 words; SCALE is f32 bits).
+export const P_OUT = 0, P_QUERY = 1, P_KC = 2, P_VC = 3, P_KS = 4, P_VS = 5, P_DTYPE = 6, P_TABLES = 7, P_SEQLENS = 8,
+  P_NSEQS = 9, P_NH = 10, P_NKV = 11, P_HS = 12, P_BS = 13, P_MAXB = 14, P_SCALE = 15, P_ALIBI = 16, P_WINDOW = 17,
+  P_PART = 18, P_MAXPARTS = 19, P_PARTIALS = 20, P_SCRATCH = 21, P_SSTRIDE = 22, P_COUNTER = 23, P_ITEMS = 24,
+  P_NITEMS = 25, P_QTILE = 26, P_QSTART = 27;
+/** Words in the parameter block. */
+export const P_WORDS = 28;
+
+export const KV_F32: i32 = 0;
+export const KV_F16: i32 = 1;
+export const KV_I8: i32 = 2;
+
+// @ts-ignore: decorator
+@inline function pi(p: usize, i: i32): i32 { return load<i32>(p + (<usize>i << 2)); }
+// @ts-ignore: decorator
+@inline function pu(p: usize, i: i32): usize { return <usize>load<u32>(p + (<usize>i << 2)); }
+
+/** Four cache elements starting at element e of row pointer p, as f32x4. */
+// @ts-ignore: decorator
+@inline function ld4<T>(p: usize, e: usize): v128 {
+  if (sizeof<T>() == 4) return v128.load(p + (e << 2));
+  else if (sizeof<T>() == 2) return f16x4(p + (e << 1));
+  else return i8x4(p + e);
+}
+
+// @ts-ignore: decorator
+@inline function ld1<T>(p: usize, e: usize): f32 {
+  if (sizeof<T>() == 4) return load<f32>(p + (e << 2));
+  else if (sizeof<T>() == 2) return f16(load<u16>(p + (e << 1)));
+  else return <f32>load<i8>(p + e);
+}
+
+/** q · k for 4 consecutive cache rows (k, k + rs, ...), hs values each → f32x4. */
+// @ts-ignore: decorator
+@inline function dotK4<T>(q: usize, k: usize, rs: usize, hs: i32): v128 {
+  let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0;
+  const k1 = k + rs, k2 = k1 + rs, k3 = k2 + rs;
+  let e = 0;
+  for (; e + 4 <= hs; e += 4) {
+    const qv = v128.load(q + (<usize>e << 2));
+    a0 = f32x4.add(a0, f32x4.mul(qv, ld4<T>(k, e)));
+    a1 = f32x4.add(a1, f32x4.mul(qv, ld4<T>(k1, e)));
+    a2 = f32x4.add(a2, f32x4.mul(qv, ld4<T>(k2, e)));
+    a3 = f32x4.add(a3, f32x4.mul(qv, ld4<T>(k3, e)));
+  }
+  let r = hsum4(a0, a1, a2, a3);
+  if (e < hs) {
+    let t0: f32 = 0, t1: f32 = 0, t2: f32 = 0, t3: f32 = 0;
+    for (; e < hs; e++) {
+      const qv = load<f32>(q + (<usize>e << 2));
+      t0 += qv * ld1<T>(k, e); t1 += qv * ld1<T>(k1, e); t2 += qv * ld1<T>(k2, e); t3 += qv * ld1<T>(k3, e);
+    }
+    r = f32x4.add(r, f32x4(t0, t1, t2, t3));
+  }
+  return r;
+}
+
+// @ts-ignore: decorator
+@inline function dotK1<T>(q: usize, k: usize, hs: i32): f32 {
+  let a = f32x4.splat(0);
+  let e = 0;
+  for (; e + 4 <= hs; e += 4) a = f32x4.add(a, f32x4.mul(v128.load(q + (<usize>e << 2)), ld4<T>(k, e)));
+  let s = hsum4(a, a, a, a);
+  let t: f32 = f32x4.extract_lane(s, 0);
+  for (; e < hs; e++) t += load<f32>(q + (<usize>e << 2)) * ld1<T>(k, e);
+  return t;
+}
+
+/**
+ * One row, one block: tokens [ta, tb) of the block whose K/V rows start at kb / vb (row stride rs bytes).
+ * Logit = (q·k)·lscale + slope·(tAbs − ref), tAbs = t0 + offset. Updates state (max, sum at st) and acc[hs].
+ * lg: scratch for the block's logits (≥ tb − ta + 4 floats).
+ */
+function rowStep<T>(q: usize, kb: usize, vb: usize, rs: usize, hs: i32, ta: i32, tb: i32, t0: i32, lscale: f32,
+  slope: f32, ref: i32, vscale: f32, st: usize, acc: usize, lg: usize): void {
+  const n = tb - ta;
+  // logits
+  let i = 0;
+  const ls = f32x4.splat(lscale);
+  let bmaxv = f32x4.splat(-Infinity);
+  for (; i + 4 <= n; i += 4) {
+    let v = f32x4.mul(dotK4<T>(q, kb + <usize>(ta + i) * rs, rs, hs), ls);
+    if (slope != 0) {
+      const d = <f32>(t0 + ta + i - ref);
+      v = f32x4.add(v, f32x4.mul(f32x4.splat(slope), f32x4(d, d + 1, d + 2, d + 3)));
+    }
+    v128.store(lg + (<usize>i << 2), v);
+    bmaxv = f32x4.max(bmaxv, v);
+  }
+  let bmax = hmax(bmaxv);
+  for (; i < n; i++) {
+    let v = dotK1<T>(q, kb + <usize>(ta + i) * rs, hs) * lscale;
+    if (slope != 0) v += slope * <f32>(t0 + ta + i - ref);
+    store<f32>(lg + (<usize>i << 2), v);
+    if (v > bmax) bmax = v;
+  }
+  // online softmax update
+  const mOld = load<f32>(st);
+  let sum = load<f32>(st, 4);
+  let m = mOld;
+  if (bmax > mOld) {
+    m = bmax;
+    if (mOld != -Infinity) {
+      const corr = exp1(mOld - m);
+      sum *= corr;
+      const cv = f32x4.splat(corr);
+      let e = 0;
+      for (; e + 4 <= hs; e += 4) v128.store(acc + (<usize>e << 2), f32x4.mul(v128.load(acc + (<usize>e << 2)), cv));
+      for (; e < hs; e++) store<f32>(acc + (<usize>e << 2), load<f32>(acc + (<usize>e << 2)) * corr);
+    }
+    store<f32>(st, m);
+  }
+  const mv = f32x4.splat(m);
+  let sv = f32x4.splat(0);
+  i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const p = exp4(f32x4.sub(v128.load(lg + (<usize>i << 2)), mv));
+    sv = f32x4.add(sv, p);
+    v128.store(lg + (<usize>i << 2), p);
+  }
+  let bsum = f32x4.extract_lane(hsum4(sv, sv, sv, sv), 0);
+  for (; i < n; i++) {
+    const p = exp1(load<f32>(lg + (<usize>i << 2)) - m);
+    bsum += p;
+    store<f32>(lg + (<usize>i << 2), p);
+  }
+  store<f32>(st, sum + bsum, 4);
+  // acc += Σ p_i · vscale · v_i, 16 head values at a time in registers
+  const vrow = vb + <usize>ta * rs;
+  let c = 0;
+  for (; c + 16 <= hs; c += 16) {
+    const ap = acc + (<usize>c << 2);
+    let a0 = v128.load(ap), a1 = v128.load(ap, 16), a2 = v128.load(ap, 32), a3 = v128.load(ap, 48);
+    for (let j = 0; j < n; j++) {
+      const p = f32x4.splat(load<f32>(lg + (<usize>j << 2)) * vscale);
+      const vr = vrow + <usize>j * rs;
+      a0 = f32x4.add(a0, f32x4.mul(p, ld4<T>(vr, c)));
+      a1 = f32x4.add(a1, f32x4.mul(p, ld4<T>(vr, c + 4)));
+      a2 = f32x4.add(a2, f32x4.mul(p, ld4<T>(vr, c + 8)));
+      a3 = f32x4.add(a3, f32x4.mul(p, ld4<T>(vr, c + 12)));
+    }
+    v128.store(ap, a0); v128.store(ap, a1, 16); v128.store(ap, a2, 32); v128.store(ap, a3, 48);
+  }
+  for (; c + 4 <= hs; c += 4) {
+    const ap = acc + (<usize>c << 2);
+    let a0 = v128.load(ap);
+    for (let j = 0; j < n; j++) {
+      a0 = f32x4.add(a0, f32x4.mul(f32x4.splat(load<f32>(lg + (<usize>j << 2)) * vscale), ld4<T>(vrow + <usize>j * rs, c)));
+    }
+    v128.store(ap, a0);
+  }
+  for (; c < hs; c++) {
+    let a = load<f32>(acc + (<usize>c << 2));
+    for (let j = 0; j < n; j++) a += load<f32>(lg + (<usize>j << 2)) * vscale * ld1<T>(vrow + <usize>j * rs, c);
+    store<f32>(acc + (<usize>c << 2), a);
+  }
+}
+
+/** Resets a row's online-softmax state and accumulator. */
+// @ts-ignore: decorator
+@inline function resetRow(st: usize, acc: usize, hs: i32): void {
+  store<f32>(st, -Infinity);
+  store<f32>(st, 0, 4);
+  memory.fill(acc, 0, <usize>hs << 2);
+}
+
+/** out[hs] = acc / sum (zeros for an empty range). */
+// @ts-ignore: decorator
+@inline function finishRow(st: usize, acc: usize, out: usize, hs: i32): void {
+  const sum = load<f32>(st, 4);
+  const inv: f32 = sum > 0 ? 1.0 / sum : 0;
+  const iv = f32x4.splat(inv);
+  let e = 0;
+  for (; e + 4 <= hs; e += 4) v128.store(out + (<usize>e << 2), f32x4.mul(v128.load(acc + (<usize>e << 2)), iv));
+  for (; e < hs; e++) store<f32>(out + (<usize>e << 2), load<f32>(acc + (<usize>e << 2)) * inv);
+}
+
+/**
+ * Rows of one item: `nRows` query rows sharing KV head kvh of the sequence whose block table starts at `table`.
+ * Row r has its query at qPtr(r) (written by the caller into rq[r]), attends to [rlo[r], rhi[r]) and has ALiBi
+ * reference position rref[r] and slope rslope[r]. State/acc per row in st (8 B each) / acc (hs floats each).
+ */
+function runRows<T>(pb: usize, table: usize, kvh: i32, nRows: i32, rq: usize, rlo: usize, rhi: usize, rref: usize,
+  rslope: usize, st: usize, acc: usize, lg: usize): void {
+  const hs = pi(pb, P_HS);
+  const bs = pi(pb, P_BS);
+  const nkv = pi(pb, P_NKV);
+  const esz: usize = sizeof<T>();
+  const rs: usize = <usize>hs * esz;
+  const bstride: usize = <usize>bs * rs;
+  const kc = pu(pb, P_KC), vc = pu(pb, P_VC), ksc = pu(pb, P_KS), vsc = pu(pb, P_VS);
+  const scale = reinterpret<f32>(pi(pb, P_SCALE));
+  let lo = 0x7fffffff, hi = 0;
+  for (let r = 0; r < nRows; r++) {
+    const a = load<i32>(rlo + (<usize>r << 2)), b = load<i32>(rhi + (<usize>r << 2));
+    if (a < b) { if (a < lo) lo = a; if (b > hi) hi = b; }
+    resetRow(st + (<usize>r << 3), acc + <usize>r * (<usize>hs << 2), hs);
+  }
+  if (lo >= hi) return;
+  const b0 = lo / bs, b1 = (hi - 1) / bs;
+  for (let bi = b0; bi <= b1; bi++) {
+    const blk = load<i32>(table + (<usize>bi << 2));
+    const bh = <usize>blk * <usize>nkv + <usize>kvh;
+    const kb = kc + bh * bstride;
+    const vb = vc + bh * bstride;
+    let ks: f32 = 1, vs: f32 = 1;
+    if (sizeof<T>() == 1) { ks = load<f32>(ksc + (bh << 2)); vs = load<f32>(vsc + (bh << 2)); }
+    const t0 = bi * bs;
+    for (let r = 0; r < nRows; r++) {
+      let a = load<i32>(rlo + (<usize>r << 2)) - t0;
+      let b = load<i32>(rhi + (<usize>r << 2)) - t0;
+      if (a < 0) a = 0;
+      if (b > bs) b = bs;
+      if (a >= b) continue;
+      rowStep<T>(pu(rq, r), kb, vb, rs, hs, a, b, t0, scale * ks, load<f32>(rslope + (<usize>r << 2)),
+        load<i32>(rref + (<usize>r << 2)), vs, st + (<usize>r << 3), acc + <usize>r * (<usize>hs << 2), lg);
+    }
+  }
+}
+
+/** Per-thread scratch layout for at most maxRows rows: row tables, states, accumulators, logits. */
+// @ts-ignore: decorator
+@inline function rowsScratch(pb: usize, tid: i32): usize {
+  return pu(pb, P_SCRATCH) + <usize>tid * pu(pb, P_SSTRIDE);
+}
+
+/** Sets up the rows of decode item (s, kvh) over context range [lo, hi) and runs them. Returns the seqLen. */
+function decodeItem<T>(pb: usize, s: i32, kvh: i32, lo: i32, hi: i32, sc: usize): void {
+  const nh = pi(pb, P_NH), nkv = pi(pb, P_NKV), hs = pi(pb, P_HS);
+  const g = nh / nkv;
+  const len = load<i32>(pu(pb, P_SEQLENS) + (<usize>s << 2));
+  const alibi = pu(pb, P_ALIBI);
+  const rq = sc, rlo = rq + (<usize>g << 2), rhi = rlo + (<usize>g << 2), rref = rhi + (<usize>g << 2);
+  const rslope = rref + (<usize>g << 2);
+  const st = (rslope + (<usize>g << 2) + 15) & ~15;
+  const acc = st + (<usize>g << 3);
+  const lg = acc + <usize>g * (<usize>hs << 2);
+  const q0 = pu(pb, P_QUERY) + (<usize>s * <usize>nh + <usize>kvh * g) * (<usize>hs << 2);
+  for (let r = 0; r < g; r++) {
+    store<u32>(rq + (<usize>r << 2), q0 + <usize>r * (<usize>hs << 2));
+    store<i32>(rlo + (<usize>r << 2), lo);
+    store<i32>(rhi + (<usize>r << 2), hi);
+    store<i32>(rref + (<usize>r << 2), len - 1);
+    store<f32>(rslope + (<usize>r << 2), alibi != 0 ? load<f32>(alibi + (<usize>(kvh * g + r) << 2)) : 0);
+  }
+  const table = pu(pb, P_TABLES) + <usize>s * (<usize>pi(pb, P_MAXB) << 2);
+  runRows<T>(pb, table, kvh, g, rq, rlo, rhi, rref, rslope, st, acc, lg);
+}
+
+// @ts-ignore: decorator
+@inline function windowLo(pos: i32, window: i32): i32 {
+  if (window <= 0) return 0;
+  const lo = pos - window + 1;
+  return lo > 0 ? lo : 0;
+}
+
+/** Decode v1 items (s, kvh): whole context, normalised into out. */
+export function decodeV1<T>(pb: usize, tid: i32): void {
+  const nh = pi(pb, P_NH), nkv = pi(pb, P_NKV), hs = pi(pb, P_HS);
+  const g = nh / nkv;
+  const n = pi(pb, P_NSEQS) * nkv;
+  const counter = pu(pb, P_COUNTER);
+  const sc = rowsScratch(pb, tid);
+  const st = (sc + (<usize>g * 20) + 15) & ~15;
+  const acc = st + (<usize>g << 3);
+  const window = pi(pb, P_WINDOW);
+  for (;;) {
+    const item = atomic.add<i32>(counter, 1);
+    if (item >= n) break;
+    const s = item / nkv, kvh = item % nkv;
+    const len = load<i32>(pu(pb, P_SEQLENS) + (<usize>s << 2));
+    decodeItem<T>(pb, s, kvh, windowLo(len - 1, window), len, sc);
+    for (let r = 0; r < g; r++) {
+      const h = kvh * g + r;
+      finishRow(st + (<usize>r << 3), acc + <usize>r * (<usize>hs << 2),
+        pu(pb, P_OUT) + (<usize>s * <usize>nh + <usize>h) * (<usize>hs << 2), hs);
+    }
+  }
+}
+
+/**
+ * Decode v2 partition items (s, kvh, part): unnormalised partials. Partials layout: max and sum f32
+ * [numSeqs][numHeads][maxParts] each, then acc [numSeqs][numHeads][maxParts][hs].
+ */
+export function decodeV2Partial<T>(pb: usize, tid: i32): void {
+  const nh = pi(pb, P_NH), nkv = pi(pb, P_NKV), hs = pi(pb, P_HS);
+  const g = nh / nkv;
+  const mp = pi(pb, P_MAXPARTS), psz = pi(pb, P_PART);
+  const ns = pi(pb, P_NSEQS);
+  const n = ns * nkv * mp;
+  const counter = pu(pb, P_COUNTER);
+  const sc = rowsScratch(pb, tid);
+  const st = (sc + (<usize>g * 20) + 15) & ~15;
+  const acc = st + (<usize>g << 3);
+  const window = pi(pb, P_WINDOW);
+  const pmax = pu(pb, P_PARTIALS);
+  const psum = pmax + <usize>ns * <usize>nh * <usize>mp * 4;
+  const pacc = psum + <usize>ns * <usize>nh * <usize>mp * 4;
+  for (;;) {
+    const item = atomic.add<i32>(counter, 1);
+    if (item >= n) break;
+    const part = item % mp;
+    const sk = item / mp;
+    const s = sk / nkv, kvh = sk % nkv;
+    const len = load<i32>(pu(pb, P_SEQLENS) + (<usize>s << 2));
+    let lo = windowLo(len - 1, window);
+    const a = part * psz;
+    if (a > lo) lo = a;
+    let hi = a + psz;
+    if (hi > len) hi = len;
+    decodeItem<T>(pb, s, kvh, lo, hi, sc);
+    for (let r = 0; r < g; r++) {
+      const idx = (<usize>s * <usize>nh + <usize>(kvh * g + r)) * <usize>mp + <usize>part;
+      store<f32>(pmax + (idx << 2), load<f32>(st + (<usize>r << 3)));
+      store<f32>(psum + (idx << 2), load<f32>(st + (<usize>r << 3), 4));
+      memory.copy(pacc + idx * (<usize>hs << 2), acc + <usize>r * (<usize>hs << 2), <usize>hs << 2);
+    }
+  }
+}
+
+/** Decode v2 reduction: items (s, h) → out = Σ e^(m_p−M) acc_p / Σ e^(m_p−M) sum_p. */
+export function decodeV2Reduce(pb: usize, tid: i32): void {
+  const nh = pi(pb, P_NH), hs = pi(pb, P_HS);
+  const mp = pi(pb, P_MAXPARTS);
+  const ns = pi(pb, P_NSEQS);
+  const n = ns * nh;
+  const counter = pu(pb, P_COUNTER);
+  const pmax = pu(pb, P_PARTIALS);
+  const psum = pmax + <usize>ns * <usize>nh * <usize>mp * 4;
+  const pacc = psum + <usize>ns * <usize>nh * <usize>mp * 4;
+  const sc = rowsScratch(pb, tid);
+  for (;;) {
+    const item = atomic.add<i32>(counter, 1);
+    if (item >= n) break;
+    const base = <usize>item * <usize>mp;
+    let m: f32 = -Infinity;
+    for (let p = 0; p < mp; p++) m = Mathf.max(m, load<f32>(pmax + ((base + p) << 2)));
+    memory.fill(sc, 0, <usize>hs << 2);
+    let sum: f32 = 0;
+    if (m != -Infinity) {
+      for (let p = 0; p < mp; p++) {
+        const pm = load<f32>(pmax + ((base + p) << 2));
+        if (pm == -Infinity) continue;
+        const w = exp1(pm - m);
+        sum += w * load<f32>(psum + ((base + p) << 2));
+        const wv = f32x4.splat(w);
+        const ap = pacc + (base + p) * (<usize>hs << 2);
+        let e = 0;
+        for (; e + 4 <= hs; e += 4) {
+          const o = <usize>e << 2;
+          v128.store(sc + o, f32x4.add(v128.load(sc + o), f32x4.mul(wv, v128.load(ap + o))));
+        }
+        for (; e < hs; e++) store<f32>(sc + (<usize>e << 2), load<f32>(sc + (<usize>e << 2)) + w * load<f32>(ap + (<usize>e << 2)));
+      }
+    }
+    const stp = sc + (<usize>hs << 2);
+    store<f32>(stp, m);
+    store<f32>(stp, sum, 4);
+    finishRow(stp, sc, pu(pb, P_OUT) + <usize>item * (<usize>hs << 2), hs);
+  }
+}
+
+/**
+ * Prefill items: the host lists query tiles in P_ITEMS as (seq, firstToken, count) triples (longest work first);
+ * item = tile × numKvHeads + kvh. Rows = count × group.
+ */
+export function prefill<T>(pb: usize, tid: i32): void {
+  const nh = pi(pb, P_NH), nkv = pi(pb, P_NKV), hs = pi(pb, P_HS);
+  const g = nh / nkv;
+  const qtile = pi(pb, P_QTILE);
+  const maxRows = qtile * g;
+  const n = pi(pb, P_NITEMS) * nkv;
+  const items = pu(pb, P_ITEMS);
+  const counter = pu(pb, P_COUNTER);
+  const window = pi(pb, P_WINDOW);
+  const alibi = pu(pb, P_ALIBI);
+  const sc = rowsScratch(pb, tid);
+  const rq = sc, rlo = rq + (<usize>maxRows << 2), rhi = rlo + (<usize>maxRows << 2), rref = rhi + (<usize>maxRows << 2);
+  const rslope = rref + (<usize>maxRows << 2);
+  const st = (rslope + (<usize>maxRows << 2) + 15) & ~15;
+  const acc = st + (<usize>maxRows << 3);
+  const lg = acc + <usize>maxRows * (<usize>hs << 2);
+  const maxb = pi(pb, P_MAXB);
+  for (;;) {
+    const item = atomic.add<i32>(counter, 1);
+    if (item >= n) break;
+    const tile = item / nkv, kvh = item % nkv;
+    const tp = items + <usize>tile * 12;
+    const s = load<i32>(tp), first = load<i32>(tp, 4), count = load<i32>(tp, 8);
+    // first: index of the tile's first query token in the flattened batch; the sequence's queries start at seqQ0.
+    const len = load<i32>(pu(pb, P_SEQLENS) + (<usize>s << 2));
+    const qsl = pu(pb, P_QSTART);
+    const seqQ0 = load<i32>(qsl + (<usize>s << 2));
+    const qLen = load<i32>(qsl + (<usize>(s + 1) << 2)) - seqQ0;
+    let r = 0;
+    for (let j = 0; j < count; j++) {
+      const tok = first + j;
+      const pos = len - qLen + (tok - seqQ0);
+      for (let x = 0; x < g; x++) {
+        const h = kvh * g + x;
+        store<u32>(rq + (<usize>r << 2), pu(pb, P_QUERY) + (<usize>tok * <usize>nh + <usize>h) * (<usize>hs << 2));
+        store<i32>(rlo + (<usize>r << 2), windowLo(pos, window));
+        store<i32>(rhi + (<usize>r << 2), pos + 1);
+        store<i32>(rref + (<usize>r << 2), pos);
+        store<f32>(rslope + (<usize>r << 2), alibi != 0 ? load<f32>(alibi + (<usize>h << 2)) : 0);
+        r++;
+      }
+    }
+    runRows<T>(pb, pu(pb, P_TABLES) + <usize>s * (<usize>maxb << 2), kvh, r, rq, rlo, rhi, rref, rslope, st, acc, lg);
+    r = 0;
+    for (let j = 0; j < count; j++) {
+      const tok = first + j;
+      for (let x = 0; x < g; x++) {
+        const h = kvh * g + x;
+        finishRow(st + (<usize>r << 3), acc + <usize>r * (<usize>hs << 2),
+          pu(pb, P_OUT) + (<usize>tok * <usize>nh + <usize>h) * (<usize>hs << 2), hs);
+        r++;
+      }
+    }
+  }
+}

@@ -1,0 +1,341 @@
+// Matrix products Y[m, n] = X[m, k] · Wᵀ (+ bias), W row-major [n, k] in f32 / f16 / bf16 / q8_0.
+// Threads split the n output features (W rows) into contiguous chunks, so each weight byte is read by one thread.
+import { hsum, hsum4, f16x4, bf16x4, f16, chunkStart } from './_simd';
+
+export const DT_F32: i32 = 0;
+export const DT_F16: i32 = 1;
+export const DT_BF16: i32 = 2;
+export const DT_Q8_0: i32 = 3;
+
+/** Bytes of one weight row. */
+// @ts-ignore: decorator
+@inline export function rowBytes(dtype: i32, k: i32): usize {
+  if (dtype == DT_F32) return <usize>k << 2;
+  if (dtype == DT_Q8_0) return <usize>(k >> 5) * 34;
+  return <usize>k << 1;
+}
+
+/** Decodes weight row (at src) of k values into f32 at dst (16-byte aligned scratch; k % 4 tail handled). */
+export function decodeRow(dtype: i32, src: usize, dst: usize, k: i32): void {
+  let i = 0;
+  if (dtype == DT_F16) {
+    for (; i + 4 <= k; i += 4) v128.store(dst + (<usize>i << 2), f16x4(src + (<usize>i << 1)));
+    for (; i < k; i++) store<f32>(dst + (<usize>i << 2), f16(load<u16>(src + (<usize>i << 1))));
+  } else if (dtype == DT_BF16) {
+    for (; i + 4 <= k; i += 4) v128.store(dst + (<usize>i << 2), bf16x4(src + (<usize>i << 1)));
+    for (; i < k; i++) store<u32>(dst + (<usize>i << 2), <u32>load<u16>(src + (<usize>i << 1)) << 16);
+  } else if (dtype == DT_Q8_0) {
+    const nb = k >> 5;
+    for (let b = 0; b < nb; b++) {
+      const blk = src + <usize>b * 34;
+      const d = f32x4.splat(f16(load<u16>(blk)));
+      const o = dst + (<usize>b << 7);
+      for (let j = 0; j < 32; j += 8) {
+        const q = v128.load8x8_s(blk + 2 + j);
+        v128.store(o + (<usize>j << 2), f32x4.mul(d, f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(q))));
+        v128.store(o + (<usize>j << 2) + 16, f32x4.mul(d, f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(q))));
+      }
+    }
+  } else {
+    memory.copy(dst, src, <usize>k << 2);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// One row of X (decode): stream the weights once, 4 rows at a time sharing each x load.
+
+/** Dot products of x with 4 f32 rows starting at w (stride ws bytes) → f32x4. */
+// @ts-ignore: decorator
+@inline function dot4F32(x: usize, w: usize, ws: usize, k: i32): v128 {
+  let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+  const w1 = w + ws, w2 = w1 + ws, w3 = w2 + ws;
+  let i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const o = <usize>i << 2;
+    const x0 = v128.load(x + o), x1 = v128.load(x + o, 16);
+    a0 = f32x4.add(a0, f32x4.mul(v128.load(w + o), x0));
+    a1 = f32x4.add(a1, f32x4.mul(v128.load(w1 + o), x0));
+    a2 = f32x4.add(a2, f32x4.mul(v128.load(w2 + o), x0));
+    a3 = f32x4.add(a3, f32x4.mul(v128.load(w3 + o), x0));
+    b0 = f32x4.add(b0, f32x4.mul(v128.load(w + o, 16), x1));
+    b1 = f32x4.add(b1, f32x4.mul(v128.load(w1 + o, 16), x1));
+    b2 = f32x4.add(b2, f32x4.mul(v128.load(w2 + o, 16), x1));
+    b3 = f32x4.add(b3, f32x4.mul(v128.load(w3 + o, 16), x1));
+  }
+  for (; i + 4 <= k; i += 4) {
+    const o = <usize>i << 2;
+    const x0 = v128.load(x + o);
+    a0 = f32x4.add(a0, f32x4.mul(v128.load(w + o), x0));
+    a1 = f32x4.add(a1, f32x4.mul(v128.load(w1 + o), x0));
+    a2 = f32x4.add(a2, f32x4.mul(v128.load(w2 + o), x0));
+    a3 = f32x4.add(a3, f32x4.mul(v128.load(w3 + o), x0));
+  }
+  let r = hsum4(f32x4.add(a0, b0), f32x4.add(a1, b1), f32x4.add(a2, b2), f32x4.add(a3, b3));
+  if (i < k) {
+    let t0: f32 = 0, t1: f32 = 0, t2: f32 = 0, t3: f32 = 0;
+    for (; i < k; i++) {
+      const o = <usize>i << 2;
+      const xv = load<f32>(x + o);
+      t0 += load<f32>(w + o) * xv;
+      t1 += load<f32>(w1 + o) * xv;
+      t2 += load<f32>(w2 + o) * xv;
+      t3 += load<f32>(w3 + o) * xv;
+    }
+    r = f32x4.add(r, f32x4(t0, t1, t2, t3));
+  }
+  return r;
+}
+
+/** Same for 16-bit rows (f16 when isF16, else bf16). */
+// @ts-ignore: decorator
+@inline function dot4Half(x: usize, w: usize, ws: usize, k: i32, isF16: bool): v128 {
+  let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+  const w1 = w + ws, w2 = w1 + ws, w3 = w2 + ws;
+  let i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const o = <usize>i << 2;
+    const h = <usize>i << 1;
+    const x0 = v128.load(x + o), x1 = v128.load(x + o, 16);
+    if (isF16) {
+      a0 = f32x4.add(a0, f32x4.mul(f16x4(w + h), x0));
+      a1 = f32x4.add(a1, f32x4.mul(f16x4(w1 + h), x0));
+      a2 = f32x4.add(a2, f32x4.mul(f16x4(w2 + h), x0));
+      a3 = f32x4.add(a3, f32x4.mul(f16x4(w3 + h), x0));
+      b0 = f32x4.add(b0, f32x4.mul(f16x4(w + h + 8), x1));
+      b1 = f32x4.add(b1, f32x4.mul(f16x4(w1 + h + 8), x1));
+      b2 = f32x4.add(b2, f32x4.mul(f16x4(w2 + h + 8), x1));
+      b3 = f32x4.add(b3, f32x4.mul(f16x4(w3 + h + 8), x1));
+    } else {
+      a0 = f32x4.add(a0, f32x4.mul(bf16x4(w + h), x0));
+      a1 = f32x4.add(a1, f32x4.mul(bf16x4(w1 + h), x0));
+      a2 = f32x4.add(a2, f32x4.mul(bf16x4(w2 + h), x0));
+      a3 = f32x4.add(a3, f32x4.mul(bf16x4(w3 + h), x0));
+      b0 = f32x4.add(b0, f32x4.mul(bf16x4(w + h + 8), x1));
+      b1 = f32x4.add(b1, f32x4.mul(bf16x4(w1 + h + 8), x1));
+      b2 = f32x4.add(b2, f32x4.mul(bf16x4(w2 + h + 8), x1));
+      b3 = f32x4.add(b3, f32x4.mul(bf16x4(w3 + h + 8), x1));
+    }
+  }
+  let r = hsum4(f32x4.add(a0, b0), f32x4.add(a1, b1), f32x4.add(a2, b2), f32x4.add(a3, b3));
+  if (i < k) {
+    let t0: f32 = 0, t1: f32 = 0, t2: f32 = 0, t3: f32 = 0;
+    for (; i < k; i++) {
+      const xv = load<f32>(x + (<usize>i << 2));
+      const h = <usize>i << 1;
+      if (isF16) {
+        t0 += f16(load<u16>(w + h)) * xv;
+        t1 += f16(load<u16>(w1 + h)) * xv;
+        t2 += f16(load<u16>(w2 + h)) * xv;
+        t3 += f16(load<u16>(w3 + h)) * xv;
+      } else {
+        t0 += reinterpret<f32>(<u32>load<u16>(w + h) << 16) * xv;
+        t1 += reinterpret<f32>(<u32>load<u16>(w1 + h) << 16) * xv;
+        t2 += reinterpret<f32>(<u32>load<u16>(w2 + h) << 16) * xv;
+        t3 += reinterpret<f32>(<u32>load<u16>(w3 + h) << 16) * xv;
+      }
+    }
+    r = f32x4.add(r, f32x4(t0, t1, t2, t3));
+  }
+  return r;
+}
+
+/**
+ * q8_0 rows against x quantised to int16 per 32-value block (xq: k int16, xs: k/32 f32 scales): integer dot
+ * products (i32x4.dot_i16x8_s, exact), then one f32 multiply-add per block with d_w · d_x.
+ */
+// @ts-ignore: decorator
+@inline function dot4Q8(xq: usize, xs: usize, w: usize, ws: usize, k: i32): v128 {
+  let acc = f32x4.splat(0);
+  const w1 = w + ws, w2 = w1 + ws, w3 = w2 + ws;
+  const nb = k >> 5;
+  for (let b = 0; b < nb; b++) {
+    const bo = <usize>b * 34;
+    const xo = xq + (<usize>b << 6);
+    let s0 = i32x4.splat(0), s1 = s0, s2 = s0, s3 = s0;
+    for (let j = 0; j < 32; j += 8) {
+      const xv = v128.load(xo + (<usize>j << 1));
+      const jo = bo + 2 + <usize>j;
+      s0 = i32x4.add(s0, i32x4.dot_i16x8_s(v128.load8x8_s(w + jo), xv));
+      s1 = i32x4.add(s1, i32x4.dot_i16x8_s(v128.load8x8_s(w1 + jo), xv));
+      s2 = i32x4.add(s2, i32x4.dot_i16x8_s(v128.load8x8_s(w2 + jo), xv));
+      s3 = i32x4.add(s3, i32x4.dot_i16x8_s(v128.load8x8_s(w3 + jo), xv));
+    }
+    // Horizontal sums of the four int accumulators, in f32 (relative rounding ≤ 2^-24).
+    const sums = hsum4(f32x4.convert_i32x4_s(s0), f32x4.convert_i32x4_s(s1), f32x4.convert_i32x4_s(s2),
+      f32x4.convert_i32x4_s(s3));
+    const d = f32x4(f16(load<u16>(w + bo)), f16(load<u16>(w1 + bo)), f16(load<u16>(w2 + bo)), f16(load<u16>(w3 + bo)));
+    acc = f32x4.add(acc, f32x4.mul(f32x4.mul(sums, d), f32x4.splat(load<f32>(xs + (<usize>b << 2)))));
+  }
+  return acc;
+}
+
+/** Single-row dot of x with one weight row of any dtype (tail rows). */
+function dot1(dtype: i32, x: usize, xq: usize, xs: usize, w: usize, k: i32): f32 {
+  let s: f32 = 0;
+  if (dtype == DT_Q8_0) {
+    const nb = k >> 5;
+    for (let b = 0; b < nb; b++) {
+      const bo = <usize>b * 34;
+      let si: i32 = 0;
+      for (let j = 0; j < 32; j++) si += <i32>load<i8>(w + bo + 2 + j) * <i32>load<i16>(xq + (<usize>(b * 32 + j) << 1));
+      s += <f32>si * f16(load<u16>(w + bo)) * load<f32>(xs + (<usize>b << 2));
+    }
+    return s;
+  }
+  for (let i = 0; i < k; i++) {
+    const xv = load<f32>(x + (<usize>i << 2));
+    let wv: f32;
+    if (dtype == DT_F32) wv = load<f32>(w + (<usize>i << 2));
+    else if (dtype == DT_F16) wv = f16(load<u16>(w + (<usize>i << 1)));
+    else wv = reinterpret<f32>(<u32>load<u16>(w + (<usize>i << 1)) << 16);
+    s += wv * xv;
+  }
+  return s;
+}
+
+/** out[r] for r in [r0, r1): one row of x. */
+function gemv(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, bias: usize, k: i32, r0: i32, r1: i32): void {
+  const ws = rowBytes(dtype, k);
+  let r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const wr = w + <usize>r * ws;
+    let v: v128;
+    if (dtype == DT_F32) v = dot4F32(x, wr, ws, k);
+    else if (dtype == DT_F16) v = dot4Half(x, wr, ws, k, true);
+    else if (dtype == DT_BF16) v = dot4Half(x, wr, ws, k, false);
+    else v = dot4Q8(xq, xs, wr, ws, k);
+    if (bias != 0) v = f32x4.add(v, v128.load(bias + (<usize>r << 2)));
+    v128.store(out + (<usize>r << 2), v);
+  }
+  for (; r < r1; r++) {
+    let s = dot1(dtype, x, xq, xs, w + <usize>r * ws, k);
+    if (bias != 0) s += load<f32>(bias + (<usize>r << 2));
+    store<f32>(out + (<usize>r << 2), s);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Many rows (batched): a block of 4 weight rows (decoded to f32 when needed, kept in L1) is applied to every row
+// of X, 2 X rows at a time: 8 accumulators, 6 loads per 8 multiply-adds.
+
+/** out[i, r..r+3] for X rows i, i+1 against 4 f32 weight rows at w (stride ws bytes). */
+// @ts-ignore: decorator
+@inline function kernel4x2(x0: usize, x1: usize, w: usize, ws: usize, k: i32, o0: usize, o1: usize, bias: usize): void {
+  let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+  const w1 = w + ws, w2 = w1 + ws, w3 = w2 + ws;
+  let i = 0;
+  for (; i + 4 <= k; i += 4) {
+    const o = <usize>i << 2;
+    const wv0 = v128.load(w + o), wv1 = v128.load(w1 + o), wv2 = v128.load(w2 + o), wv3 = v128.load(w3 + o);
+    const xa = v128.load(x0 + o);
+    a0 = f32x4.add(a0, f32x4.mul(wv0, xa));
+    a1 = f32x4.add(a1, f32x4.mul(wv1, xa));
+    a2 = f32x4.add(a2, f32x4.mul(wv2, xa));
+    a3 = f32x4.add(a3, f32x4.mul(wv3, xa));
+    const xb = v128.load(x1 + o);
+    c0 = f32x4.add(c0, f32x4.mul(wv0, xb));
+    c1 = f32x4.add(c1, f32x4.mul(wv1, xb));
+    c2 = f32x4.add(c2, f32x4.mul(wv2, xb));
+    c3 = f32x4.add(c3, f32x4.mul(wv3, xb));
+  }
+  let ra = hsum4(a0, a1, a2, a3);
+  let rb = hsum4(c0, c1, c2, c3);
+  if (i < k) {
+    let t0: f32 = 0, t1: f32 = 0, t2: f32 = 0, t3: f32 = 0, u0: f32 = 0, u1: f32 = 0, u2: f32 = 0, u3: f32 = 0;
+    for (; i < k; i++) {
+      const o = <usize>i << 2;
+      const xa = load<f32>(x0 + o), xb = load<f32>(x1 + o);
+      const v0 = load<f32>(w + o), v1 = load<f32>(w1 + o), v2 = load<f32>(w2 + o), v3 = load<f32>(w3 + o);
+      t0 += v0 * xa; t1 += v1 * xa; t2 += v2 * xa; t3 += v3 * xa;
+      u0 += v0 * xb; u1 += v1 * xb; u2 += v2 * xb; u3 += v3 * xb;
+    }
+    ra = f32x4.add(ra, f32x4(t0, t1, t2, t3));
+    rb = f32x4.add(rb, f32x4(u0, u1, u2, u3));
+  }
+  if (bias != 0) {
+    const bv = v128.load(bias);
+    ra = f32x4.add(ra, bv);
+    rb = f32x4.add(rb, bv);
+  }
+  v128.store(o0, ra);
+  v128.store(o1, rb);
+}
+
+/** Rows [r0, r1) of out for all m rows of x. scratch: this thread's 4·k f32 (+16 B) for decoded weight rows. */
+function gemm(dtype: i32, out: usize, x: usize, w: usize, bias: usize, m: i32, n: i32, k: i32, r0: i32, r1: i32, scratch: usize): void {
+  const ws = rowBytes(dtype, k);
+  const xs = <usize>k << 2;
+  const os = <usize>n << 2;
+  let r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    let wb = w + <usize>r * ws;
+    let wstride = ws;
+    if (dtype != DT_F32) {
+      for (let j = 0; j < 4; j++) decodeRow(dtype, wb + <usize>j * ws, scratch + <usize>j * xs, k);
+      wb = scratch;
+      wstride = xs;
+    }
+    const b = bias != 0 ? bias + (<usize>r << 2) : 0;
+    let i = 0;
+    for (; i + 2 <= m; i += 2) {
+      const xr = x + <usize>i * xs;
+      const orow = out + <usize>i * os + (<usize>r << 2);
+      kernel4x2(xr, xr + xs, wb, wstride, k, orow, orow + os, b);
+    }
+    if (i < m) {
+      // odd last row: run the pair kernel on (row, row) and keep one result
+      const xr = x + <usize>i * xs;
+      const orow = out + <usize>i * os + (<usize>r << 2);
+      kernel4x2(xr, xr, wb, wstride, k, orow, orow, b);
+    }
+  }
+  for (; r < r1; r++) {
+    let wr = w + <usize>r * ws;
+    if (dtype != DT_F32) {
+      decodeRow(dtype, wr, scratch, k);
+      wr = scratch;
+    }
+    for (let i = 0; i < m; i++) {
+      let s = dot1(DT_F32, x + <usize>i * xs, 0, 0, wr, k);
+      if (bias != 0) s += load<f32>(bias + (<usize>r << 2));
+      store<f32>(out + <usize>i * os + (<usize>r << 2), s);
+    }
+  }
+}
+
+/**
+ * out[m, n] = x[m, k] · wᵀ + bias. dtype: 0 f32, 1 f16, 2 bf16, 3 q8_0. For q8_0 with m == 1, xq/xs hold x
+ * quantised by quantize_x_i16. scratch: per-thread area of scratchStride bytes (≥ 16·k + 16) for decoded rows.
+ */
+export function matmul(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, bias: usize, m: i32, n: i32,
+  k: i32, scratch: usize, scratchStride: i32, tid: i32, nt: i32): void {
+  const r0 = chunkStart(n, tid, nt, 4);
+  const r1 = chunkStart(n, tid + 1, nt, 4);
+  if (r0 >= r1) return;
+  if (m == 1) gemv(dtype, out, x, xq, xs, w, bias, k, r0, r1);
+  else gemm(dtype, out, x, w, bias, m, n, k, r0, r1, scratch + <usize>tid * <usize>scratchStride);
+}
+
+/**
+ * Quantises one row x[k] (k % 32 == 0) to int16 per 32-value block: xs[b] = absmax / 32767, xq = nearest(x / xs[b]).
+ * The error of a product against q8_0 weights stays below 2^-16 of each block's absmax.
+ */
+export function quantize_x_i16(x: usize, k: i32, xq: usize, xs: usize): void {
+  const nb = k >> 5;
+  for (let b = 0; b < nb; b++) {
+    const xp = x + (<usize>b << 7);
+    let mx = f32x4.splat(0);
+    for (let j = 0; j < 32; j += 4) mx = f32x4.max(mx, f32x4.abs(v128.load(xp + (<usize>j << 2))));
+    const s1 = f32x4.max(mx, v128.shuffle<f32>(mx, mx, 2, 3, 0, 1));
+    const amax = f32x4.extract_lane(f32x4.max(s1, v128.shuffle<f32>(s1, s1, 1, 0, 3, 2)), 0);
+    const d: f32 = amax / 32767.0;
+    store<f32>(xs + (<usize>b << 2), d);
+    const id = f32x4.splat(d != 0 ? 1.0 / d : 0);
+    const qp = xq + (<usize>b << 6);
+    for (let j = 0; j < 32; j += 8) {
+      const a = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xp + (<usize>j << 2)), id)));
+      const c = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xp + (<usize>j << 2), 16), id)));
+      v128.store(qp + (<usize>j << 1), i16x8.narrow_i32x4_s(a, c));
+    }
+  }
+}

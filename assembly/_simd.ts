@@ -1,0 +1,125 @@
+// Shared SIMD helpers for the kernels (imported by kernels.ts; files starting with "_" are not built on their own).
+
+/** Sum of the four lanes of an f32x4. */
+// @ts-ignore: decorator
+@inline export function hsum(v: v128): f32 {
+  const s = f32x4.add(v, v128.shuffle<f32>(v, v, 2, 3, 0, 1));
+  const t = f32x4.add(s, v128.shuffle<f32>(s, s, 1, 0, 3, 2));
+  return f32x4.extract_lane(t, 0);
+}
+
+/** Max of the four lanes of an f32x4. */
+// @ts-ignore: decorator
+@inline export function hmax(v: v128): f32 {
+  const s = f32x4.max(v, v128.shuffle<f32>(v, v, 2, 3, 0, 1));
+  const t = f32x4.max(s, v128.shuffle<f32>(s, s, 1, 0, 3, 2));
+  return f32x4.extract_lane(t, 0);
+}
+
+/** lanes (a0+a1+a2+a3, b.., c.., d..) of four f32x4 accumulators: four horizontal sums at once. */
+// @ts-ignore: decorator
+@inline export function hsum4(a: v128, b: v128, c: v128, d: v128): v128 {
+  const ab0 = v128.shuffle<f32>(a, b, 0, 4, 1, 5); // a0 b0 a1 b1
+  const ab1 = v128.shuffle<f32>(a, b, 2, 6, 3, 7); // a2 b2 a3 b3
+  const cd0 = v128.shuffle<f32>(c, d, 0, 4, 1, 5);
+  const cd1 = v128.shuffle<f32>(c, d, 2, 6, 3, 7);
+  const ab = f32x4.add(ab0, ab1); // a0+a2 b0+b2 a1+a3 b1+b3
+  const cd = f32x4.add(cd0, cd1);
+  const lo = v128.shuffle<f32>(ab, cd, 0, 1, 4, 5); // a02 b02 c02 d02
+  const hi = v128.shuffle<f32>(ab, cd, 2, 3, 6, 7); // a13 b13 c13 d13
+  return f32x4.add(lo, hi);
+}
+
+/**
+ * Four IEEE halves at ptr → f32x4. Sign-extending the 16-bit pattern and shifting by 13 puts the sign in bit 31
+ * (and copies in bits 28..30, masked off) and exponent+mantissa in bits 13..27; multiplying by 2^112 rebiases the
+ * exponent, which is exact for normals and subnormals alike. Inf/NaN halves are not preserved (never in weights).
+ */
+// @ts-ignore: decorator
+@inline export function f16x4(ptr: usize): v128 {
+  let v = v128.load16x4_s(ptr);
+  v = v128.and(i32x4.shl(v, 13), i32x4.splat(0x8FFFE000));
+  return f32x4.mul(v, f32x4.splat(5.192296858534828e33));
+}
+
+/** Four bfloat16 at ptr → f32x4. */
+// @ts-ignore: decorator
+@inline export function bf16x4(ptr: usize): v128 {
+  return i32x4.shl(v128.load16x4_u(ptr), 16);
+}
+
+/** Four int8 at ptr → f32x4. */
+// @ts-ignore: decorator
+@inline export function i8x4(ptr: usize): v128 {
+  const v = v128.load32_zero(ptr);
+  return f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(i16x8.extend_low_i8x16_s(v)));
+}
+
+/** Scalar IEEE half → f32 (exact, subnormals included; Inf/NaN as in f16x4). */
+// @ts-ignore: decorator
+@inline export function f16(h: u32): f32 {
+  const v = ((<i32>(<i16>h)) << 13) & 0x8FFFE000;
+  return reinterpret<f32>(v) * 5.192296858534828e33;
+}
+
+/** f32 → IEEE half bits, round to nearest even; overflow → Inf, NaN → 0x7e00. */
+export function toF16(value: f32): u32 {
+  const x = reinterpret<u32>(value);
+  const sign = (x >> 16) & 0x8000;
+  const exp = <i32>((x >> 23) & 0xff);
+  let mant = x & 0x7fffff;
+  if (exp == 0xff) return sign | (mant != 0 ? 0x7e00 : 0x7c00);
+  const e = exp - 127 + 15;
+  if (e >= 31) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    mant |= 0x800000;
+    const shift = <u32>(14 - e);
+    const half = mant >> shift;
+    const rem = mant & ((1 << shift) - 1);
+    const mid = <u32>1 << (shift - 1);
+    const r = rem > mid || (rem == mid && (half & 1) == 1) ? half + 1 : half;
+    return sign | r;
+  }
+  const half = (<u32>e << 10) | (mant >> 13);
+  const rem = mant & 0x1fff;
+  const r = rem > 0x1000 || (rem == 0x1000 && (half & 1) == 1) ? half + 1 : half;
+  return sign | r;
+}
+
+/**
+ * e^x for four lanes (Cephes-style: 2^n · p(r), |r| ≤ ln2/2, degree-6 polynomial; about 1 ulp). Lanes below −87.3
+ * give exactly 0, lanes above 88.7 saturate near f32 max.
+ */
+// @ts-ignore: decorator
+@inline export function exp4(x: v128): v128 {
+  const under = f32x4.lt(x, f32x4.splat(-87.3));
+  let v = f32x4.min(f32x4.max(x, f32x4.splat(-87.3)), f32x4.splat(88.7));
+  const n = f32x4.nearest(f32x4.mul(v, f32x4.splat(1.44269504088896341)));
+  v = f32x4.sub(v, f32x4.mul(n, f32x4.splat(0.693359375)));
+  v = f32x4.add(v, f32x4.mul(n, f32x4.splat(2.12194440e-4)));
+  const r2 = f32x4.mul(v, v);
+  let p = f32x4.splat(1.9875691500e-4);
+  p = f32x4.add(f32x4.mul(p, v), f32x4.splat(1.3981999507e-3));
+  p = f32x4.add(f32x4.mul(p, v), f32x4.splat(8.3334519073e-3));
+  p = f32x4.add(f32x4.mul(p, v), f32x4.splat(4.1665795894e-2));
+  p = f32x4.add(f32x4.mul(p, v), f32x4.splat(1.6666665459e-1));
+  p = f32x4.add(f32x4.mul(p, v), f32x4.splat(5.0000001201e-1));
+  p = f32x4.add(f32x4.add(f32x4.mul(p, r2), v), f32x4.splat(1.0));
+  const pow2 = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(n), i32x4.splat(127)), 23);
+  return v128.andnot(f32x4.mul(p, pow2), under);
+}
+
+/** Scalar e^x through exp4 (same results as the vector lanes). */
+// @ts-ignore: decorator
+@inline export function exp1(x: f32): f32 {
+  return f32x4.extract_lane(exp4(f32x4.splat(x)), 0);
+}
+
+/** First index of thread `tid`'s share of `total` items cut into `nt` contiguous chunks of multiples of `align`. */
+// @ts-ignore: decorator
+@inline export function chunkStart(total: i32, tid: i32, nt: i32, align: i32): i32 {
+  const units = (total + align - 1) / align;
+  const s = <i32>((<i64>units * tid) / nt) * align;
+  return s < total ? s : total;
+}

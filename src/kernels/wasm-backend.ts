@@ -1,0 +1,400 @@
+/**
+ * The fast backend: AssemblyScript SIMD kernels (build/kernels.wasm) on one shared `WebAssembly.Memory`, run by the
+ * calling thread plus a pool of worker threads. Arguments are arena views; a kernel receives their byte offsets.
+ * Small calls run on the calling thread alone (a dispatch costs a few microseconds); large ones split rows, heads,
+ * sequences or (sequence, KV head, partition) items among all threads.
+ *
+ * Mirrors vLLM's csrc/ kernels (see backend.ts); the attention kernels follow paged_attention_v1/v2 with an online
+ * softmax per KV block (see assembly/_attention.ts).
+ */
+import type {
+  KernelBackend, KvCacheDType, KvCacheLayer, PagedAttentionInput, PrefillAttentionInput, RopeStyle, Weight, WeightDType,
+} from './backend.js';
+import { WasmArena, createKernelMemory } from './arena.js';
+import { KernelError } from './errors.js';
+import { copyBlocks as copyKvBlocks, swapBlocks as swapKvBlocks } from './kv-blocks.js';
+import { PARTITION_SIZE } from './reference-backend.js';
+import { CTL_BYTES, CTL_COUNTER_WORD, CTL_PARAMS_OFFSET, ThreadPool } from './thread-pool.js';
+import {
+  checkInt, checkLen, checkPagedAttention, checkPrefillAttention, checkReshapeAndCache, checkRope, checkWeight, useV1,
+} from './validate.js';
+import { KERNEL_OPS, type KernelExports, type KernelOp, instantiateKernels, loadKernelModule } from './wasm-module.js';
+
+/** Byte offset of the pool's control block (inside the arena's reserved low 64 KiB). */
+const CTL_OFFSET = 4096;
+
+const WEIGHT_CODE: Record<WeightDType, number> = { f32: 0, f16: 1, bf16: 2, q8_0: 3 };
+const KV_CODE: Record<KvCacheDType, number> = { fp32: 0, fp16: 1, int8: 2 };
+const KV_BYTES: Record<KvCacheDType, number> = { fp32: 4, fp16: 2, int8: 1 };
+
+// Attention parameter block word indices (assembly/_attention.ts P_*).
+const P_OUT = 0, P_QUERY = 1, P_KC = 2, P_VC = 3, P_KS = 4, P_VS = 5, P_DTYPE = 6, P_TABLES = 7, P_SEQLENS = 8,
+  P_NSEQS = 9, P_NH = 10, P_NKV = 11, P_HS = 12, P_BS = 13, P_MAXB = 14, P_SCALE = 15, P_ALIBI = 16, P_WINDOW = 17,
+  P_PART = 18, P_MAXPARTS = 19, P_PARTIALS = 20, P_SCRATCH = 21, P_SSTRIDE = 22, P_COUNTER = 23, P_ITEMS = 24,
+  P_NITEMS = 25, P_QTILE = 26, P_QSTART = 27, P_WORDS = 28;
+
+/** Query tokens per prefill work item (rows = tile × GQA group). */
+const PREFILL_TILE = 16;
+
+/**
+ * Work thresholds below which a call stays on the calling thread (measured: a dispatch costs ~5-20 µs on 2 cores).
+ * Units: multiply-adds for matmul, values touched otherwise.
+ */
+const PARALLEL_MATMUL_MACS = 1 << 17;
+const PARALLEL_ELEMENTS = 1 << 16;
+const PARALLEL_ATTENTION_MACS = 1 << 16;
+
+/** Options of {@link WasmBackend.create}. */
+export interface WasmBackendOptions {
+  /** Threads including the calling one (default 1). */
+  readonly threads?: number;
+  /** Memory to start with, in bytes (grows on demand). */
+  readonly initialBytes?: number;
+  /** Polls a worker makes before sleeping between kernels (default 20000). */
+  readonly spinIterations?: number;
+}
+
+/** The WebAssembly SIMD backend. Create with `createBackend()` or {@link WasmBackend.create}; call close() when done. */
+export class WasmBackend implements KernelBackend {
+  readonly kind = 'wasm' as const;
+  readonly threads: number;
+  readonly arena: WasmArena;
+  private readonly k: KernelExports;
+  private readonly pool: ThreadPool | null;
+  private readonly ctl: Int32Array;
+  private readonly pw: Int32Array;
+  private readonly pf: Float32Array;
+  private readonly pb: number;
+  private closed = false;
+
+  private constructor(arena: WasmArena, k: KernelExports, pool: ThreadPool | null) {
+    this.arena = arena;
+    this.k = k;
+    this.pool = pool;
+    this.threads = pool ? pool.threads : 1;
+    const buf = arena.memory.buffer;
+    this.ctl = new Int32Array(buf, CTL_OFFSET, 32);
+    this.pb = CTL_OFFSET + CTL_PARAMS_OFFSET;
+    this.pw = new Int32Array(buf, this.pb, P_WORDS);
+    this.pf = new Float32Array(buf, this.pb, P_WORDS);
+  }
+
+  /**
+   * Compiles (once per process) and instantiates the kernels on a fresh memory and starts `threads − 1` workers.
+   * @throws KernelError for a bad thread count; KernelLoadError when the module or a worker cannot be loaded.
+   */
+  static async create(options: WasmBackendOptions = {}): Promise<WasmBackend> {
+    const threads = options.threads ?? 1;
+    if (!Number.isInteger(threads) || threads < 1 || threads > 256) {
+      throw new KernelError(`WasmBackend: threads must be an integer in 1..256, got ${threads}`);
+    }
+    const module = await loadKernelModule();
+    const memory = createKernelMemory(options.initialBytes);
+    if (CTL_OFFSET + CTL_BYTES > 65536) throw new KernelError('control block does not fit the reserved bytes');
+    const arena = new WasmArena(memory);
+    const k = instantiateKernels(module, memory);
+    const pool = threads > 1
+      ? await ThreadPool.create({
+        module, memory, ctlOffset: CTL_OFFSET, workers: threads - 1, exportNames: KERNEL_OPS,
+        spinIterations: options.spinIterations,
+      })
+      : null;
+    return new WasmBackend(arena, k, pool);
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // plumbing
+
+  /** Byte offset of a view, after checking it lives in this backend's arena. */
+  private ptr(op: string, name: string, v: ArrayBufferView): number {
+    if (!this.arena.contains(v)) {
+      throw new KernelError(`${op}: ${name} is not a view into this backend's arena (allocate it with backend.arena)`);
+    }
+    return v.byteOffset;
+  }
+
+  /** Runs an export on one thread or on all of them. */
+  private exec(op: KernelOp, args: number[], parallel: boolean): void {
+    if (this.closed) throw new KernelError(`${op}: the backend is closed`);
+    const fn = this.k[op] as (...a: number[]) => void;
+    Atomics.store(this.ctl, CTL_COUNTER_WORD, 0);
+    if (!parallel || this.pool === null) {
+      fn(...args, 0, 1);
+      return;
+    }
+    this.pool.run(KERNEL_OPS.indexOf(op), args, this.pool.threads, fn);
+  }
+
+  /** Byte offset of the work counter kernels share. */
+  private get counterPtr(): number {
+    return CTL_OFFSET + CTL_COUNTER_WORD * 4;
+  }
+
+  /** Uninitialised scratch bytes from the arena (caller resets the arena to its mark afterwards). */
+  private scratch(bytes: number): number {
+    return this.arena.allocUninitialized(Math.max(bytes, 16), 64).byteOffset;
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // dense ops
+
+  matmul(out: Float32Array, x: Float32Array, w: Weight, m: number, bias?: Float32Array): void {
+    const op = 'matmul';
+    checkWeight(op, w);
+    checkInt(op, 'm', m);
+    checkLen(op, 'x', x, m * w.cols);
+    checkLen(op, 'out', out, m * w.rows);
+    if (bias) checkLen(op, 'bias', bias, w.rows);
+    const outP = this.ptr(op, 'out', out), xP = this.ptr(op, 'x', x), wP = this.ptr(op, 'weight data', w.data);
+    const biasP = bias ? this.ptr(op, 'bias', bias) : 0;
+    if (m === 0) return;
+    const { rows: n, cols: k } = w;
+    const mark = this.arena.mark();
+    try {
+      let xq = 0, xs = 0;
+      if (w.dtype === 'q8_0' && m === 1) {
+        xq = this.scratch(k * 2);
+        xs = this.scratch((k / 32) * 4);
+        this.k.quantize_x_i16(xP, 1, k, xq, xs, 0, 1);
+      }
+      const parallel = m * n * k >= PARALLEL_MATMUL_MACS;
+      const stride = Math.ceil((16 * k + 64) / 64) * 64;
+      const scr = m > 1 && w.dtype !== 'f32' ? this.scratch(stride * (parallel ? this.threads : 1)) : 0;
+      this.exec(op, [WEIGHT_CODE[w.dtype], outP, xP, xq, xs, wP, biasP, m, n, k, scr, stride], parallel);
+    } finally {
+      this.arena.reset(mark);
+    }
+  }
+
+  embedding(out: Float32Array, table: Weight, ids: Int32Array, m: number): void {
+    const op = 'embedding';
+    checkWeight(op, table);
+    checkInt(op, 'm', m);
+    checkLen(op, 'ids', ids, m);
+    checkLen(op, 'out', out, m * table.cols);
+    for (let i = 0; i < m; i++) {
+      if (ids[i] < 0 || ids[i] >= table.rows) throw new KernelError(`${op}: ids[${i}] = ${ids[i]} is outside the table (0..${table.rows - 1})`);
+    }
+    const args = [WEIGHT_CODE[table.dtype], this.ptr(op, 'out', out), this.ptr(op, 'table data', table.data),
+      this.ptr(op, 'ids', ids), m, table.cols];
+    this.exec(op, args, m > 1 && m * table.cols >= PARALLEL_ELEMENTS);
+  }
+
+  rmsNorm(out: Float32Array, x: Float32Array, weight: Float32Array, m: number, dim: number, eps: number): void {
+    const op = 'rms_norm';
+    checkInt('rmsNorm', 'm', m);
+    checkInt('rmsNorm', 'dim', dim, 1);
+    checkLen('rmsNorm', 'x', x, m * dim);
+    checkLen('rmsNorm', 'out', out, m * dim);
+    checkLen('rmsNorm', 'weight', weight, dim);
+    const args = [this.ptr('rmsNorm', 'out', out), this.ptr('rmsNorm', 'x', x), this.ptr('rmsNorm', 'weight', weight), m, dim, eps];
+    this.exec(op, args, m > 1 && m * dim >= PARALLEL_ELEMENTS);
+  }
+
+  rope(x: Float32Array, positions: Int32Array, m: number, numHeads: number, headSize: number,
+    cosSin: Float32Array, rotaryDim: number, style: RopeStyle): void {
+    checkRope(x, positions, m, numHeads, headSize, cosSin, rotaryDim, style);
+    const args = [this.ptr('rope', 'x', x), this.ptr('rope', 'positions', positions), m, numHeads, headSize,
+      this.ptr('rope', 'cosSin', cosSin), rotaryDim, style === 'half' ? 0 : 1];
+    this.exec('rope', args, m > 1 && m * numHeads * headSize >= PARALLEL_ELEMENTS);
+  }
+
+  siluMul(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
+    checkInt('siluMul', 'n', n);
+    checkLen('siluMul', 'gate', gate, n);
+    checkLen('siluMul', 'up', up, n);
+    checkLen('siluMul', 'out', out, n);
+    const args = [this.ptr('siluMul', 'out', out), this.ptr('siluMul', 'gate', gate), this.ptr('siluMul', 'up', up), n];
+    this.exec('silu_mul', args, n >= PARALLEL_ELEMENTS);
+  }
+
+  add(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void {
+    checkInt('add', 'n', n);
+    checkLen('add', 'a', a, n);
+    checkLen('add', 'b', b, n);
+    checkLen('add', 'out', out, n);
+    this.exec('add', [this.ptr('add', 'out', out), this.ptr('add', 'a', a), this.ptr('add', 'b', b), n], n >= 4 * PARALLEL_ELEMENTS);
+  }
+
+  softmax(x: Float32Array, m: number, n: number): void {
+    checkInt('softmax', 'm', m);
+    checkInt('softmax', 'n', n);
+    checkLen('softmax', 'x', x, m * n);
+    this.exec('softmax', [this.ptr('softmax', 'x', x), m, n], m > 1 && m * n >= PARALLEL_ELEMENTS);
+  }
+
+  argmax(out: Int32Array, x: Float32Array, m: number, n: number): void {
+    checkInt('argmax', 'm', m);
+    checkInt('argmax', 'n', n, 1);
+    checkLen('argmax', 'x', x, m * n);
+    checkLen('argmax', 'out', out, m);
+    this.exec('argmax', [this.ptr('argmax', 'out', out), this.ptr('argmax', 'x', x), m, n], m > 1 && m * n >= 4 * PARALLEL_ELEMENTS);
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // KV cache and attention
+
+  /** Byte offsets of a cache layer's tensors. */
+  private cachePtrs(op: string, c: KvCacheLayer): [number, number, number, number] {
+    const kc = this.ptr(op, 'cache.k', c.k), vc = this.ptr(op, 'cache.v', c.v);
+    const ks = c.dtype === 'int8' ? this.ptr(op, 'cache.kScale', c.kScale!) : 0;
+    const vs = c.dtype === 'int8' ? this.ptr(op, 'cache.vScale', c.vScale!) : 0;
+    return [kc, vc, ks, vs];
+  }
+
+  reshapeAndCache(key: Float32Array, value: Float32Array, cache: KvCacheLayer, slotMapping: Int32Array, m: number): void {
+    const op = 'reshapeAndCache';
+    checkReshapeAndCache(op, key, value, cache, slotMapping, m);
+    const [kc, vc, ks, vs] = this.cachePtrs(op, cache);
+    const args = [this.ptr(op, 'key', key), this.ptr(op, 'value', value), kc, vc, ks, vs, KV_CODE[cache.dtype],
+      this.ptr(op, 'slotMapping', slotMapping), m, cache.numKvHeads, cache.blockSize, cache.headSize];
+    this.exec('reshape_and_cache', args, cache.numKvHeads > 1 && m * cache.numKvHeads * cache.headSize >= PARALLEL_ELEMENTS);
+  }
+
+  /** Fills the attention parameter block's common words. */
+  private setAttentionParams(op: string, p: PagedAttentionInput | PrefillAttentionInput): void {
+    const c = p.cache;
+    const [kc, vc, ks, vs] = this.cachePtrs(op, c);
+    const w = this.pw;
+    w.fill(0);
+    w[P_OUT] = this.ptr(op, 'out', p.out);
+    w[P_QUERY] = this.ptr(op, 'query', p.query);
+    w[P_KC] = kc; w[P_VC] = vc; w[P_KS] = ks; w[P_VS] = vs;
+    w[P_DTYPE] = KV_CODE[c.dtype];
+    w[P_TABLES] = this.ptr(op, 'blockTables', p.blockTables);
+    w[P_SEQLENS] = this.ptr(op, 'seqLens', p.seqLens);
+    w[P_NSEQS] = p.numSeqs;
+    w[P_NH] = p.numHeads;
+    w[P_NKV] = p.numKvHeads;
+    w[P_HS] = p.headSize;
+    w[P_BS] = c.blockSize;
+    w[P_MAXB] = p.maxBlocksPerSeq;
+    this.pf[P_SCALE] = p.scale;
+    w[P_ALIBI] = p.alibiSlopes ? this.ptr(op, 'alibiSlopes', p.alibiSlopes) : 0;
+    w[P_WINDOW] = p.slidingWindow ?? 0;
+    w[P_COUNTER] = this.counterPtr;
+  }
+
+  /** Per-thread scratch bytes for `rows` query rows (row tables, states, accumulators, one block of logits). */
+  private static rowScratchBytes(rows: number, headSize: number, blockSize: number): number {
+    const bytes = 20 * rows + 16 + 8 * rows + rows * headSize * 4 + (blockSize + 8) * 4 + 64;
+    return Math.ceil(bytes / 64) * 64;
+  }
+
+  pagedAttention(input: PagedAttentionInput): void {
+    let maxSeqLen = 0;
+    for (let s = 0; s < input.numSeqs; s++) maxSeqLen = Math.max(maxSeqLen, input.seqLens[s]);
+    if (useV1(maxSeqLen, input.numSeqs, input.numHeads)) this.pagedAttentionV1(input);
+    else this.pagedAttentionV2(input);
+  }
+
+  /** Total q·k multiply-adds of a decode call (for the parallel decision). */
+  private static decodeWork(p: PagedAttentionInput): number {
+    let t = 0;
+    for (let s = 0; s < p.numSeqs; s++) t += p.seqLens[s];
+    return t * p.numHeads * p.headSize;
+  }
+
+  pagedAttentionV1(input: PagedAttentionInput): void {
+    const op = 'pagedAttentionV1';
+    checkPagedAttention(op, input);
+    if (input.numSeqs === 0) return;
+    const mark = this.arena.mark();
+    try {
+      this.setAttentionParams(op, input);
+      const parallel = WasmBackend.decodeWork(input) >= PARALLEL_ATTENTION_MACS;
+      const g = input.numHeads / input.numKvHeads;
+      const stride = WasmBackend.rowScratchBytes(g, input.headSize, input.cache.blockSize);
+      this.pw[P_SCRATCH] = this.scratch(stride * (parallel ? this.threads : 1));
+      this.pw[P_SSTRIDE] = stride;
+      this.exec('paged_attention_v1', [this.pb], parallel);
+    } finally {
+      this.arena.reset(mark);
+    }
+  }
+
+  pagedAttentionV2(input: PagedAttentionInput): void {
+    const op = 'pagedAttentionV2';
+    checkPagedAttention(op, input);
+    if (input.numSeqs === 0) return;
+    const mark = this.arena.mark();
+    try {
+      this.setAttentionParams(op, input);
+      let maxSeqLen = 0;
+      for (let s = 0; s < input.numSeqs; s++) maxSeqLen = Math.max(maxSeqLen, input.seqLens[s]);
+      const mp = Math.max(1, Math.ceil(maxSeqLen / PARTITION_SIZE));
+      const parallel = WasmBackend.decodeWork(input) >= PARALLEL_ATTENTION_MACS;
+      const g = input.numHeads / input.numKvHeads;
+      const stride = Math.max(WasmBackend.rowScratchBytes(g, input.headSize, input.cache.blockSize), input.headSize * 4 + 128);
+      const nsh = input.numSeqs * input.numHeads * mp;
+      this.pw[P_SCRATCH] = this.scratch(stride * (parallel ? this.threads : 1));
+      this.pw[P_SSTRIDE] = stride;
+      this.pw[P_PART] = PARTITION_SIZE;
+      this.pw[P_MAXPARTS] = mp;
+      this.pw[P_PARTIALS] = this.scratch(nsh * (2 + input.headSize) * 4);
+      this.exec('paged_attention_v2_partial', [this.pb], parallel);
+      this.exec('paged_attention_v2_reduce', [this.pb], parallel && input.numSeqs * input.numHeads > 1);
+    } finally {
+      this.arena.reset(mark);
+    }
+  }
+
+  prefillAttention(input: PrefillAttentionInput): void {
+    const op = 'prefillAttention';
+    const numTokens = checkPrefillAttention(op, input);
+    if (numTokens === 0) return;
+    const mark = this.arena.mark();
+    try {
+      this.setAttentionParams(op, input);
+      // Query tiles (seq, first token, count), the most work (latest positions) first.
+      const tiles: Array<[number, number, number, number]> = [];
+      let work = 0;
+      for (let s = 0; s < input.numSeqs; s++) {
+        const q0 = input.queryStartLoc[s];
+        const qLen = input.queryStartLoc[s + 1] - q0;
+        const ctx0 = input.seqLens[s] - qLen;
+        for (let j = 0; j < qLen; j += PREFILL_TILE) {
+          const count = Math.min(PREFILL_TILE, qLen - j);
+          const lastPos = ctx0 + j + count;
+          tiles.push([s, q0 + j, count, lastPos]);
+          work += lastPos * count;
+        }
+      }
+      tiles.sort((a, b) => b[3] - a[3]);
+      const items = this.arena.allocUninitialized(tiles.length * 12, 64);
+      const iv = new Int32Array(items.buffer, items.byteOffset, tiles.length * 3);
+      tiles.forEach((t, i) => { iv[i * 3] = t[0]; iv[i * 3 + 1] = t[1]; iv[i * 3 + 2] = t[2]; });
+      const parallel = work * input.numHeads * input.headSize >= PARALLEL_ATTENTION_MACS;
+      const g = input.numHeads / input.numKvHeads;
+      const stride = WasmBackend.rowScratchBytes(PREFILL_TILE * g, input.headSize, input.cache.blockSize);
+      this.pw[P_SCRATCH] = this.scratch(stride * (parallel ? this.threads : 1));
+      this.pw[P_SSTRIDE] = stride;
+      this.pw[P_ITEMS] = items.byteOffset;
+      this.pw[P_NITEMS] = tiles.length;
+      this.pw[P_QTILE] = PREFILL_TILE;
+      this.pw[P_QSTART] = this.ptr(op, 'queryStartLoc', input.queryStartLoc);
+      this.exec('prefill_attention', [this.pb], parallel);
+    } finally {
+      this.arena.reset(mark);
+    }
+  }
+
+  copyBlocks(layers: readonly KvCacheLayer[], pairs: ReadonlyArray<readonly [number, number]>): void {
+    copyKvBlocks(layers, pairs);
+  }
+
+  swapBlocks(src: KvCacheLayer, dst: KvCacheLayer, pairs: ReadonlyArray<readonly [number, number]>): void {
+    swapKvBlocks(src, dst, pairs);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool?.close();
+  }
+}
+
+/** Bytes per element of a KV cache dtype. */
+export function kvDtypeBytes(dtype: KvCacheDType): number {
+  return KV_BYTES[dtype];
+}

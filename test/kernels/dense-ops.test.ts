@@ -1,0 +1,163 @@
+// The wasm backend's dense kernels against the reference backend, on random inputs and many shapes, with 1 and 2
+// threads (2 threads exercise the worker pool: the large shapes pass the parallel thresholds).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { KernelBackend, WeightDType } from '../../src/kernels/backend.js';
+import { createBackend } from '../../src/kernels/create-backend.js';
+import { KernelError } from '../../src/kernels/errors.js';
+import { computeCosSin } from '../../src/kernels/rope-cache.js';
+import { decodeWeightRow, encodeWeight } from '../../src/kernels/weight-codec.js';
+import { expectClose, maxAbsDiff, randInt, randomF32, rng, toArena } from './helpers.js';
+
+const ref = await createBackend({ kind: 'reference' });
+
+/** |wasm − ref| bound for a dot product of length k: f32 rounding of Σ|x·w| terms (reordered sums). */
+function dotBound(x: Float32Array, xo: number, row: Float32Array, k: number): number {
+  let s = 0;
+  for (let i = 0; i < k; i++) s += Math.abs(x[xo + i] * row[i]);
+  return s * 4e-7 * Math.sqrt(k) + 1e-6;
+}
+
+/** Extra bound of the q8_0 one-row path: x quantised to int16 per 32 values (error ≤ amax/65534 per element). */
+function q8Bound(x: Float32Array, xo: number, row: Float32Array, k: number): number {
+  let s = 0;
+  for (let b = 0; b < k / 32; b++) {
+    let amax = 0, wsum = 0;
+    for (let i = 0; i < 32; i++) {
+      amax = Math.max(amax, Math.abs(x[xo + b * 32 + i]));
+      wsum += Math.abs(row[b * 32 + i]);
+    }
+    s += (wsum * amax) / 65534;
+  }
+  return s;
+}
+
+for (const threads of [1, 2]) {
+  describe(`wasm dense kernels, ${threads} thread(s)`, () => {
+    let be: KernelBackend;
+    beforeAll(async () => { be = await createBackend({ kind: 'wasm', threads }); });
+    afterAll(async () => { await be.close(); });
+
+    it.each(['f32', 'f16', 'bf16', 'q8_0'] as WeightDType[])('matmul %s matches the reference over many shapes', (dtype) => {
+      const r = rng(threads * 100 + dtype.length);
+      const shapes: Array<[number, number, number]> = [
+        [1, 1, 32], [1, 3, 64], [1, 4, 32], [1, 9, 96], [2, 5, 64], [3, 7, 160], [5, 8, 32], [1, 300, 576],
+        [16, 260, 512], [64, 130, 256], [7, 33, 1024], [1, 1030, 384],
+      ];
+      if (dtype !== 'q8_0') shapes.push([1, 6, 5], [3, 5, 37], [4, 9, 3], [2, 130, 1023], [1, 257, 998]);
+      for (const [m, n, k] of shapes) {
+        const mark = be.arena.mark();
+        const values = randomF32(r, n * k, 0.5);
+        const wRef = encodeWeight(values, n, k, dtype);
+        const w = encodeWeight(values, n, k, dtype, be.arena.allocBytes(wRef.data.length));
+        const x = randomF32(r, m * k, 2);
+        const bias = r() < 0.5 ? randomF32(r, n) : undefined;
+        const want = new Float32Array(m * n);
+        ref.matmul(want, x, wRef, m, bias);
+        const got = be.arena.allocF32(m * n);
+        got.fill(NaN);
+        be.matmul(got, toArena(be.arena, x), w, m, bias ? toArena(be.arena, bias) : undefined);
+        const row = new Float32Array(k);
+        for (let j = 0; j < n; j++) {
+          decodeWeightRow(wRef, j, row);
+          for (let i = 0; i < m; i++) {
+            let tol = dotBound(x, i * k, row, k);
+            if (dtype === 'q8_0' && m === 1) tol += q8Bound(x, i * k, row, k);
+            const d = Math.abs(got[i * n + j] - want[i * n + j]);
+            if (!(d <= tol)) expect.fail(`${dtype} m=${m} n=${n} k=${k}: out[${i},${j}] = ${got[i * n + j]}, want ${want[i * n + j]} (tol ${tol})`);
+          }
+        }
+        be.arena.reset(mark);
+      }
+    });
+
+    it.each(['f32', 'f16', 'bf16', 'q8_0'] as WeightDType[])('embedding %s equals the decoded table rows', (dtype) => {
+      const r = rng(7 + threads);
+      for (const [rows, dim, m] of [[50, 64, 5], [1000, 256, 300]]) {
+        const values = randomF32(r, rows * dim);
+        const tRef = encodeWeight(values, rows, dim, dtype);
+        const t = encodeWeight(values, rows, dim, dtype, be.arena.allocBytes(tRef.data.length));
+        const ids = Int32Array.from({ length: m }, () => randInt(r, 0, rows - 1));
+        const want = new Float32Array(m * dim);
+        ref.embedding(want, tRef, ids, m);
+        const got = be.arena.allocF32(m * dim);
+        be.embedding(got, t, toArena(be.arena, ids), m);
+        expect(maxAbsDiff(got, want)).toBe(0);
+      }
+    });
+
+    it('rmsNorm, siluMul, add, softmax match the reference (including in-place)', () => {
+      const r = rng(11 + threads);
+      for (const [m, dim] of [[1, 5], [3, 64], [1, 576], [300, 576], [2, 1027]]) {
+        const x = randomF32(r, m * dim, 3);
+        const w = randomF32(r, dim);
+        const want = new Float32Array(m * dim);
+        ref.rmsNorm(want, x, w, m, dim, 1e-5);
+        const xa = toArena(be.arena, x);
+        be.rmsNorm(xa, xa, toArena(be.arena, w), m, dim, 1e-5); // aliasing out = x
+        expectClose(xa, want, (i) => 1e-5 * Math.abs(want[i]) + 1e-6, `rmsNorm ${m}x${dim}`);
+
+        const n = m * dim;
+        const g = randomF32(r, n, 20), u = randomF32(r, n, 2);
+        const sw = new Float32Array(n);
+        ref.siluMul(sw, g, u, n);
+        const sg = be.arena.allocF32(n);
+        be.siluMul(sg, toArena(be.arena, g), toArena(be.arena, u), n);
+        expectClose(sg, sw, (i) => 2e-6 * Math.abs(sw[i]) + 1e-7, `siluMul ${n}`);
+
+        const aw = new Float32Array(n);
+        ref.add(aw, g, u, n);
+        const aa = toArena(be.arena, g);
+        be.add(aa, aa, toArena(be.arena, u), n);
+        expect(maxAbsDiff(aa, aw)).toBe(0);
+
+        const sx = randomF32(r, n, 30);
+        const smw = sx.slice();
+        ref.softmax(smw, m, dim);
+        const smg = toArena(be.arena, sx);
+        be.softmax(smg, m, dim);
+        expectClose(smg, smw, (i) => 3e-6 * smw[i] + 1e-9, `softmax ${m}x${dim}`);
+      }
+      expect(() => be.add(be.arena.allocF32(4), be.arena.allocF32(4), new Float32Array(4), 4)).toThrow(KernelError);
+    });
+
+    it('argmax returns the first index of the row maximum', () => {
+      const r = rng(13 + threads);
+      for (const [m, n] of [[1, 1], [1, 7], [4, 100], [8, 49152 / 8], [3, 50001]]) {
+        const x = randomF32(r, m * n);
+        for (let i = 0; i < m; i++) if (r() < 0.5 && n > 3) { // a tie: the first occurrence must win
+          const a = randInt(r, 0, n - 2);
+          x[i * n + a] = 5;
+          x[i * n + randInt(r, a + 1, n - 1)] = 5;
+        }
+        const want = new Int32Array(m);
+        ref.argmax(want, x, m, n);
+        const got = be.arena.allocI32(m);
+        be.argmax(got, toArena(be.arena, x), m, n);
+        expect(Array.from(got)).toEqual(Array.from(want));
+      }
+    });
+
+    it.each(['half', 'interleaved'] as const)('rope (%s) matches the reference, with partial rotary dims', (style) => {
+      const r = rng(17 + threads + style.length);
+      for (const [m, nh, hs, rd] of [[1, 1, 8, 8], [5, 3, 64, 64], [300, 9, 64, 64], [4, 2, 128, 64], [3, 2, 12, 6], [2, 4, 80, 40]]) {
+        const cs = computeCosSin(600, rd, 10000);
+        const pos = Int32Array.from({ length: m }, () => randInt(r, 0, 599));
+        const x = randomF32(r, m * nh * hs, 3);
+        const want = x.slice();
+        ref.rope(want, pos, m, nh, hs, cs, rd, style);
+        const got = toArena(be.arena, x);
+        be.rope(got, toArena(be.arena, pos), m, nh, hs, toArena(be.arena, cs), rd, style);
+        expectClose(got, want, (i) => 2e-6 * (Math.abs(x[i]) + 3), `rope ${style} ${m}x${nh}x${hs}/${rd}`);
+      }
+    });
+
+    it('rejects views outside the arena and bad shapes with KernelError', () => {
+      const w = encodeWeight(new Float32Array(64), 2, 32, 'f32', be.arena.allocBytes(256));
+      expect(() => be.matmul(be.arena.allocF32(2), new Float32Array(32), w, 1)).toThrow(/not a view into this backend's arena/);
+      expect(() => be.matmul(be.arena.allocF32(1), be.arena.allocF32(32), w, 1)).toThrow(KernelError);
+      expect(() => be.embedding(be.arena.allocF32(32), w, toArena(be.arena, Int32Array.of(2)), 1)).toThrow(/outside the table/);
+      const cs = computeCosSin(4, 8, 10000, be.arena.allocF32(32));
+      expect(() => be.rope(be.arena.allocF32(8), toArena(be.arena, Int32Array.of(4)), 1, 1, 8, cs, 8, 'half')).toThrow(/cosSin/);
+    });
+  });
+}
