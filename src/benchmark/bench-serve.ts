@@ -107,7 +107,7 @@ export function unavailableServerReport(intervalMs: number): ServerMetricsReport
 /** @throws BenchmarkOptionsError when some request needs more than the server's max_model_len. */
 function checkFitsModel(workload: Workload, maxModelLen: number | null): void {
   if (maxModelLen === null) return;
-  const longest = Math.max(...workload.requests.map((r) => r.inputLen + r.outputLen));
+  const longest = workload.requests.reduce((m, r) => Math.max(m, r.inputLen + r.outputLen), 0);
   const over = workload.requests.filter((r) => r.inputLen + r.outputLen > maxModelLen).length;
   if (over > 0) {
     throw new BenchmarkOptionsError('--dataset-name', `${over} of ${workload.requests.length} requests need more than ` +

@@ -172,7 +172,7 @@ export class ServerMetricsSampler {
     const kv = series('kvCacheUsage');
     const running = series('numRunning');
     const mean = (xs: number[]): number | null => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
-    const max = (xs: number[]): number | null => (xs.length === 0 ? null : Math.max(...xs));
+    const max = (xs: number[]): number | null => (xs.length === 0 ? null : xs.reduce((a, b) => Math.max(a, b), -Infinity));
     const queries = diff('queries');
     const hits = diff('hits');
     return {
