@@ -1,6 +1,6 @@
 import { Device, PrefixCachingBlockAllocator, type HashValue } from '../core/index.js';
-import type { LLMEngine } from '../engine/index.js';
 import { UnknownBlockError } from './errors.js';
+import type { SnapshotEngine } from './kv-cache-snapshot.js';
 
 /** A sequence holding a block, and where: the block is entry `logicalIndex` of the sequence's block table. */
 export interface BlockHolder {
@@ -52,7 +52,7 @@ export function hashPrefix(hash: HashValue): string {
  *
  * @throws UnknownBlockError when `blockId` is not an integer id of either tier.
  */
-export function getBlockDetail(engine: Pick<LLMEngine, 'blockManager' | 'scheduler'>, blockId: number,
+export function getBlockDetail(engine: Pick<SnapshotEngine, 'blockManager' | 'scheduler'>, blockId: number,
   now: number = performance.now()): BlockDetail {
   const bm = engine.blockManager;
   const alloc = bm.blockAllocator;

@@ -1,5 +1,5 @@
-import { Device, SequenceStatus, type BlockStates } from '../core/index.js';
-import type { EngineStats, LLMEngine, SequenceGroup } from '../engine/index.js';
+import { Device, SequenceStatus, type BlockSpaceManager, type BlockStates } from '../core/index.js';
+import type { EngineMetrics, EngineStats, SequenceGroup } from '../engine/index.js';
 
 /**
  * What the dashboard draws for one physical block. The numbers are the wire format: the page's
@@ -132,8 +132,20 @@ export interface BuildSnapshotOptions {
   readonly now?: number;
 }
 
-/** The parts of the engine a snapshot reads ({@link LLMEngine} has them all). */
-export type SnapshotEngine = Pick<LLMEngine, 'blockManager' | 'scheduler' | 'getStats' | 'enablePrefixCaching'>;
+/** The scheduler's three queues, as a snapshot reads them. */
+export interface SchedulerQueues {
+  readonly waiting: readonly SequenceGroup[];
+  readonly running: readonly SequenceGroup[];
+  readonly swapped: readonly SequenceGroup[];
+}
+
+/** The parts of the engine a snapshot reads (the engine's `LLMEngine` has them all). */
+export interface SnapshotEngine {
+  readonly blockManager: BlockSpaceManager;
+  readonly scheduler: SchedulerQueues;
+  readonly enablePrefixCaching: boolean;
+  getStats(): EngineStats;
+}
 
 /** Requests are indexed by a u16 in the owner column (0 = none). */
 const MAX_OWNER_INDEX = 0xfffe;
@@ -284,7 +296,8 @@ function fillDevice(s: BlockStates, gpu: boolean, blockSize: number, state: Uint
  * A cheap value that changes whenever the KV cache or the request queues may have changed: steps taken, queue
  * lengths, free blocks, finished requests. O(1); the dashboard polls it and builds a snapshot only when it moves.
  */
-export function engineStateVersion(engine: Pick<LLMEngine, 'blockManager' | 'scheduler' | 'metrics'>): string {
+export function engineStateVersion(engine: Pick<SnapshotEngine, 'blockManager' | 'scheduler'> &
+  { readonly metrics: EngineMetrics }): string {
   const c = engine.metrics.counters;
   const f = c.requestsFinished;
   const sch = engine.scheduler;

@@ -1,0 +1,37 @@
+// Types of snapshot-codec.js (the page's plain-JavaScript decoder), so TypeScript tests can import it.
+import type { RequestRow, SequenceRow, SnapshotConfig, SnapshotStats } from '../kv-cache-snapshot.js';
+import type { EncodedColumn, WireSnapshot } from '../snapshot-encoding.js';
+
+export declare const BlockState: Readonly<{ FREE: 0; USED: 1; SHARED: 2; CACHED: 3; SWAPPED: 4; RESERVED: 5 }>;
+export declare const BlockFlag: Readonly<{ CACHED: 1; COMPUTED: 2 }>;
+export declare const STATE_NAMES: readonly string[];
+
+/** A snapshot as the page holds it. */
+export interface DecodedSnapshot {
+  readonly version: number;
+  readonly time: number;
+  readonly config: SnapshotConfig;
+  readonly state: Uint8Array;
+  readonly refCount: Uint8Array;
+  readonly tokens: Uint16Array;
+  readonly owner: Uint16Array;
+  readonly flags: Uint8Array;
+  readonly multiOwners: Map<number, readonly number[]>;
+  readonly requests: readonly RequestRow[];
+  readonly numWaitingNotListed: number;
+  readonly blockTables: Int32Array;
+  readonly stats: SnapshotStats;
+}
+
+/** Block counts per tier; `free` includes cached-evictable blocks, as the block manager counts them. */
+export interface BlockCounts {
+  readonly gpu: { total: number; free: number; used: number; shared: number; cached: number; reserved: number };
+  readonly cpu: { total: number; free: number; swapped: number; cached: number };
+}
+
+export declare function base64ToBytes(text: string): Uint8Array;
+export declare function decodeColumn(column: EncodedColumn): Promise<Uint8Array | Uint16Array | Int32Array>;
+export declare function decodeSnapshot(wire: WireSnapshot): Promise<DecodedSnapshot>;
+export declare function countBlocks(snap: DecodedSnapshot): BlockCounts;
+export declare function ownersOf(snap: DecodedSnapshot, id: number): readonly number[];
+export declare function blockTableOf(snap: DecodedSnapshot, seqRow: SequenceRow): Int32Array;
