@@ -63,7 +63,7 @@ export function createCharts(container) {
       cursor: { drag: { x: false, y: false } },
       legend: { show: true, live: true },
       scales: { x: { time: true }, y: spec.range ? { range: spec.range } : { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
-      axes: [{ ...AXIS, values: timeLabels, space: 70 }, { ...AXIS, size: 52 }],
+      axes: [{ ...AXIS, values: timeLabels, space: 70, incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600] }, { ...AXIS, size: 52 }],
       series: [
         {},
         ...spec.series.map((s) => ({

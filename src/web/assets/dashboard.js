@@ -171,7 +171,7 @@ function tooltipHtml(id, detail) {
   } else {
     rows.push(['hash', detail.hashPrefix === null ? '<span class="muted">none (not a cached full block)</span>'
       : `<code>${escapeHtml(detail.hashPrefix)}</code>`]);
-    rows.push(['last access', detail.lastAccessedAgoMs === null ? '<span class="muted">not recorded</span>'
+    rows.push(['last access', detail.lastAccessedAgoMs === null ? '<span class="muted">not recorded by the engine</span>'
       : formatAgo(detail.lastAccessedAgoMs)]);
     if (detail.evictionRank !== null) {
       rows.push(['eviction', `${detail.evictionRank === 0 ? 'next' : `#${detail.evictionRank + 1}`} of ${detail.numEvictable} in the LRU queue`]);
