@@ -9,9 +9,9 @@ import { hsum4, f16x4, i8x4, f16, exp4, exp1, hmax } from './_simd';
 export const P_OUT = 0, P_QUERY = 1, P_KC = 2, P_VC = 3, P_KS = 4, P_VS = 5, P_DTYPE = 6, P_TABLES = 7, P_SEQLENS = 8,
   P_NSEQS = 9, P_NH = 10, P_NKV = 11, P_HS = 12, P_BS = 13, P_MAXB = 14, P_SCALE = 15, P_ALIBI = 16, P_WINDOW = 17,
   P_PART = 18, P_MAXPARTS = 19, P_PARTIALS = 20, P_SCRATCH = 21, P_SSTRIDE = 22, P_COUNTER = 23, P_ITEMS = 24,
-  P_NITEMS = 25, P_QTILE = 26, P_QSTART = 27;
+  P_NITEMS = 25, P_QTILE = 26, P_QSTART = 27, P_LSTRIDE = 28, P_KVPER = 29;
 /** Words in the parameter block. */
-export const P_WORDS = 28;
+export const P_WORDS = 30;
 
 export const KV_F32: i32 = 0;
 export const KV_F16: i32 = 1;
@@ -225,33 +225,182 @@ function runRows<T>(pb: usize, table: usize, kvh: i32, nRows: i32, rq: usize, rl
   }
 }
 
+/**
+ * Decode rows (all attending to the same range [lo, hi)), two passes as vLLM's v1 kernel: logits of every row for
+ * the whole range into lg (row stride lstride floats), then max / exp / sum per row, then Σ p·V. A KV block is read
+ * once per pass and serves all rows (the GQA heads of its KV head). st: (max, sum) per row; acc: hs floats per row.
+ */
+function decodeRows<T>(pb: usize, table: usize, kvh0: i32, g: i32, nRows: i32, rq: usize, lo: i32, hi: i32, ref: i32,
+  rslope: usize, st: usize, acc: usize, lg: usize, lstride: i32): void {
+  const hs = pi(pb, P_HS);
+  const bs = pi(pb, P_BS);
+  const nkv = pi(pb, P_NKV);
+  const esz: usize = sizeof<T>();
+  const rs: usize = <usize>hs * esz;
+  const bstride: usize = <usize>bs * rs;
+  const kc = pu(pb, P_KC), vc = pu(pb, P_VC), ksc = pu(pb, P_KS), vsc = pu(pb, P_VS);
+  const scale = reinterpret<f32>(pi(pb, P_SCALE));
+  const accBytes: usize = <usize>hs << 2;
+  for (let r = 0; r < nRows; r++) {
+    store<f32>(st + (<usize>r << 3), -Infinity);
+    store<f32>(st + (<usize>r << 3), 0, 4);
+    memory.fill(acc + <usize>r * accBytes, 0, accBytes);
+  }
+  if (lo >= hi) return;
+  const b0 = lo / bs, b1 = (hi - 1) / bs;
+  const lrow: usize = <usize>lstride << 2;
+  // pass 1: logits
+  for (let bi = b0; bi <= b1; bi++) {
+    const blk = load<i32>(table + (<usize>bi << 2));
+    const t0 = bi * bs;
+    let ta = lo - t0, tb = hi - t0;
+    if (ta < 0) ta = 0;
+    if (tb > bs) tb = bs;
+    const n = tb - ta;
+    for (let r = 0; r < nRows; r++) {
+      const bh = <usize>blk * <usize>nkv + <usize>(kvh0 + r / g);
+      const kb = kc + bh * bstride;
+      let ls = scale;
+      if (sizeof<T>() == 1) ls *= load<f32>(ksc + (bh << 2));
+      const lsv = f32x4.splat(ls);
+      const q = pu(rq, r);
+      const slope = load<f32>(rslope + (<usize>r << 2));
+      const out = lg + <usize>r * lrow + (<usize>(t0 + ta - lo) << 2);
+      const krow = kb + <usize>ta * rs;
+      let i = 0;
+      for (; i + 4 <= n; i += 4) {
+        let v = f32x4.mul(dotK4<T>(q, krow + <usize>i * rs, rs, hs), lsv);
+        if (slope != 0) {
+          const d = <f32>(t0 + ta + i - ref);
+          v = f32x4.add(v, f32x4.mul(f32x4.splat(slope), f32x4(d, d + 1, d + 2, d + 3)));
+        }
+        v128.store(out + (<usize>i << 2), v);
+      }
+      for (; i < n; i++) {
+        let v = dotK1<T>(q, krow + <usize>i * rs, hs) * ls;
+        if (slope != 0) v += slope * <f32>(t0 + ta + i - ref);
+        store<f32>(out + (<usize>i << 2), v);
+      }
+    }
+  }
+  // pass 2: softmax numerators per row
+  const len = hi - lo;
+  for (let r = 0; r < nRows; r++) {
+    const row = lg + <usize>r * lrow;
+    let mv = f32x4.splat(-Infinity);
+    let i = 0;
+    for (; i + 4 <= len; i += 4) mv = f32x4.max(mv, v128.load(row + (<usize>i << 2)));
+    let m = hmax(mv);
+    for (; i < len; i++) m = Mathf.max(m, load<f32>(row + (<usize>i << 2)));
+    const mm = f32x4.splat(m);
+    let sv = f32x4.splat(0);
+    i = 0;
+    for (; i + 4 <= len; i += 4) {
+      const p = exp4(f32x4.sub(v128.load(row + (<usize>i << 2)), mm));
+      sv = f32x4.add(sv, p);
+      v128.store(row + (<usize>i << 2), p);
+    }
+    let sum = f32x4.extract_lane(hsum4(sv, sv, sv, sv), 0);
+    for (; i < len; i++) {
+      const p = exp1(load<f32>(row + (<usize>i << 2)) - m);
+      sum += p;
+      store<f32>(row + (<usize>i << 2), p);
+    }
+    store<f32>(st + (<usize>r << 3), m);
+    store<f32>(st + (<usize>r << 3), sum, 4);
+  }
+  // pass 3: acc += Σ p·V, 32 head values per register pass
+  for (let bi = b0; bi <= b1; bi++) {
+    const blk = load<i32>(table + (<usize>bi << 2));
+    const t0 = bi * bs;
+    let ta = lo - t0, tb = hi - t0;
+    if (ta < 0) ta = 0;
+    if (tb > bs) tb = bs;
+    const n = tb - ta;
+    for (let r = 0; r < nRows; r++) {
+      const bh = <usize>blk * <usize>nkv + <usize>(kvh0 + r / g);
+      const vrow = vc + bh * bstride + <usize>ta * rs;
+      let vs: f32 = 1;
+      if (sizeof<T>() == 1) vs = load<f32>(vsc + (bh << 2));
+      const pr = lg + <usize>r * lrow + (<usize>(t0 + ta - lo) << 2);
+      const ar = acc + <usize>r * accBytes;
+      let c = 0;
+      for (; c + 32 <= hs; c += 32) {
+        const ap = ar + (<usize>c << 2);
+        let a0 = v128.load(ap), a1 = v128.load(ap, 16), a2 = v128.load(ap, 32), a3 = v128.load(ap, 48);
+        let a4 = v128.load(ap, 64), a5 = v128.load(ap, 80), a6 = v128.load(ap, 96), a7 = v128.load(ap, 112);
+        for (let j = 0; j < n; j++) {
+          let pv = load<f32>(pr + (<usize>j << 2));
+          if (sizeof<T>() == 1) pv *= vs;
+          const p = f32x4.splat(pv);
+          const v = vrow + <usize>j * rs;
+          a0 = f32x4.add(a0, f32x4.mul(p, ld4<T>(v, c)));
+          a1 = f32x4.add(a1, f32x4.mul(p, ld4<T>(v, c + 4)));
+          a2 = f32x4.add(a2, f32x4.mul(p, ld4<T>(v, c + 8)));
+          a3 = f32x4.add(a3, f32x4.mul(p, ld4<T>(v, c + 12)));
+          a4 = f32x4.add(a4, f32x4.mul(p, ld4<T>(v, c + 16)));
+          a5 = f32x4.add(a5, f32x4.mul(p, ld4<T>(v, c + 20)));
+          a6 = f32x4.add(a6, f32x4.mul(p, ld4<T>(v, c + 24)));
+          a7 = f32x4.add(a7, f32x4.mul(p, ld4<T>(v, c + 28)));
+        }
+        v128.store(ap, a0); v128.store(ap, a1, 16); v128.store(ap, a2, 32); v128.store(ap, a3, 48);
+        v128.store(ap, a4, 64); v128.store(ap, a5, 80); v128.store(ap, a6, 96); v128.store(ap, a7, 112);
+      }
+      for (; c + 4 <= hs; c += 4) {
+        const ap = ar + (<usize>c << 2);
+        let a0 = v128.load(ap);
+        for (let j = 0; j < n; j++) {
+          let pv = load<f32>(pr + (<usize>j << 2));
+          if (sizeof<T>() == 1) pv *= vs;
+          a0 = f32x4.add(a0, f32x4.mul(f32x4.splat(pv), ld4<T>(vrow + <usize>j * rs, c)));
+        }
+        v128.store(ap, a0);
+      }
+      for (; c < hs; c++) {
+        let a = load<f32>(ar + (<usize>c << 2));
+        for (let j = 0; j < n; j++) a += load<f32>(pr + (<usize>j << 2)) * vs * ld1<T>(vrow + <usize>j * rs, c);
+        store<f32>(ar + (<usize>c << 2), a);
+      }
+    }
+  }
+}
+
+
 /** Per-thread scratch layout for at most maxRows rows: row tables, states, accumulators, logits. */
 // @ts-ignore: decorator
 @inline function rowsScratch(pb: usize, tid: i32): usize {
   return pu(pb, P_SCRATCH) + <usize>tid * pu(pb, P_SSTRIDE);
 }
 
-/** Sets up the rows of decode item (s, kvh) over context range [lo, hi) and runs them. Returns the seqLen. */
-function decodeItem<T>(pb: usize, s: i32, kvh: i32, lo: i32, hi: i32, sc: usize): void {
+/**
+ * Sets up the rows of decode item (s, KV heads [kvh0, kvh0 + kvn)) over context range [lo, hi) and runs them: the
+ * rows are the kvn·g query heads kvh0·g ... Scratch layout at sc: row query pointers and slopes (a word each per
+ * row), states (8 B per row), accumulators (hs floats per row), then logits (rows of lstride floats).
+ */
+function decodeItem<T>(pb: usize, s: i32, kvh0: i32, kvn: i32, lo: i32, hi: i32, sc: usize, lstride: i32): void {
   const nh = pi(pb, P_NH), nkv = pi(pb, P_NKV), hs = pi(pb, P_HS);
   const g = nh / nkv;
+  const rows = kvn * g;
+  const maxRows = pi(pb, P_KVPER) * g;
   const len = load<i32>(pu(pb, P_SEQLENS) + (<usize>s << 2));
   const alibi = pu(pb, P_ALIBI);
-  const rq = sc, rlo = rq + (<usize>g << 2), rhi = rlo + (<usize>g << 2), rref = rhi + (<usize>g << 2);
-  const rslope = rref + (<usize>g << 2);
-  const st = (rslope + (<usize>g << 2) + 15) & ~15;
-  const acc = st + (<usize>g << 3);
-  const lg = acc + <usize>g * (<usize>hs << 2);
-  const q0 = pu(pb, P_QUERY) + (<usize>s * <usize>nh + <usize>kvh * g) * (<usize>hs << 2);
-  for (let r = 0; r < g; r++) {
+  const rq = sc, rslope = rq + (<usize>maxRows << 2);
+  const st = decodeStates(sc, maxRows);
+  const acc = st + (<usize>maxRows << 3);
+  const lg = (acc + <usize>maxRows * (<usize>hs << 2) + 15) & ~15;
+  const q0 = pu(pb, P_QUERY) + (<usize>s * <usize>nh + <usize>kvh0 * g) * (<usize>hs << 2);
+  for (let r = 0; r < rows; r++) {
     store<u32>(rq + (<usize>r << 2), q0 + <usize>r * (<usize>hs << 2));
-    store<i32>(rlo + (<usize>r << 2), lo);
-    store<i32>(rhi + (<usize>r << 2), hi);
-    store<i32>(rref + (<usize>r << 2), len - 1);
-    store<f32>(rslope + (<usize>r << 2), alibi != 0 ? load<f32>(alibi + (<usize>(kvh * g + r) << 2)) : 0);
+    store<f32>(rslope + (<usize>r << 2), alibi != 0 ? load<f32>(alibi + (<usize>(kvh0 * g + r) << 2)) : 0);
   }
   const table = pu(pb, P_TABLES) + <usize>s * (<usize>pi(pb, P_MAXB) << 2);
-  runRows<T>(pb, table, kvh, g, rq, rlo, rhi, rref, rslope, st, acc, lg);
+  decodeRows<T>(pb, table, kvh0, g, rows, rq, lo, hi, len - 1, rslope, st, acc, lg, lstride);
+}
+
+/** Start of the row states in a decode item's scratch. */
+// @ts-ignore: decorator
+@inline function decodeStates(sc: usize, g: i32): usize {
+  return (sc + (<usize>g << 3) + 15) & ~15;
 }
 
 // @ts-ignore: decorator
@@ -261,24 +410,29 @@ function decodeItem<T>(pb: usize, s: i32, kvh: i32, lo: i32, hi: i32, sc: usize)
   return lo > 0 ? lo : 0;
 }
 
-/** Decode v1 items (s, kvh): whole context, normalised into out. */
+/** Decode v1 items (s, KV-head group): whole context, normalised into out. */
 export function decodeV1<T>(pb: usize, tid: i32): void {
   const nh = pi(pb, P_NH), nkv = pi(pb, P_NKV), hs = pi(pb, P_HS);
   const g = nh / nkv;
-  const n = pi(pb, P_NSEQS) * nkv;
+  const kvper = pi(pb, P_KVPER);
+  const ips = (nkv + kvper - 1) / kvper;
+  const n = pi(pb, P_NSEQS) * ips;
   const counter = pu(pb, P_COUNTER);
   const sc = rowsScratch(pb, tid);
-  const st = (sc + (<usize>g * 20) + 15) & ~15;
-  const acc = st + (<usize>g << 3);
+  const maxRows = kvper * g;
+  const st = decodeStates(sc, maxRows);
+  const acc = st + (<usize>maxRows << 3);
   const window = pi(pb, P_WINDOW);
+  const lstride = pi(pb, P_LSTRIDE);
   for (;;) {
     const item = atomic.add<i32>(counter, 1);
     if (item >= n) break;
-    const s = item / nkv, kvh = item % nkv;
+    const s = item / ips, kvh0 = (item % ips) * kvper;
+    const kvn = min(kvper, nkv - kvh0);
     const len = load<i32>(pu(pb, P_SEQLENS) + (<usize>s << 2));
-    decodeItem<T>(pb, s, kvh, windowLo(len - 1, window), len, sc);
-    for (let r = 0; r < g; r++) {
-      const h = kvh * g + r;
+    decodeItem<T>(pb, s, kvh0, kvn, windowLo(len - 1, window), len, sc, lstride);
+    for (let r = 0; r < kvn * g; r++) {
+      const h = kvh0 * g + r;
       finishRow(st + (<usize>r << 3), acc + <usize>r * (<usize>hs << 2),
         pu(pb, P_OUT) + (<usize>s * <usize>nh + <usize>h) * (<usize>hs << 2), hs);
     }
@@ -292,14 +446,18 @@ export function decodeV1<T>(pb: usize, tid: i32): void {
 export function decodeV2Partial<T>(pb: usize, tid: i32): void {
   const nh = pi(pb, P_NH), nkv = pi(pb, P_NKV), hs = pi(pb, P_HS);
   const g = nh / nkv;
+  const kvper = pi(pb, P_KVPER);
+  const ips = (nkv + kvper - 1) / kvper;
   const mp = pi(pb, P_MAXPARTS), psz = pi(pb, P_PART);
   const ns = pi(pb, P_NSEQS);
-  const n = ns * nkv * mp;
+  const n = ns * ips * mp;
   const counter = pu(pb, P_COUNTER);
   const sc = rowsScratch(pb, tid);
-  const st = (sc + (<usize>g * 20) + 15) & ~15;
-  const acc = st + (<usize>g << 3);
+  const maxRows = kvper * g;
+  const st = decodeStates(sc, maxRows);
+  const acc = st + (<usize>maxRows << 3);
   const window = pi(pb, P_WINDOW);
+  const lstride = pi(pb, P_LSTRIDE);
   const pmax = pu(pb, P_PARTIALS);
   const psum = pmax + <usize>ns * <usize>nh * <usize>mp * 4;
   const pacc = psum + <usize>ns * <usize>nh * <usize>mp * 4;
@@ -308,16 +466,17 @@ export function decodeV2Partial<T>(pb: usize, tid: i32): void {
     if (item >= n) break;
     const part = item % mp;
     const sk = item / mp;
-    const s = sk / nkv, kvh = sk % nkv;
+    const s = sk / ips, kvh0 = (sk % ips) * kvper;
+    const kvn = min(kvper, nkv - kvh0);
     const len = load<i32>(pu(pb, P_SEQLENS) + (<usize>s << 2));
     let lo = windowLo(len - 1, window);
     const a = part * psz;
     if (a > lo) lo = a;
     let hi = a + psz;
     if (hi > len) hi = len;
-    decodeItem<T>(pb, s, kvh, lo, hi, sc);
-    for (let r = 0; r < g; r++) {
-      const idx = (<usize>s * <usize>nh + <usize>(kvh * g + r)) * <usize>mp + <usize>part;
+    decodeItem<T>(pb, s, kvh0, kvn, lo, hi, sc, lstride);
+    for (let r = 0; r < kvn * g; r++) {
+      const idx = (<usize>s * <usize>nh + <usize>(kvh0 * g + r)) * <usize>mp + <usize>part;
       store<f32>(pmax + (idx << 2), load<f32>(st + (<usize>r << 3)));
       store<f32>(psum + (idx << 2), load<f32>(st + (<usize>r << 3), 4));
       memory.copy(pacc + idx * (<usize>hs << 2), acc + <usize>r * (<usize>hs << 2), <usize>hs << 2);

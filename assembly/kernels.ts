@@ -2,7 +2,7 @@
 // (tid, nt) last: the calling thread is tid 0, worker threads 1..nt-1 run the same export with their own tid, and
 // each export does its share (a static chunk of rows, or items taken from an atomic counter). Built with
 // --importMemory --sharedMemory; the only imports are the memory and `abort`.
-import { hsum4, hmax, exp4, exp1, f16, toF16, chunkStart, f16x4, bf16x4 } from './_simd';
+import { hsum4, hmax, exp4, exp1, toF16, chunkStart } from './_simd';
 import { matmul as matmulImpl, quantize_x_i16 as quantizeImpl, decodeRow, rowBytes } from './_matmul';
 import { decodeV1, decodeV2Partial, decodeV2Reduce, prefill, KV_F32, KV_F16 } from './_attention';
 
@@ -293,6 +293,21 @@ export function exp_inplace(p: usize, n: i32): void {
   for (let i = 0; i < n; i++) store<f32>(p + (<usize>i << 2), exp1(load<f32>(p + (<usize>i << 2))));
 }
 
-// keep helpers referenced so the linker does not complain about unused imports in some builds
-export function _f16_to_f32(h: u32): f32 { return f16(h); }
-export function _unused(p: usize): void { v128.store(p, f16x4(p)); v128.store(p, bf16x4(p)); }
+
+/**
+ * Reads bytes [ptr, ptr + bytes) (tid's share, 64-byte chunks) and stores a checksum at out + 16·tid: the
+ * memory-read bandwidth probe of the benchmark.
+ */
+export function stream_read(ptr: usize, bytes: i32, out: usize, tid: i32, nt: i32): void {
+  const chunks = bytes >>> 6;
+  const c0 = chunkStart(chunks, tid, nt, 1), c1 = chunkStart(chunks, tid + 1, nt, 1);
+  let a = i32x4.splat(0), b = a, c = a, d = a;
+  for (let i = c0; i < c1; i++) {
+    const p = ptr + (<usize>i << 6);
+    a = v128.xor(a, v128.load(p));
+    b = v128.xor(b, v128.load(p, 16));
+    c = v128.xor(c, v128.load(p, 32));
+    d = v128.xor(d, v128.load(p, 48));
+  }
+  v128.store(out + (<usize>tid << 4), v128.xor(v128.xor(a, b), v128.xor(c, d)));
+}

@@ -31,7 +31,7 @@ const KV_BYTES: Record<KvCacheDType, number> = { fp32: 4, fp16: 2, int8: 1 };
 const P_OUT = 0, P_QUERY = 1, P_KC = 2, P_VC = 3, P_KS = 4, P_VS = 5, P_DTYPE = 6, P_TABLES = 7, P_SEQLENS = 8,
   P_NSEQS = 9, P_NH = 10, P_NKV = 11, P_HS = 12, P_BS = 13, P_MAXB = 14, P_SCALE = 15, P_ALIBI = 16, P_WINDOW = 17,
   P_PART = 18, P_MAXPARTS = 19, P_PARTIALS = 20, P_SCRATCH = 21, P_SSTRIDE = 22, P_COUNTER = 23, P_ITEMS = 24,
-  P_NITEMS = 25, P_QTILE = 26, P_QSTART = 27, P_WORDS = 28;
+  P_NITEMS = 25, P_QTILE = 26, P_QSTART = 27, P_LSTRIDE = 28, P_KVPER = 29, P_WORDS = 30;
 
 /** Query tokens per prefill work item (rows = tile × GQA group). */
 const PREFILL_TILE = 16;
@@ -281,6 +281,29 @@ export class WasmBackend implements KernelBackend {
     return Math.ceil(bytes / 64) * 64;
   }
 
+  /**
+   * Chooses how many KV heads one decode work item covers and returns the item's query rows. All of a sequence's
+   * KV heads in one item read each KV block's heads together (one contiguous run of numKvHeads · blockSize ·
+   * headSize elements instead of numKvHeads separate ones), which the memory system streams much better; items
+   * of single KV heads are kept when there are too few sequences (or partitions) to feed every thread.
+   */
+  private setKvPerItem(p: PagedAttentionInput, itemsPerKvHead: number, parallel: boolean): number {
+    const nt = parallel ? this.threads : 1;
+    const kvper = itemsPerKvHead >= 4 * nt ? p.numKvHeads : 1;
+    this.pw[P_KVPER] = kvper;
+    return kvper * (p.numHeads / p.numKvHeads);
+  }
+
+  /**
+   * Per-thread scratch bytes of a decode item: g rows' query pointers and slopes, states, accumulators and logits
+   * for a context range of up to `range` tokens; returns [bytes, logits row stride in floats].
+   */
+  private static decodeScratch(rows: number, headSize: number, range: number): [number, number] {
+    const lstride = Math.ceil(range / 4) * 4 + 4;
+    const bytes = 8 * rows + 32 + 8 * rows + rows * headSize * 4 + 16 + rows * lstride * 4 + 64;
+    return [Math.ceil(bytes / 64) * 64, lstride];
+  }
+
   pagedAttention(input: PagedAttentionInput): void {
     let maxSeqLen = 0;
     for (let s = 0; s < input.numSeqs; s++) maxSeqLen = Math.max(maxSeqLen, input.seqLens[s]);
@@ -303,10 +326,14 @@ export class WasmBackend implements KernelBackend {
     try {
       this.setAttentionParams(op, input);
       const parallel = WasmBackend.decodeWork(input) >= PARALLEL_ATTENTION_MACS;
-      const g = input.numHeads / input.numKvHeads;
-      const stride = WasmBackend.rowScratchBytes(g, input.headSize, input.cache.blockSize);
+      let maxSeqLen = 0;
+      for (let s = 0; s < input.numSeqs; s++) maxSeqLen = Math.max(maxSeqLen, input.seqLens[s]);
+      const range = input.slidingWindow ? Math.min(maxSeqLen, input.slidingWindow) : maxSeqLen;
+      const rows = this.setKvPerItem(input, input.numSeqs, parallel);
+      const [stride, lstride] = WasmBackend.decodeScratch(rows, input.headSize, range);
       this.pw[P_SCRATCH] = this.scratch(stride * (parallel ? this.threads : 1));
       this.pw[P_SSTRIDE] = stride;
+      this.pw[P_LSTRIDE] = lstride;
       this.exec('paged_attention_v1', [this.pb], parallel);
     } finally {
       this.arena.reset(mark);
@@ -324,8 +351,10 @@ export class WasmBackend implements KernelBackend {
       for (let s = 0; s < input.numSeqs; s++) maxSeqLen = Math.max(maxSeqLen, input.seqLens[s]);
       const mp = Math.max(1, Math.ceil(maxSeqLen / PARTITION_SIZE));
       const parallel = WasmBackend.decodeWork(input) >= PARALLEL_ATTENTION_MACS;
-      const g = input.numHeads / input.numKvHeads;
-      const stride = Math.max(WasmBackend.rowScratchBytes(g, input.headSize, input.cache.blockSize), input.headSize * 4 + 128);
+      const rows = this.setKvPerItem(input, input.numSeqs * mp, parallel);
+      const [decodeBytes, lstride] = WasmBackend.decodeScratch(rows, input.headSize, PARTITION_SIZE);
+      const stride = Math.max(decodeBytes, input.headSize * 4 + 128);
+      this.pw[P_LSTRIDE] = lstride;
       const nsh = input.numSeqs * input.numHeads * mp;
       this.pw[P_SCRATCH] = this.scratch(stride * (parallel ? this.threads : 1));
       this.pw[P_SSTRIDE] = stride;
@@ -374,6 +403,23 @@ export class WasmBackend implements KernelBackend {
       this.pw[P_QTILE] = PREFILL_TILE;
       this.pw[P_QSTART] = this.ptr(op, 'queryStartLoc', input.queryStartLoc);
       this.exec('prefill_attention', [this.pb], parallel);
+    } finally {
+      this.arena.reset(mark);
+    }
+  }
+
+  /**
+   * Reads every byte of `view` (an arena view) once with all threads and returns the elapsed milliseconds: the
+   * memory-read bandwidth probe of bench/kernels.ts. Not part of the KernelBackend contract.
+   */
+  streamRead(view: Uint8Array): number {
+    const p = this.ptr('streamRead', 'view', view);
+    const mark = this.arena.mark();
+    try {
+      const out = this.scratch(16 * this.threads);
+      const t0 = performance.now();
+      this.exec('stream_read', [p, view.byteLength, out], this.threads > 1);
+      return performance.now() - t0;
     } finally {
       this.arena.reset(mark);
     }

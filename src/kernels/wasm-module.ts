@@ -24,13 +24,14 @@ export interface KernelExports {
   paged_attention_v2_reduce(pb: number, tid: number, nt: number): void;
   prefill_attention(pb: number, tid: number, nt: number): void;
   exp_inplace(p: number, n: number): void;
+  stream_read(ptr: number, bytes: number, out: number, tid: number, nt: number): void;
 }
 
 /** Export names in op-index order (the worker protocol addresses exports by index into this list). */
 export const KERNEL_OPS = [
   'matmul', 'quantize_x_i16', 'embedding', 'rms_norm', 'rope', 'silu_mul', 'add', 'softmax', 'argmax',
   'reshape_and_cache', 'paged_attention_v1', 'paged_attention_v2_partial', 'paged_attention_v2_reduce',
-  'prefill_attention',
+  'prefill_attention', 'stream_read',
 ] as const satisfies ReadonlyArray<keyof KernelExports>;
 
 /** Op name → index in {@link KERNEL_OPS}. */

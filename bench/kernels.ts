@@ -1,0 +1,140 @@
+// Kernel benchmark: `npx tsx bench/kernels.ts [--threads 1,2] [--quick]`.
+// Prints the machine's memory bandwidth (a plain copy, and a read-only stream in wasm), matrix products of the
+// SmolLM-135M shapes per weight dtype at 1, 16 and 64 rows (GFLOP/s and weight-read GB/s), and paged attention
+// decode at 64 sequences × 1024 context next to the same attention over contiguous K/V. Figures are medians of 7
+// samples; on a shared machine they vary, so run it more than once.
+import { availableParallelism } from 'node:os';
+import type { KvCacheDType, PagedAttentionInput, WeightDType } from '../src/kernels/backend.js';
+import { encodeWeight } from '../src/kernels/weight-codec.js';
+import { WasmBackend } from '../src/kernels/wasm-backend.js';
+import { weightBytes } from '../src/kernels/validate.js';
+
+const args = process.argv.slice(2);
+const opt = (name: string, dflt: string) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : dflt;
+};
+const quick = args.includes('--quick');
+const threadList = opt('threads', `1,${availableParallelism()}`).split(',').map(Number);
+const dtypes = opt('dtypes', 'f32,f16,bf16,q8_0').split(',') as WeightDType[];
+const only = opt('only', 'bw,matmul,attention').split(',');
+
+/** Median over 7 samples of the ms per call; each sample runs the call for at least `sampleMs`. */
+function time(fn: () => void, sampleMs = quick ? 15 : 60): number {
+  fn();
+  const samples: number[] = [];
+  for (let s = 0; s < 7; s++) {
+    let n = 0;
+    const t0 = performance.now();
+    let t = t0;
+    while (t - t0 < sampleMs || n < 1) { fn(); n++; t = performance.now(); }
+    samples.push((t - t0) / n);
+  }
+  samples.sort((a, b) => a - b);
+  return samples[3];
+}
+
+function fill(a: Float32Array, seed: number): void {
+  let x = seed >>> 0;
+  for (let i = 0; i < a.length; i++) { x = (Math.imul(x, 1664525) + 1013904223) >>> 0; a[i] = (x / 2 ** 32 - 0.5) * 0.2; }
+}
+
+const fmt = (v: number, d = 1) => v.toFixed(d).padStart(8);
+
+async function bandwidth(): Promise<number> {
+  const bytes = 256 << 20;
+  const src = new Uint8Array(bytes).fill(1), dst = new Uint8Array(bytes);
+  const copyMs = time(() => dst.set(src), 300);
+  console.log(`memory: plain copy (Uint8Array.set, 256 MiB, 1 thread): ${(bytes / copyMs / 1e6).toFixed(1)} GB/s copied ` +
+    `(${((2 * bytes) / copyMs / 1e6).toFixed(1)} GB/s read+write)`);
+  let best = 0;
+  for (const threads of threadList) {
+    const be = await WasmBackend.create({ threads });
+    const v = be.arena.allocBytes(bytes);
+    v.fill(1);
+    const ms = time(() => be.streamRead(v), 300);
+    const gbs = bytes / ms / 1e6;
+    best = Math.max(best, gbs);
+    console.log(`memory: wasm SIMD read-only stream (256 MiB, ${threads} thread(s)): ${gbs.toFixed(1)} GB/s`);
+    await be.close();
+  }
+  return best;
+}
+
+async function matmuls(readBw: number): Promise<void> {
+  const shapes: Array<[number, number]> = [[576, 1536], [1536, 576], [576, 49152]];
+  for (const threads of threadList) {
+    const be = await WasmBackend.create({ threads });
+    console.log(`\nmatmul, ${threads} thread(s): shape [in×out], weight bytes, then per rows m: ms, GFLOP/s, weight GB/s`);
+    for (const dtype of dtypes) {
+      for (const [k, n] of shapes) {
+        const mark = be.arena.mark();
+        const values = new Float32Array(n * k);
+        fill(values, k + n);
+        const w = encodeWeight(values, n, k, dtype, be.arena.allocBytes(weightBytes({ dtype, rows: n, cols: k })));
+        let line = `${dtype.padEnd(5)} [${k}×${n}] ${(w.data.length / 2 ** 20).toFixed(1).padStart(6)} MiB |`;
+        for (const m of [1, 16, 64]) {
+          const x = be.arena.allocF32(m * k);
+          fill(x, m);
+          const out = be.arena.allocF32(m * n);
+          const ms = time(() => be.matmul(out, x, w, m));
+          line += ` m=${m}: ${ms.toFixed(3)} ms ${fmt((2 * m * n * k) / ms / 1e6)} GF/s ${fmt(w.data.length / ms / 1e6)} GB/s |`;
+        }
+        console.log(line);
+        be.arena.reset(mark);
+      }
+    }
+    await be.close();
+  }
+  console.log(`(read bandwidth for comparison: ${readBw.toFixed(1)} GB/s; one-row products on weights > L3 (32 MiB) should reach ≥ 70%)`);
+}
+
+async function attention(): Promise<void> {
+  const numSeqs = 64, ctx = 1024, numHeads = 9, numKvHeads = 3, headSize = 64, blockSize = 16;
+  for (const threads of threadList) {
+    const be = await WasmBackend.create({ threads });
+    console.log(`\npaged attention decode, ${threads} thread(s): ${numSeqs} seqs × ${ctx} context, ${numHeads} heads / ` +
+      `${numKvHeads} KV heads × ${headSize}, block ${blockSize}`);
+    for (const dtype of ['fp32', 'fp16', 'int8'] as KvCacheDType[]) {
+      const mark = be.arena.mark();
+      const run = (bs: number, permute: boolean) => {
+        const blocksPerSeq = ctx / bs;
+        const numBlocks = numSeqs * blocksPerSeq;
+        const n = numBlocks * numKvHeads * bs * headSize;
+        const alloc = () => (dtype === 'fp32' ? be.arena.allocF32(n) : dtype === 'fp16' ? be.arena.allocU16(n) : be.arena.allocI8(n));
+        const cache = {
+          dtype, numBlocks, numKvHeads, blockSize: bs, headSize, k: alloc(), v: alloc(),
+          ...(dtype === 'int8' ? { kScale: be.arena.allocF32(numBlocks * numKvHeads).fill(0.01), vScale: be.arena.allocF32(numBlocks * numKvHeads).fill(0.01) } : {}),
+        };
+        if (dtype === 'fp32') { fill(cache.k as Float32Array, 1); fill(cache.v as Float32Array, 2); }
+        else if (dtype === 'fp16') { (cache.k as Uint16Array).fill(0x2e66); (cache.v as Uint16Array).fill(0x3266); }
+        else { (cache.k as Int8Array).fill(3); (cache.v as Int8Array).fill(-5); }
+        // Block tables: a random permutation of all blocks (paged) or block s for sequence s (contiguous).
+        const ids = Int32Array.from({ length: numBlocks }, (_, i) => i);
+        if (permute) for (let i = numBlocks - 1; i > 0; i--) { const j = (i * 7919 + 13) % (i + 1); [ids[i], ids[j]] = [ids[j], ids[i]]; }
+        const tables = be.arena.allocI32(numBlocks);
+        tables.set(ids);
+        const query = be.arena.allocF32(numSeqs * numHeads * headSize);
+        fill(query, 3);
+        const input: PagedAttentionInput = {
+          out: be.arena.allocF32(numSeqs * numHeads * headSize), query, cache, blockTables: tables, maxBlocksPerSeq: blocksPerSeq,
+          seqLens: be.arena.allocI32(numSeqs).fill(ctx), numSeqs, numHeads, numKvHeads, headSize, scale: 1 / 8,
+        };
+        return { ms: time(() => be.pagedAttention(input)), bytes: 2 * n * (dtype === 'fp32' ? 4 : dtype === 'fp16' ? 2 : 1) };
+      };
+      const paged = run(blockSize, true);
+      const dense = run(ctx, false);
+      const tps = (ms: number) => ((numSeqs / ms) * 1000).toFixed(0);
+      console.log(`${dtype.padEnd(5)} paged: ${paged.ms.toFixed(2)} ms (${tps(paged.ms)} seq/s, K+V ${(paged.bytes / paged.ms / 1e6).toFixed(1)} GB/s) | ` +
+        `contiguous: ${dense.ms.toFixed(2)} ms (${(dense.bytes / dense.ms / 1e6).toFixed(1)} GB/s) | paged/contiguous ${(paged.ms / dense.ms).toFixed(2)}×`);
+      be.arena.reset(mark);
+    }
+    await be.close();
+  }
+  console.log('(contiguous = the same kernel with one 1024-token block per sequence: K/V of a sequence and head are one run of memory)');
+}
+
+console.log(`pagellm kernel benchmark — ${availableParallelism()} CPUs, node ${process.version}; medians of 7 samples`);
+const bw = only.includes('bw') ? await bandwidth() : NaN;
+if (only.includes('matmul')) await matmuls(bw);
+if (only.includes('attention')) await attention();
