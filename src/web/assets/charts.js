@@ -40,7 +40,15 @@ const CHARTS = [
 ];
 
 const MAX_POINTS = 600;
-const HEIGHT = 118;
+const HEIGHT = 128;
+
+/** The smallest of 1, 2, 2.5, 5 × 10^k at or above `x` (so the top of a y axis gets a round tick). */
+function niceCeil(x) {
+  if (!(x > 0)) return 1;
+  const p = 10 ** Math.floor(Math.log10(x));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= x) return m * p;
+  return 10 * p;
+}
 
 /** x-axis labels as wall-clock times (one line, instead of uPlot's two-line date + time). */
 function timeLabels(_u, splits) {
@@ -62,8 +70,8 @@ export function createCharts(container) {
       height: HEIGHT,
       cursor: { drag: { x: false, y: false } },
       legend: { show: true, live: true },
-      scales: { x: { time: true }, y: spec.range ? { range: spec.range } : { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
-      axes: [{ ...AXIS, values: timeLabels, space: 70, incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600] }, { ...AXIS, size: 52 }],
+      scales: { x: { time: true }, y: spec.range ? { range: spec.range } : { range: (_u, _min, max) => [0, niceCeil(Math.max(1, max * 1.05))] } },
+      axes: [{ ...AXIS, values: timeLabels, space: 70, incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600] }, { ...AXIS, size: 52, space: 18 }],
       series: [
         {},
         ...spec.series.map((s) => ({
@@ -100,5 +108,5 @@ export function createCharts(container) {
     for (const c of charts) c.plot.setSize({ width: Math.max(200, c.box.clientWidth), height: HEIGHT });
   }
 
-  return { add, resize, numPoints: () => xs.length };
+  return { add, resize, numPoints: () => xs.length, plots: charts.map((c) => c.plot) };
 }

@@ -150,16 +150,21 @@ function formatAgo(ms) {
   return `${Math.round(ms / 60_000)} min ago`;
 }
 
+/** Owners and holders listed in the tooltip at most. */
+const MAX_TIP_LINES = 4;
+
 function tooltipHtml(id, detail) {
   const snap = state.snapshot;
   const numGpu = snap.config.numGpuBlocks;
   const st = snap.state[id];
   const tier = id < numGpu ? `GPU #${id}` : `CPU #${id - numGpu}`;
-  const owners = ownersOf(snap, id).map((k) => {
+  const ownerIndices = ownersOf(snap, id);
+  const owners = ownerIndices.slice(0, MAX_TIP_LINES).map((k) => {
     const r = snap.requests[k];
-    const id = r.requestId.length > 26 ? `${r.requestId.slice(0, 14)}…${r.requestId.slice(-8)}` : r.requestId;
-    return `<span class="swatch" style="background:${requestColor(r.requestId).css}"></span><code>${escapeHtml(id)}</code>`;
+    const name = r.requestId.length > 26 ? `${r.requestId.slice(0, 14)}…${r.requestId.slice(-8)}` : r.requestId;
+    return `<span class="swatch" style="background:${requestColor(r.requestId).css}"></span><code>${escapeHtml(name)}</code>`;
   });
+  if (ownerIndices.length > MAX_TIP_LINES) owners.push(`<span class="muted">… ${ownerIndices.length - MAX_TIP_LINES} more requests</span>`);
   const rows = [
     ['state', STATE_NAMES[st] ?? String(st)],
     ['ref count', String(snap.refCount[id])],
@@ -177,8 +182,9 @@ function tooltipHtml(id, detail) {
       rows.push(['eviction', `${detail.evictionRank === 0 ? 'next' : `#${detail.evictionRank + 1}`} of ${detail.numEvictable} in the LRU queue`]);
     }
     if (detail.holders.length > 0) {
-      rows.push(['held by', detail.holders.slice(0, 8).map((h) =>
-        `seq ${h.seqId} · entry ${h.logicalIndex}`).join('<br>') + (detail.holders.length > 8 ? `<br>… +${detail.holders.length - 8}` : '')]);
+      const shown = detail.holders.slice(0, MAX_TIP_LINES).map((h) => `seq ${h.seqId} · entry ${h.logicalIndex}`);
+      if (detail.holders.length > MAX_TIP_LINES) shown.push(`<span class="muted">… ${detail.holders.length - MAX_TIP_LINES} more sequences</span>`);
+      rows.push(['held by', shown.join('<br>')]);
     }
     rows.push(['KV computed', detail.computed ? 'yes' : 'no']);
   }
@@ -291,6 +297,7 @@ window.pagellmDashboard = {
   get counts() { return state.counts; },
   get grids() { return state.grids; },
   get numChartPoints() { return state.charts?.numPoints() ?? 0; },
+  get plots() { return state.charts?.plots ?? []; },
   BlockState,
   refresh,
 };
