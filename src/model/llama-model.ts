@@ -28,6 +28,11 @@ export interface LlamaModelOptions {
   /** Tokens the activation buffers hold before they grow (default 256); set it to the scheduler's token budget. */
   readonly maxNumTokens?: number;
   /**
+   * Sampled rows (logits) the output buffers hold before they grow (default min(maxNumTokens, 256)); set it to the
+   * scheduler's max_num_seqs. Logits take vocabSize × 4 bytes per row.
+   */
+  readonly maxNumSampled?: number;
+  /**
    * Run q/k/v and gate/up as one stacked matmul each (when the weights were loaded stacked) for batches of at most
    * this many tokens; larger batches run separate matmuls (the stacked output would need de-interleaving copies).
    * Default: Infinity (always stacked, with copies when numTokens > 1). 0 disables stacking.
@@ -53,8 +58,6 @@ class Activations {
   readonly gate: Float32Array;
   readonly up: Float32Array;
   readonly act: Float32Array;
-  readonly logits: Float32Array;
-  readonly sampled: Float32Array;
   readonly tokenIds: Int32Array;
   readonly positions: Int32Array;
   readonly slotMapping: Int32Array;
@@ -78,13 +81,22 @@ class Activations {
     this.gate = a.allocF32(tokens * c.hiddenDim);
     this.up = a.allocF32(tokens * c.hiddenDim);
     this.act = a.allocF32(tokens * c.hiddenDim);
-    this.sampled = a.allocF32(tokens * c.dim);
-    this.logits = a.allocF32(tokens * c.vocabSize);
     this.tokenIds = a.allocI32(tokens);
     this.positions = a.allocI32(tokens);
     this.slotMapping = a.allocI32(tokens);
     this.seqLens = a.allocI32(tokens);
     this.queryStartLoc = a.allocI32(tokens + 1);
+  }
+}
+
+/** Final-norm input and logits for up to `rows` sampled rows, in the kernel arena. */
+class SampleBuffers {
+  readonly sampled: Float32Array;
+  readonly logits: Float32Array;
+
+  constructor(backend: KernelBackend, c: ModelConfig, readonly rows: number) {
+    this.sampled = backend.arena.allocF32(rows * c.dim);
+    this.logits = backend.arena.allocF32(rows * c.vocabSize);
   }
 }
 
@@ -96,8 +108,9 @@ class Activations {
  * mapping → attention through the block tables (prefills: prefillAttention, decodes: pagedAttention) → o-proj →
  * residual → RMSNorm → silu(gate)·up → down → residual] → final RMSNorm on the sampled rows only → LM head.
  *
- * Activation buffers live in the kernel arena, sized for `maxNumTokens` and regrown (doubling) when a larger batch
- * arrives; the hot path allocates nothing else. Mirrors vLLM's vllm/model_executor/models/llama.py
+ * Activation buffers live in the kernel arena, sized for `maxNumTokens` tokens and `maxNumSampled` logit rows and
+ * regrown (doubling; the arena does not free the old ones) when a larger batch arrives; the hot path allocates
+ * nothing else. Mirrors vLLM's vllm/model_executor/models/llama.py
  * (`LlamaForCausalLM`, `LlamaDecoderLayer`, `LlamaAttention`, `LlamaMLP`) and qwen2.py / qwen3.py.
  */
 export class LlamaModel implements CausalLM {
@@ -106,6 +119,7 @@ export class LlamaModel implements CausalLM {
   readonly profile = new Map<string, number>();
 
   private acts: Activations;
+  private samples: SampleBuffers;
   private blockTablesBuf: Int32Array;
   private readonly fuseUpToTokens: number;
   private readonly attentionMode: AttentionMode;
@@ -145,6 +159,7 @@ export class LlamaModel implements CausalLM {
     this.attentionMode = options.attentionMode ?? 'split';
     this.profiling = options.profile ?? false;
     this.acts = new Activations(backend, config, Math.max(1, options.maxNumTokens ?? 256));
+    this.samples = new SampleBuffers(backend, config, Math.max(1, options.maxNumSampled ?? Math.min(this.acts.tokens, 256)));
     this.blockTablesBuf = backend.arena.allocI32(Math.max(64, this.acts.tokens * 4));
   }
 
@@ -162,8 +177,9 @@ export class LlamaModel implements CausalLM {
   forward(batch: ForwardBatch, kvCaches: readonly KvCacheLayer[]): Float32Array {
     this.validate(batch, kvCaches);
     const T = batch.numTokens;
-    const need = Math.max(T, batch.sampleIndices.length);
-    if (need > this.acts.tokens) this.acts = new Activations(this.backend, this.config, Math.max(need, 2 * this.acts.tokens));
+    if (T > this.acts.tokens) this.acts = new Activations(this.backend, this.config, Math.max(T, 2 * this.acts.tokens));
+    const S = batch.sampleIndices.length;
+    if (S > this.samples.rows) this.samples = new SampleBuffers(this.backend, this.config, Math.max(S, 2 * this.samples.rows));
     const a = this.acts;
     const be = this.backend;
     const c = this.config;
@@ -310,11 +326,10 @@ export class LlamaModel implements CausalLM {
     }
 
     // Final norm and LM head only for the rows that will be sampled.
-    const S = batch.sampleIndices.length;
-    const logits = a.logits.subarray(0, S * c.vocabSize);
+    const logits = this.samples.logits.subarray(0, S * c.vocabSize);
     if (S === 0) return logits;
     this.t0();
-    const sampled = a.sampled.subarray(0, S * dim);
+    const sampled = this.samples.sampled.subarray(0, S * dim);
     for (let j = 0; j < S; j++) {
       const i = batch.sampleIndices[j];
       sampled.set(hidden.subarray(i * dim, (i + 1) * dim), j * dim);

@@ -11,5 +11,7 @@ export interface BackendUnderTest {
 export function backendsUnderTest(): BackendUnderTest[] {
   return [
     { label: 'reference', options: { kind: 'reference' } },
+    { label: 'wasm, 1 thread', options: { kind: 'wasm', threads: 1 } },
+    { label: 'wasm, 2 threads', options: { kind: 'wasm', threads: 2 } },
   ];
 }

@@ -22,12 +22,13 @@ describe('LlamaModel', () => {
     await backend.close();
   });
 
-  it('returns logits only for the sampled rows, in sampleIndices order', () => {
-    const model = new LlamaModel(config, weights, backend);
+  it('returns logits only for the sampled rows, in sampleIndices order (growing its buffers)', () => {
+    const model = new LlamaModel(config, weights, backend, { maxNumTokens: 2, maxNumSampled: 1 });
     const kvA = new TestKvCache(backend, config, 4, 16);
     const tokens = [3, 9, 27, 41, 5];
     const all = model.forward(kvA.buildBatch([{ seq: kvA.newSequence(), tokens, prefill: true, sample: 'all' }]), kvA.layers).slice();
     expect(all.length).toBe(5 * config.vocabSize);
+    expect(model.capacityTokens).toBe(5);
     const kvB = new TestKvCache(backend, config, 4, 16);
     const batch = kvB.buildBatch([{ seq: kvB.newSequence(), tokens, prefill: true, sample: false }]);
     const picked = model.forward({ ...batch, sampleIndices: Int32Array.from([4, 1]) }, kvB.layers);
