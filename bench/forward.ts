@@ -140,7 +140,7 @@ async function main(): Promise<void> {
       const { model, weightBytes } = await loadModel(path, {
         backend,
         model: {
-          maxNumTokens: Math.max(...batches) * promptLen, maxPositions: 4096, profile: args.profile,
+          maxNumTokens: Math.max(...batches) * promptLen, maxNumSampled: Math.max(...batches), maxPositions: 4096, profile: args.profile,
           attentionMode: args.attention as AttentionMode, ...(fuse !== undefined ? { fuseUpToTokens: fuse } : {}),
         },
       });
