@@ -6,6 +6,8 @@ export const DT_F32: i32 = 0;
 export const DT_F16: i32 = 1;
 export const DT_BF16: i32 = 2;
 export const DT_Q8_0: i32 = 3;
+/** Up to this many x rows, weights are streamed once row by row (gemvFew); beyond, blocked (gemm). */
+export const FEW_ROWS: i32 = 4;
 
 /** Bytes of one weight row. */
 // @ts-ignore: decorator
@@ -135,6 +137,137 @@ function gemv(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, 
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// A few rows of X (2..8: a small decode batch): still stream each weight row once, applying it to all x rows
+// (x stays in L1). `mr` is a compile-time constant at every call site, so the unused accumulators fold away.
+
+// @ts-ignore: decorator
+@inline function ld4w(dtype: i32, w: usize, i: i32): v128 {
+  if (dtype == DT_F32) return v128.load(w + (<usize>i << 2));
+  if (dtype == DT_F16) return f16x4(w + (<usize>i << 1));
+  return bf16x4(w + (<usize>i << 1));
+}
+
+// @ts-ignore: decorator
+@inline function ld1w(dtype: i32, w: usize, i: i32): f32 {
+  if (dtype == DT_F32) return load<f32>(w + (<usize>i << 2));
+  const h = <u32>load<u16>(w + (<usize>i << 1));
+  if (dtype == DT_F16) return f16(h);
+  return reinterpret<f32>(h << 16);
+}
+
+/** out[i, r] for the mr x rows starting at x (row stride k floats) against weight row w (f32/f16/bf16). */
+// @ts-ignore: decorator
+@inline function rowsFloat(mr: i32, dtype: i32, x: usize, w: usize, k: i32, out: usize, os: usize, bias: f32): void {
+  const xs = <usize>k << 2;
+  let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  let i = 0;
+  for (; i + 4 <= k; i += 4) {
+    const wv = ld4w(dtype, w, i);
+    const xp = x + (<usize>i << 2);
+    a0 = f32x4.add(a0, f32x4.mul(wv, v128.load(xp)));
+    if (mr > 1) a1 = f32x4.add(a1, f32x4.mul(wv, v128.load(xp + xs)));
+    if (mr > 2) a2 = f32x4.add(a2, f32x4.mul(wv, v128.load(xp + 2 * xs)));
+    if (mr > 3) a3 = f32x4.add(a3, f32x4.mul(wv, v128.load(xp + 3 * xs)));
+    if (mr > 4) a4 = f32x4.add(a4, f32x4.mul(wv, v128.load(xp + 4 * xs)));
+    if (mr > 5) a5 = f32x4.add(a5, f32x4.mul(wv, v128.load(xp + 5 * xs)));
+    if (mr > 6) a6 = f32x4.add(a6, f32x4.mul(wv, v128.load(xp + 6 * xs)));
+    if (mr > 7) a7 = f32x4.add(a7, f32x4.mul(wv, v128.load(xp + 7 * xs)));
+  }
+  let s0 = hsum(a0) + bias, s1 = hsum(a1) + bias, s2 = hsum(a2) + bias, s3 = hsum(a3) + bias;
+  let s4 = hsum(a4) + bias, s5 = hsum(a5) + bias, s6 = hsum(a6) + bias, s7 = hsum(a7) + bias;
+  for (; i < k; i++) {
+    const wv = ld1w(dtype, w, i);
+    const xp = x + (<usize>i << 2);
+    s0 += wv * load<f32>(xp);
+    if (mr > 1) s1 += wv * load<f32>(xp + xs);
+    if (mr > 2) s2 += wv * load<f32>(xp + 2 * xs);
+    if (mr > 3) s3 += wv * load<f32>(xp + 3 * xs);
+    if (mr > 4) s4 += wv * load<f32>(xp + 4 * xs);
+    if (mr > 5) s5 += wv * load<f32>(xp + 5 * xs);
+    if (mr > 6) s6 += wv * load<f32>(xp + 6 * xs);
+    if (mr > 7) s7 += wv * load<f32>(xp + 7 * xs);
+  }
+  store<f32>(out, s0);
+  if (mr > 1) store<f32>(out + os, s1);
+  if (mr > 2) store<f32>(out + 2 * os, s2);
+  if (mr > 3) store<f32>(out + 3 * os, s3);
+  if (mr > 4) store<f32>(out + 4 * os, s4);
+  if (mr > 5) store<f32>(out + 5 * os, s5);
+  if (mr > 6) store<f32>(out + 6 * os, s6);
+  if (mr > 7) store<f32>(out + 7 * os, s7);
+}
+
+/** Σ over the 4 int16x8 chunks of one 32-block: dot of the extended weight chunks with x row j's chunks. */
+// @ts-ignore: decorator
+@inline function q8dot(w0: v128, w1: v128, w2: v128, w3: v128, xo: usize): v128 {
+  return i32x4.add(i32x4.add(i32x4.dot_i16x8_s(w0, v128.load(xo)), i32x4.dot_i16x8_s(w1, v128.load(xo, 16))),
+    i32x4.add(i32x4.dot_i16x8_s(w2, v128.load(xo, 32)), i32x4.dot_i16x8_s(w3, v128.load(xo, 48))));
+}
+
+/** Same for a q8_0 weight row against mr int16-quantised x rows (xq row stride 2k bytes, xs row stride k/8 bytes). */
+// @ts-ignore: decorator
+@inline function rowsQ8(mr: i32, xq: usize, xsc: usize, w: usize, k: i32, out: usize, os: usize, bias: f32): void {
+  const qs = <usize>k << 1;
+  const ss = <usize>(k >> 5) << 2;
+  let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  const nb = k >> 5;
+  for (let b = 0; b < nb; b++) {
+    const bo = w + <usize>b * 34;
+    const lo = v128.load(bo, 2), hi = v128.load(bo, 18);
+    const e0 = i16x8.extend_low_i8x16_s(lo), e1 = i16x8.extend_high_i8x16_s(lo);
+    const e2 = i16x8.extend_low_i8x16_s(hi), e3 = i16x8.extend_high_i8x16_s(hi);
+    const d = f16(load<u16>(bo));
+    const xo = xq + (<usize>b << 6);
+    const so = xsc + (<usize>b << 2);
+    a0 = f32x4.add(a0, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo)), f32x4.splat(d * load<f32>(so))));
+    if (mr > 1) a1 = f32x4.add(a1, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + qs)), f32x4.splat(d * load<f32>(so + ss))));
+    if (mr > 2) a2 = f32x4.add(a2, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + 2 * qs)), f32x4.splat(d * load<f32>(so + 2 * ss))));
+    if (mr > 3) a3 = f32x4.add(a3, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + 3 * qs)), f32x4.splat(d * load<f32>(so + 3 * ss))));
+    if (mr > 4) a4 = f32x4.add(a4, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + 4 * qs)), f32x4.splat(d * load<f32>(so + 4 * ss))));
+    if (mr > 5) a5 = f32x4.add(a5, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + 5 * qs)), f32x4.splat(d * load<f32>(so + 5 * ss))));
+    if (mr > 6) a6 = f32x4.add(a6, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + 6 * qs)), f32x4.splat(d * load<f32>(so + 6 * ss))));
+    if (mr > 7) a7 = f32x4.add(a7, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + 7 * qs)), f32x4.splat(d * load<f32>(so + 7 * ss))));
+  }
+  store<f32>(out, hsum(a0) + bias);
+  if (mr > 1) store<f32>(out + os, hsum(a1) + bias);
+  if (mr > 2) store<f32>(out + 2 * os, hsum(a2) + bias);
+  if (mr > 3) store<f32>(out + 3 * os, hsum(a3) + bias);
+  if (mr > 4) store<f32>(out + 4 * os, hsum(a4) + bias);
+  if (mr > 5) store<f32>(out + 5 * os, hsum(a5) + bias);
+  if (mr > 6) store<f32>(out + 6 * os, hsum(a6) + bias);
+  if (mr > 7) store<f32>(out + 7 * os, hsum(a7) + bias);
+}
+
+/** One weight row r against all m (≤ 8) x rows, dispatching to the constant-mr kernels. */
+// @ts-ignore: decorator
+@inline function rowsOne(mr: i32, dtype: i32, x: usize, xq: usize, xs: usize, w: usize, k: i32, out: usize, os: usize, bias: f32): void {
+  if (dtype == DT_Q8_0) rowsQ8(mr, xq, xs, w, k, out, os, bias);
+  else if (dtype == DT_F32) rowsFloat(mr, DT_F32, x, w, k, out, os, bias);
+  else if (dtype == DT_F16) rowsFloat(mr, DT_F16, x, w, k, out, os, bias);
+  else rowsFloat(mr, DT_BF16, x, w, k, out, os, bias);
+}
+
+/** Rows [r0, r1) of out for m (2..8) x rows, weights streamed once. */
+function gemvFew(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, bias: usize, m: i32, n: i32, k: i32, r0: i32, r1: i32): void {
+  const ws = rowBytes(dtype, k);
+  const os = <usize>n << 2;
+  for (let r = r0; r < r1; r++) {
+    const wr = w + <usize>r * ws;
+    const o = out + (<usize>r << 2);
+    const b: f32 = bias != 0 ? load<f32>(bias + (<usize>r << 2)) : 0;
+    switch (m) {
+      case 2: rowsOne(2, dtype, x, xq, xs, wr, k, o, os, b); break;
+      case 3: rowsOne(3, dtype, x, xq, xs, wr, k, o, os, b); break;
+      case 4: rowsOne(4, dtype, x, xq, xs, wr, k, o, os, b); break;
+      case 5: rowsOne(5, dtype, x, xq, xs, wr, k, o, os, b); break;
+      case 6: rowsOne(6, dtype, x, xq, xs, wr, k, o, os, b); break;
+      case 7: rowsOne(7, dtype, x, xq, xs, wr, k, o, os, b); break;
+      default: rowsOne(8, dtype, x, xq, xs, wr, k, o, os, b); break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Many rows (batched): a block of 4 weight rows (decoded to f32 when needed, kept in L1) is applied to every row
 // of X, 2 X rows at a time: 8 accumulators, 6 loads per 8 multiply-adds.
 
@@ -248,8 +381,8 @@ function gemm(dtype: i32, out: usize, x: usize, w: usize, bias: usize, m: i32, n
 }
 
 /**
- * out[m, n] = x[m, k] · wᵀ + bias. dtype: 0 f32, 1 f16, 2 bf16, 3 q8_0. For q8_0 with m == 1, xq/xs hold x
- * quantised by quantize_x_i16. scratch: per-thread area of scratchStride bytes (≥ 16·k + 16) for decoded rows.
+ * out[m, n] = x[m, k] · wᵀ + bias. dtype: 0 f32, 1 f16, 2 bf16, 3 q8_0. For q8_0 with m ≤ FEW_ROWS, xq/xs hold the
+ * rows of x quantised by quantize_x_i16. scratch: per-thread area of scratchStride bytes (≥ 16·k + 16) for decoded rows.
  */
 export function matmul(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, bias: usize, m: i32, n: i32,
   k: i32, scratch: usize, scratchStride: i32, tid: i32, nt: i32): void {
@@ -257,6 +390,7 @@ export function matmul(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w
   const r1 = chunkStart(n, tid + 1, nt, 4);
   if (r0 >= r1) return;
   if (m == 1) gemv(dtype, out, x, xq, xs, w, bias, k, r0, r1);
+  else if (m <= FEW_ROWS) gemvFew(dtype, out, x, xq, xs, w, bias, m, n, k, r0, r1);
   else gemm(dtype, out, x, w, bias, m, n, k, r0, r1, scratch + <usize>tid * <usize>scratchStride);
 }
 

@@ -33,6 +33,9 @@ const P_OUT = 0, P_QUERY = 1, P_KC = 2, P_VC = 3, P_KS = 4, P_VS = 5, P_DTYPE = 
   P_PART = 18, P_MAXPARTS = 19, P_PARTIALS = 20, P_SCRATCH = 21, P_SSTRIDE = 22, P_COUNTER = 23, P_ITEMS = 24,
   P_NITEMS = 25, P_QTILE = 26, P_QSTART = 27, P_LSTRIDE = 28, P_KVPER = 29, P_WORDS = 30;
 
+/** Matmuls with at most this many rows stream each weight row once (assembly/_matmul.ts FEW_ROWS). */
+const FEW_ROWS = 4;
+
 /** Query tokens per prefill work item (rows = tile × GQA group). */
 const PREFILL_TILE = 16;
 
@@ -152,14 +155,14 @@ export class WasmBackend implements KernelBackend {
     const mark = this.arena.mark();
     try {
       let xq = 0, xs = 0;
-      if (w.dtype === 'q8_0' && m === 1) {
-        xq = this.scratch(k * 2);
-        xs = this.scratch((k / 32) * 4);
-        this.k.quantize_x_i16(xP, 1, k, xq, xs, 0, 1);
+      if (w.dtype === 'q8_0' && m <= FEW_ROWS) {
+        xq = this.scratch(m * k * 2);
+        xs = this.scratch(m * (k / 32) * 4);
+        this.k.quantize_x_i16(xP, m, k, xq, xs, 0, 1);
       }
       const parallel = m * n * k >= PARALLEL_MATMUL_MACS;
       const stride = Math.ceil((16 * k + 64) / 64) * 64;
-      const scr = m > 1 && w.dtype !== 'f32' ? this.scratch(stride * (parallel ? this.threads : 1)) : 0;
+      const scr = m > FEW_ROWS && w.dtype !== 'f32' ? this.scratch(stride * (parallel ? this.threads : 1)) : 0;
       this.exec(op, [WEIGHT_CODE[w.dtype], outP, xP, xq, xs, wP, biasP, m, n, k, scr, stride], parallel);
     } finally {
       this.arena.reset(mark);
