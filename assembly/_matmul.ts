@@ -1,6 +1,6 @@
 // Matrix products Y[m, n] = X[m, k] · Wᵀ (+ bias), W row-major [n, k] in f32 / f16 / bf16 / q8_0.
 // Threads split the n output features (W rows) into contiguous chunks, so each weight byte is read by one thread.
-import { hsum, hsum4, f16x4, bf16x4, f16, chunkStart } from './_simd';
+import { hsum, hsum4, f16x4, bf16x4, f16, nextItem } from './_simd';
 
 export const DT_F32: i32 = 0;
 export const DT_F16: i32 = 1;
@@ -8,6 +8,8 @@ export const DT_BF16: i32 = 2;
 export const DT_Q8_0: i32 = 3;
 /** Up to this many x rows, weights are streamed once row by row (gemvFew); beyond, blocked (gemm). */
 export const FEW_ROWS: i32 = 4;
+/** Weight rows per work item (a multiple of the 4-row blocks of gemm). */
+const MATMUL_CHUNK: i32 = 16;
 
 /** Bytes of one weight row. */
 // @ts-ignore: decorator
@@ -386,12 +388,14 @@ function gemm(dtype: i32, out: usize, x: usize, w: usize, bias: usize, m: i32, n
  */
 export function matmul(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, bias: usize, m: i32, n: i32,
   k: i32, scratch: usize, scratchStride: i32, tid: i32, nt: i32): void {
-  const r0 = chunkStart(n, tid, nt, 4);
-  const r1 = chunkStart(n, tid + 1, nt, 4);
-  if (r0 >= r1) return;
-  if (m == 1) gemv(dtype, out, x, xq, xs, w, bias, k, r0, r1);
-  else if (m <= FEW_ROWS) gemvFew(dtype, out, x, xq, xs, w, bias, m, n, k, r0, r1);
-  else gemm(dtype, out, x, w, bias, m, n, k, r0, r1, scratch + <usize>tid * <usize>scratchStride);
+  for (;;) {
+    const r0 = nextItem() * MATMUL_CHUNK;
+    if (r0 >= n) break;
+    const r1 = min(n, r0 + MATMUL_CHUNK);
+    if (m == 1) gemv(dtype, out, x, xq, xs, w, bias, k, r0, r1);
+    else if (m <= FEW_ROWS) gemvFew(dtype, out, x, xq, xs, w, bias, m, n, k, r0, r1);
+    else gemm(dtype, out, x, w, bias, m, n, k, r0, r1, scratch + <usize>tid * <usize>scratchStride);
+  }
 }
 
 /**

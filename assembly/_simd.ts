@@ -116,6 +116,23 @@ export function toF16(value: f32): u32 {
   return f32x4.extract_lane(exp4(f32x4.splat(x)), 0);
 }
 
+/** Address of the shared work counter (set once per instance by the host through `init`). */
+let counterPtr: usize = 0;
+
+/** Sets the work counter's address (each instance — calling thread and every worker — calls it once). */
+export function setCounter(p: usize): void {
+  counterPtr = p;
+}
+
+/**
+ * Takes the next work item (0, 1, 2, ...) from the shared counter the host zeroes before each call. Every kernel
+ * distributes its work this way, so a thread that joins late (or never) only changes who does the items.
+ */
+// @ts-ignore: decorator
+@inline export function nextItem(): i32 {
+  return atomic.add<i32>(counterPtr, 1);
+}
+
 /** First index of thread `tid`'s share of `total` items cut into `nt` contiguous chunks of multiples of `align`. */
 // @ts-ignore: decorator
 @inline export function chunkStart(total: i32, tid: i32, nt: i32, align: i32): i32 {

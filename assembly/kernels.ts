@@ -1,10 +1,19 @@
 // pagellm's WebAssembly SIMD kernels. Every export works on byte offsets into the one shared memory and takes
-// (tid, nt) last: the calling thread is tid 0, worker threads 1..nt-1 run the same export with their own tid, and
-// each export does its share (a static chunk of rows, or items taken from an atomic counter). Built with
-// --importMemory --sharedMemory; the only imports are the memory and `abort`.
-import { hsum4, hmax, exp4, exp1, toF16, chunkStart } from './_simd';
+// (tid, nt) last: the calling thread is tid 0, worker threads 1..nt-1 may run the same export with their own tid
+// (tid selects per-thread scratch). Work is split into items taken from a shared atomic counter (nextItem), so the
+// result does not depend on which threads join or when. Built with --importMemory --sharedMemory; the only imports
+// are the memory and `abort`.
+import { hsum4, hmax, exp4, exp1, toF16, nextItem, setCounter } from './_simd';
 import { matmul as matmulImpl, quantize_x_i16 as quantizeImpl, decodeRow, rowBytes } from './_matmul';
 import { decodeV1, decodeV2Partial, decodeV2Reduce, prefill, KV_F32, KV_F16 } from './_attention';
+
+/** Elements per work item of the elementwise kernels. */
+const ELEM_CHUNK: i32 = 8192;
+
+/** Tells this instance where the shared work counter is (once per instance, before any kernel). */
+export function init(counter: usize): void {
+  setCounter(counter);
+}
 
 export function matmul(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, bias: usize, m: i32, n: i32,
   k: i32, scratch: usize, scratchStride: i32, tid: i32, nt: i32): void {
@@ -13,17 +22,15 @@ export function matmul(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w
 
 /** Quantises rows [tid's share of m] of x[m, k] to int16 blocks (see _matmul.quantize_x_i16). */
 export function quantize_x_i16(x: usize, m: i32, k: i32, xq: usize, xs: usize, tid: i32, nt: i32): void {
-  const r0 = chunkStart(m, tid, nt, 1), r1 = chunkStart(m, tid + 1, nt, 1);
-  for (let r = r0; r < r1; r++) {
+  for (let r = nextItem(); r < m; r = nextItem()) {
     quantizeImpl(x + <usize>r * (<usize>k << 2), k, xq + <usize>r * (<usize>k << 1), xs + <usize>r * (<usize>(k >> 5) << 2));
   }
 }
 
 /** out[i] = decode(table row ids[i]) for i in tid's share of m. */
 export function embedding(dtype: i32, out: usize, table: usize, ids: usize, m: i32, dim: i32, tid: i32, nt: i32): void {
-  const r0 = chunkStart(m, tid, nt, 1), r1 = chunkStart(m, tid + 1, nt, 1);
   const rb = rowBytes(dtype, dim);
-  for (let i = r0; i < r1; i++) {
+  for (let i = nextItem(); i < m; i = nextItem()) {
     const id = load<i32>(ids + (<usize>i << 2));
     decodeRow(dtype, table + <usize>id * rb, out + <usize>i * (<usize>dim << 2), dim);
   }
@@ -31,8 +38,7 @@ export function embedding(dtype: i32, out: usize, table: usize, ids: usize, m: i
 
 /** RMSNorm of rows in tid's share of m: out = x · rsqrt(mean(x²) + eps) · w. out may alias x. */
 export function rms_norm(out: usize, x: usize, w: usize, m: i32, dim: i32, eps: f32, tid: i32, nt: i32): void {
-  const r0 = chunkStart(m, tid, nt, 1), r1 = chunkStart(m, tid + 1, nt, 1);
-  for (let i = r0; i < r1; i++) {
+  for (let i = nextItem(); i < m; i = nextItem()) {
     const xr = x + <usize>i * (<usize>dim << 2);
     const orow = out + <usize>i * (<usize>dim << 2);
     let a = f32x4.splat(0), b = a;
@@ -64,9 +70,8 @@ export function rms_norm(out: usize, x: usize, w: usize, m: i32, dim: i32, eps: 
 
 /** In-place RoPE of x[m, nh, hs] (rows in tid's share of m). style 0: half-split (NeoX), 1: interleaved pairs. */
 export function rope(x: usize, pos: usize, m: i32, nh: i32, hs: i32, cosSin: usize, rd: i32, style: i32, tid: i32, nt: i32): void {
-  const r0 = chunkStart(m, tid, nt, 1), r1 = chunkStart(m, tid + 1, nt, 1);
   const half = rd >> 1;
-  for (let i = r0; i < r1; i++) {
+  for (let i = nextItem(); i < m; i = nextItem()) {
     const cs = cosSin + <usize>load<i32>(pos + (<usize>i << 2)) * (<usize>rd << 2);
     const sn = cs + (<usize>half << 2);
     for (let h = 0; h < nh; h++) {
@@ -115,40 +120,47 @@ export function rope(x: usize, pos: usize, m: i32, nh: i32, hs: i32, cosSin: usi
 
 /** out = silu(gate) · up over tid's share of n values. */
 export function silu_mul(out: usize, gate: usize, up: usize, n: i32, tid: i32, nt: i32): void {
-  const a = chunkStart(n, tid, nt, 4), e = chunkStart(n, tid + 1, nt, 4);
-  let i = a;
   const one = f32x4.splat(1);
-  for (; i + 4 <= e; i += 4) {
-    const o = <usize>i << 2;
-    const g = v128.load(gate + o);
-    const sg = f32x4.div(g, f32x4.add(one, exp4(f32x4.neg(g))));
-    v128.store(out + o, f32x4.mul(sg, v128.load(up + o)));
-  }
-  for (; i < e; i++) {
-    const o = <usize>i << 2;
-    const g = load<f32>(gate + o);
-    store<f32>(out + o, g / (1 + exp1(-g)) * load<f32>(up + o));
+  for (;;) {
+    const a = nextItem() * ELEM_CHUNK;
+    if (a >= n) break;
+    const e = min(n, a + ELEM_CHUNK);
+    let i = a;
+    for (; i + 4 <= e; i += 4) {
+      const o = <usize>i << 2;
+      const g = v128.load(gate + o);
+      const sg = f32x4.div(g, f32x4.add(one, exp4(f32x4.neg(g))));
+      v128.store(out + o, f32x4.mul(sg, v128.load(up + o)));
+    }
+    for (; i < e; i++) {
+      const o = <usize>i << 2;
+      const g = load<f32>(gate + o);
+      store<f32>(out + o, g / (1 + exp1(-g)) * load<f32>(up + o));
+    }
   }
 }
 
 /** out = a + b over tid's share of n values. */
 export function add(out: usize, a: usize, b: usize, n: i32, tid: i32, nt: i32): void {
-  const s = chunkStart(n, tid, nt, 4), e = chunkStart(n, tid + 1, nt, 4);
-  let i = s;
-  for (; i + 4 <= e; i += 4) {
-    const o = <usize>i << 2;
-    v128.store(out + o, f32x4.add(v128.load(a + o), v128.load(b + o)));
-  }
-  for (; i < e; i++) {
-    const o = <usize>i << 2;
-    store<f32>(out + o, load<f32>(a + o) + load<f32>(b + o));
+  for (;;) {
+    const s = nextItem() * ELEM_CHUNK;
+    if (s >= n) break;
+    const e = min(n, s + ELEM_CHUNK);
+    let i = s;
+    for (; i + 4 <= e; i += 4) {
+      const o = <usize>i << 2;
+      v128.store(out + o, f32x4.add(v128.load(a + o), v128.load(b + o)));
+    }
+    for (; i < e; i++) {
+      const o = <usize>i << 2;
+      store<f32>(out + o, load<f32>(a + o) + load<f32>(b + o));
+    }
   }
 }
 
 /** Row-wise softmax in place over tid's share of m rows of n. */
 export function softmax(x: usize, m: i32, n: i32, tid: i32, nt: i32): void {
-  const r0 = chunkStart(m, tid, nt, 1), r1 = chunkStart(m, tid + 1, nt, 1);
-  for (let r = r0; r < r1; r++) {
+  for (let r = nextItem(); r < m; r = nextItem()) {
     const p = x + <usize>r * (<usize>n << 2);
     let mv = f32x4.splat(-Infinity);
     let j = 0;
@@ -179,8 +191,7 @@ export function softmax(x: usize, m: i32, n: i32, tid: i32, nt: i32): void {
 
 /** out[r] = first index of the largest value of row r (tid's share of m rows of n). */
 export function argmax(out: usize, x: usize, m: i32, n: i32, tid: i32, nt: i32): void {
-  const r0 = chunkStart(m, tid, nt, 1), r1 = chunkStart(m, tid + 1, nt, 1);
-  for (let r = r0; r < r1; r++) {
+  for (let r = nextItem(); r < m; r = nextItem()) {
     const p = x + <usize>r * (<usize>n << 2);
     let mv = f32x4.splat(-Infinity);
     let j = 0;
@@ -233,13 +244,13 @@ function writeI8(bhb: usize, off: i32, hs: i32, src: usize, sp: usize): void {
  */
 export function reshape_and_cache(key: usize, value: usize, kc: usize, vc: usize, ks: usize, vs: usize, dtype: i32,
   slots: usize, m: i32, nkv: i32, bs: i32, hs: i32, tid: i32, nt: i32): void {
-  const h0 = chunkStart(nkv, tid, nt, 1), h1 = chunkStart(nkv, tid + 1, nt, 1);
   const esz: usize = dtype == KV_F32 ? 4 : dtype == KV_F16 ? 2 : 1;
-  for (let i = 0; i < m; i++) {
-    const slot = load<i32>(slots + (<usize>i << 2));
-    if (slot < 0) continue;
-    const block = slot / bs, off = slot % bs;
-    for (let h = h0; h < h1; h++) {
+  // Work items are KV heads: one thread writes all tokens of a head, in order (int8 requantisation needs that).
+  for (let h = nextItem(); h < nkv; h = nextItem()) {
+    for (let i = 0; i < m; i++) {
+      const slot = load<i32>(slots + (<usize>i << 2));
+      if (slot < 0) continue;
+      const block = slot / bs, off = slot % bs;
       const src = (<usize>i * <usize>nkv + <usize>h) * (<usize>hs << 2);
       const bh = <usize>block * <usize>nkv + <usize>h;
       const bhb = bh * <usize>bs * <usize>hs; // element index of the block-head
@@ -300,14 +311,18 @@ export function exp_inplace(p: usize, n: i32): void {
  */
 export function stream_read(ptr: usize, bytes: i32, out: usize, tid: i32, nt: i32): void {
   const chunks = bytes >>> 6;
-  const c0 = chunkStart(chunks, tid, nt, 1), c1 = chunkStart(chunks, tid + 1, nt, 1);
   let a = i32x4.splat(0), b = a, c = a, d = a;
-  for (let i = c0; i < c1; i++) {
-    const p = ptr + (<usize>i << 6);
-    a = v128.xor(a, v128.load(p));
-    b = v128.xor(b, v128.load(p, 16));
-    c = v128.xor(c, v128.load(p, 32));
-    d = v128.xor(d, v128.load(p, 48));
+  for (;;) {
+    const c0 = nextItem() * 4096;
+    if (c0 >= chunks) break;
+    const c1 = min(chunks, c0 + 4096);
+    for (let i = c0; i < c1; i++) {
+      const p = ptr + (<usize>i << 6);
+      a = v128.xor(a, v128.load(p));
+      b = v128.xor(b, v128.load(p, 16));
+      c = v128.xor(c, v128.load(p, 32));
+      d = v128.xor(d, v128.load(p, 48));
+    }
   }
   v128.store(out + (<usize>tid << 4), v128.xor(v128.xor(a, b), v128.xor(c, d)));
 }

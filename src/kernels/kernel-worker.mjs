@@ -1,11 +1,12 @@
 // Worker thread of the kernel pool (plain JavaScript so it starts without a TypeScript loader, under node, tsx and
-// vitest alike). It instantiates the shared kernel module on the shared memory, then loops: wait for the control
-// block's generation to change, run its share of the posted kernel call, count itself done. See thread-pool.ts for
+// vitest alike). It instantiates the shared kernel module on the shared memory, then loops: wait for a new job
+// generation, join the job if it is still open, take work items until none are left, leave. See thread-pool.ts for
 // the protocol.
 import { parentPort, workerData } from 'node:worker_threads';
 
 const { module, memory, ctlOffset, tid, exportNames, spinIterations } = workerData;
-const GEN = 0, PENDING = 1, OP = 2, NT = 3, NARGS = 4, ERR = 5;
+const GEN = 0, STATE = 1, OP = 2, NT = 3, NARGS = 4, ERR = 5, SLEEPERS = 6, JOINS = 7, JOINED = 9;
+const OPEN = 0x8000, ACTIVE = 0x7fff;
 const OP_EXIT = -1;
 
 const instance = new WebAssembly.Instance(module, {
@@ -16,26 +17,45 @@ const instance = new WebAssembly.Instance(module, {
     },
   },
 });
+instance.exports.init(ctlOffset + 32);
 const fns = exportNames.map((name) => instance.exports[name]);
 const ctl = new Int32Array(memory.buffer, ctlOffset, 32);
 const args = new Float64Array(memory.buffer, ctlOffset + 128, 48);
 const errBytes = new Uint8Array(memory.buffer, ctlOffset + 512, 512);
 const callArgs = [];
 
-// Read the generation before reporting ready: the first call may be posted the moment the caller hears from us.
+/** Joins job `gen` if it is still open (CAS on STATE: same generation tag, OPEN set, one more active worker). */
+function join(gen) {
+  const tag = (gen & 0xffff) << 16;
+  for (;;) {
+    const s = Atomics.load(ctl, STATE);
+    if ((s & 0xffff0000) !== tag || (s & OPEN) === 0) return false;
+    if (Atomics.compareExchange(ctl, STATE, s, s + 1) === s) return true;
+  }
+}
+
+// Read the generation before reporting ready: the first job may be posted the moment the caller hears from us.
 let seen = Atomics.load(ctl, GEN);
 parentPort.postMessage({ ready: true });
+
 for (;;) {
   let spins = 0;
   while (Atomics.load(ctl, GEN) === seen) {
     if (++spins > spinIterations) {
-      Atomics.wait(ctl, GEN, seen);
+      // Announce the sleep first, then re-check: a job posted in between is seen here or gets a notify.
+      Atomics.add(ctl, SLEEPERS, 1);
+      if (Atomics.load(ctl, GEN) === seen) Atomics.wait(ctl, GEN, seen);
+      Atomics.sub(ctl, SLEEPERS, 1);
       spins = 0;
     }
   }
   seen = Atomics.load(ctl, GEN);
+  if (ctl[OP] === OP_EXIT) break;
+  if (!join(seen)) continue; // the caller already finished this job alone
+  Atomics.add(ctl, JOINS, 1);
+  Atomics.add(ctl, JOINED, 1);
+  Atomics.notify(ctl, JOINED);
   const op = ctl[OP];
-  if (op === OP_EXIT) break;
   const nt = ctl[NT];
   if (tid < nt) {
     const n = ctl[NARGS];
@@ -53,5 +73,5 @@ for (;;) {
       }
     }
   }
-  if (Atomics.sub(ctl, PENDING, 1) === 1) Atomics.notify(ctl, PENDING);
+  if ((Atomics.sub(ctl, STATE, 1) & ACTIVE) === 1) Atomics.notify(ctl, STATE);
 }

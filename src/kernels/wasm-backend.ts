@@ -40,12 +40,15 @@ const FEW_ROWS = 4;
 const PREFILL_TILE = 16;
 
 /**
- * Work thresholds below which a call stays on the calling thread (measured: a dispatch costs ~5-20 µs on 2 cores).
- * Units: multiply-adds for matmul, values touched otherwise.
+ * Rough single-thread cost model (ns per unit, measured on the development machine) that decides whether a call is
+ * worth splitting among threads (a dispatch to spinning workers costs ~1-5 µs; waking sleeping ones is decided by
+ * the pool from what wake-ups have been costing).
  */
-const PARALLEL_MATMUL_MACS = 1 << 17;
-const PARALLEL_ELEMENTS = 1 << 16;
-const PARALLEL_ATTENTION_MACS = 1 << 16;
+const NS_PER_MAC = 0.06;
+const NS_PER_ELEMENT = 0.5;
+const NS_PER_ATTENTION_MAC = 0.25;
+/** Calls estimated below this run on the calling thread alone. */
+const PARALLEL_MIN_NS = 15_000;
 
 /** Options of {@link WasmBackend.create}. */
 export interface WasmBackendOptions {
@@ -55,6 +58,8 @@ export interface WasmBackendOptions {
   readonly initialBytes?: number;
   /** Polls a worker makes before sleeping between kernels (default 20000). */
   readonly spinIterations?: number;
+  /** See ThreadPoolOptions.participation (default `opportunistic`; tests use `all`). */
+  readonly participation?: 'opportunistic' | 'all';
 }
 
 /** The WebAssembly SIMD backend. Create with `createBackend()` or {@link WasmBackend.create}; call close() when done. */
@@ -96,10 +101,11 @@ export class WasmBackend implements KernelBackend {
     if (CTL_OFFSET + CTL_BYTES > 65536) throw new KernelError('control block does not fit the reserved bytes');
     const arena = new WasmArena(memory);
     const k = instantiateKernels(module, memory);
+    k.init(CTL_OFFSET + CTL_COUNTER_WORD * 4);
     const pool = threads > 1
       ? await ThreadPool.create({
         module, memory, ctlOffset: CTL_OFFSET, workers: threads - 1, exportNames: KERNEL_OPS,
-        spinIterations: options.spinIterations,
+        spinIterations: options.spinIterations, participation: options.participation,
       })
       : null;
     return new WasmBackend(arena, k, pool);
@@ -116,16 +122,21 @@ export class WasmBackend implements KernelBackend {
     return v.byteOffset;
   }
 
-  /** Runs an export on one thread or on all of them. */
-  private exec(op: KernelOp, args: number[], parallel: boolean): void {
+  /** Whether a call estimated at `workNs` single-threaded should use the worker threads. */
+  private parallel(workNs: number): boolean {
+    return this.pool !== null && workNs >= PARALLEL_MIN_NS;
+  }
+
+  /** Runs an export on the calling thread alone or with the workers, after zeroing the shared work counter. */
+  private exec(op: KernelOp, args: number[], workNs: number): void {
     if (this.closed) throw new KernelError(`${op}: the backend is closed`);
     const fn = this.k[op] as (...a: number[]) => void;
     Atomics.store(this.ctl, CTL_COUNTER_WORD, 0);
-    if (!parallel || this.pool === null) {
+    if (!this.parallel(workNs)) {
       fn(...args, 0, 1);
       return;
     }
-    this.pool.run(KERNEL_OPS.indexOf(op), args, this.pool.threads, fn);
+    this.pool!.run(KERNEL_OPS.indexOf(op), args, this.pool!.threads, fn, workNs);
   }
 
   /** Byte offset of the work counter kernels share. */
@@ -158,12 +169,12 @@ export class WasmBackend implements KernelBackend {
       if (w.dtype === 'q8_0' && m <= FEW_ROWS) {
         xq = this.scratch(m * k * 2);
         xs = this.scratch(m * (k / 32) * 4);
-        this.k.quantize_x_i16(xP, m, k, xq, xs, 0, 1);
+        this.exec('quantize_x_i16', [xP, m, k, xq, xs], 0);
       }
-      const parallel = m * n * k >= PARALLEL_MATMUL_MACS;
+      const work = m * n * k * NS_PER_MAC;
       const stride = Math.ceil((16 * k + 64) / 64) * 64;
-      const scr = m > FEW_ROWS && w.dtype !== 'f32' ? this.scratch(stride * (parallel ? this.threads : 1)) : 0;
-      this.exec(op, [WEIGHT_CODE[w.dtype], outP, xP, xq, xs, wP, biasP, m, n, k, scr, stride], parallel);
+      const scr = m > FEW_ROWS && w.dtype !== 'f32' ? this.scratch(stride * (this.parallel(work) ? this.threads : 1)) : 0;
+      this.exec(op, [WEIGHT_CODE[w.dtype], outP, xP, xq, xs, wP, biasP, m, n, k, scr, stride], work);
     } finally {
       this.arena.reset(mark);
     }
@@ -180,7 +191,7 @@ export class WasmBackend implements KernelBackend {
     }
     const args = [WEIGHT_CODE[table.dtype], this.ptr(op, 'out', out), this.ptr(op, 'table data', table.data),
       this.ptr(op, 'ids', ids), m, table.cols];
-    this.exec(op, args, m > 1 && m * table.cols >= PARALLEL_ELEMENTS);
+    this.exec(op, args, m * table.cols * NS_PER_ELEMENT);
   }
 
   rmsNorm(out: Float32Array, x: Float32Array, weight: Float32Array, m: number, dim: number, eps: number): void {
@@ -191,7 +202,7 @@ export class WasmBackend implements KernelBackend {
     checkLen('rmsNorm', 'out', out, m * dim);
     checkLen('rmsNorm', 'weight', weight, dim);
     const args = [this.ptr('rmsNorm', 'out', out), this.ptr('rmsNorm', 'x', x), this.ptr('rmsNorm', 'weight', weight), m, dim, eps];
-    this.exec(op, args, m > 1 && m * dim >= PARALLEL_ELEMENTS);
+    this.exec(op, args, m * dim * NS_PER_ELEMENT);
   }
 
   rope(x: Float32Array, positions: Int32Array, m: number, numHeads: number, headSize: number,
@@ -199,7 +210,7 @@ export class WasmBackend implements KernelBackend {
     checkRope(x, positions, m, numHeads, headSize, cosSin, rotaryDim, style);
     const args = [this.ptr('rope', 'x', x), this.ptr('rope', 'positions', positions), m, numHeads, headSize,
       this.ptr('rope', 'cosSin', cosSin), rotaryDim, style === 'half' ? 0 : 1];
-    this.exec('rope', args, m > 1 && m * numHeads * headSize >= PARALLEL_ELEMENTS);
+    this.exec('rope', args, m * numHeads * rotaryDim * NS_PER_ELEMENT);
   }
 
   siluMul(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
@@ -208,7 +219,7 @@ export class WasmBackend implements KernelBackend {
     checkLen('siluMul', 'up', up, n);
     checkLen('siluMul', 'out', out, n);
     const args = [this.ptr('siluMul', 'out', out), this.ptr('siluMul', 'gate', gate), this.ptr('siluMul', 'up', up), n];
-    this.exec('silu_mul', args, n >= PARALLEL_ELEMENTS);
+    this.exec('silu_mul', args, n * 2 * NS_PER_ELEMENT);
   }
 
   add(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void {
@@ -216,14 +227,14 @@ export class WasmBackend implements KernelBackend {
     checkLen('add', 'a', a, n);
     checkLen('add', 'b', b, n);
     checkLen('add', 'out', out, n);
-    this.exec('add', [this.ptr('add', 'out', out), this.ptr('add', 'a', a), this.ptr('add', 'b', b), n], n >= 4 * PARALLEL_ELEMENTS);
+    this.exec('add', [this.ptr('add', 'out', out), this.ptr('add', 'a', a), this.ptr('add', 'b', b), n], n * 0.5 * NS_PER_ELEMENT);
   }
 
   softmax(x: Float32Array, m: number, n: number): void {
     checkInt('softmax', 'm', m);
     checkInt('softmax', 'n', n);
     checkLen('softmax', 'x', x, m * n);
-    this.exec('softmax', [this.ptr('softmax', 'x', x), m, n], m > 1 && m * n >= PARALLEL_ELEMENTS);
+    this.exec('softmax', [this.ptr('softmax', 'x', x), m, n], m * n * 2 * NS_PER_ELEMENT);
   }
 
   argmax(out: Int32Array, x: Float32Array, m: number, n: number): void {
@@ -231,7 +242,7 @@ export class WasmBackend implements KernelBackend {
     checkInt('argmax', 'n', n, 1);
     checkLen('argmax', 'x', x, m * n);
     checkLen('argmax', 'out', out, m);
-    this.exec('argmax', [this.ptr('argmax', 'out', out), this.ptr('argmax', 'x', x), m, n], m > 1 && m * n >= 4 * PARALLEL_ELEMENTS);
+    this.exec('argmax', [this.ptr('argmax', 'out', out), this.ptr('argmax', 'x', x), m, n], m * n * 0.5 * NS_PER_ELEMENT);
   }
 
   // ------------------------------------------------------------------------------------------------------------
@@ -251,7 +262,8 @@ export class WasmBackend implements KernelBackend {
     const [kc, vc, ks, vs] = this.cachePtrs(op, cache);
     const args = [this.ptr(op, 'key', key), this.ptr(op, 'value', value), kc, vc, ks, vs, KV_CODE[cache.dtype],
       this.ptr(op, 'slotMapping', slotMapping), m, cache.numKvHeads, cache.blockSize, cache.headSize];
-    this.exec('reshape_and_cache', args, cache.numKvHeads > 1 && m * cache.numKvHeads * cache.headSize >= PARALLEL_ELEMENTS);
+    const perElement = cache.dtype === 'fp32' ? 0.25 : 2;
+    this.exec('reshape_and_cache', args, cache.numKvHeads > 1 ? m * cache.numKvHeads * cache.headSize * perElement : 0);
   }
 
   /** Fills the attention parameter block's common words. */
@@ -314,7 +326,7 @@ export class WasmBackend implements KernelBackend {
     else this.pagedAttentionV2(input);
   }
 
-  /** Total q·k multiply-adds of a decode call (for the parallel decision). */
+  /** Total q·k multiply-adds of a decode call (for the cost model). */
   private static decodeWork(p: PagedAttentionInput): number {
     let t = 0;
     for (let s = 0; s < p.numSeqs; s++) t += p.seqLens[s];
@@ -328,7 +340,8 @@ export class WasmBackend implements KernelBackend {
     const mark = this.arena.mark();
     try {
       this.setAttentionParams(op, input);
-      const parallel = WasmBackend.decodeWork(input) >= PARALLEL_ATTENTION_MACS;
+      const work = WasmBackend.decodeWork(input) * NS_PER_ATTENTION_MAC;
+      const parallel = this.parallel(work);
       let maxSeqLen = 0;
       for (let s = 0; s < input.numSeqs; s++) maxSeqLen = Math.max(maxSeqLen, input.seqLens[s]);
       const range = input.slidingWindow ? Math.min(maxSeqLen, input.slidingWindow) : maxSeqLen;
@@ -337,7 +350,7 @@ export class WasmBackend implements KernelBackend {
       this.pw[P_SCRATCH] = this.scratch(stride * (parallel ? this.threads : 1));
       this.pw[P_SSTRIDE] = stride;
       this.pw[P_LSTRIDE] = lstride;
-      this.exec('paged_attention_v1', [this.pb], parallel);
+      this.exec('paged_attention_v1', [this.pb], work);
     } finally {
       this.arena.reset(mark);
     }
@@ -353,7 +366,8 @@ export class WasmBackend implements KernelBackend {
       let maxSeqLen = 0;
       for (let s = 0; s < input.numSeqs; s++) maxSeqLen = Math.max(maxSeqLen, input.seqLens[s]);
       const mp = Math.max(1, Math.ceil(maxSeqLen / PARTITION_SIZE));
-      const parallel = WasmBackend.decodeWork(input) >= PARALLEL_ATTENTION_MACS;
+      const work = WasmBackend.decodeWork(input) * NS_PER_ATTENTION_MAC;
+      const parallel = this.parallel(work);
       const rows = this.setKvPerItem(input, input.numSeqs * mp, parallel);
       const [decodeBytes, lstride] = WasmBackend.decodeScratch(rows, input.headSize, PARTITION_SIZE);
       const stride = Math.max(decodeBytes, input.headSize * 4 + 128);
@@ -364,8 +378,8 @@ export class WasmBackend implements KernelBackend {
       this.pw[P_PART] = PARTITION_SIZE;
       this.pw[P_MAXPARTS] = mp;
       this.pw[P_PARTIALS] = this.scratch(nsh * (2 + input.headSize) * 4);
-      this.exec('paged_attention_v2_partial', [this.pb], parallel);
-      this.exec('paged_attention_v2_reduce', [this.pb], parallel && input.numSeqs * input.numHeads > 1);
+      this.exec('paged_attention_v2_partial', [this.pb], work);
+      this.exec('paged_attention_v2_reduce', [this.pb], nsh * input.headSize * NS_PER_ELEMENT);
     } finally {
       this.arena.reset(mark);
     }
@@ -396,7 +410,8 @@ export class WasmBackend implements KernelBackend {
       const items = this.arena.allocUninitialized(tiles.length * 12, 64);
       const iv = new Int32Array(items.buffer, items.byteOffset, tiles.length * 3);
       tiles.forEach((t, i) => { iv[i * 3] = t[0]; iv[i * 3 + 1] = t[1]; iv[i * 3 + 2] = t[2]; });
-      const parallel = work * input.numHeads * input.headSize >= PARALLEL_ATTENTION_MACS;
+      const workNs = work * input.numHeads * input.headSize * NS_PER_ATTENTION_MAC;
+      const parallel = this.parallel(workNs);
       const g = input.numHeads / input.numKvHeads;
       const stride = WasmBackend.rowScratchBytes(PREFILL_TILE * g, input.headSize, input.cache.blockSize);
       this.pw[P_SCRATCH] = this.scratch(stride * (parallel ? this.threads : 1));
@@ -405,10 +420,15 @@ export class WasmBackend implements KernelBackend {
       this.pw[P_NITEMS] = tiles.length;
       this.pw[P_QTILE] = PREFILL_TILE;
       this.pw[P_QSTART] = this.ptr(op, 'queryStartLoc', input.queryStartLoc);
-      this.exec('prefill_attention', [this.pb], parallel);
+      this.exec('prefill_attention', [this.pb], workNs);
     } finally {
       this.arena.reset(mark);
     }
+  }
+
+  /** Jobs worker threads have joined so far (0 without workers). Not part of the KernelBackend contract. */
+  get workerJoins(): number {
+    return this.pool?.workerJoins ?? 0;
   }
 
   /**
@@ -421,7 +441,7 @@ export class WasmBackend implements KernelBackend {
     try {
       const out = this.scratch(16 * this.threads);
       const t0 = performance.now();
-      this.exec('stream_read', [p, view.byteLength, out], this.threads > 1);
+      this.exec('stream_read', [p, view.byteLength, out], view.byteLength * 0.1);
       return performance.now() - t0;
     } finally {
       this.arena.reset(mark);

@@ -7,6 +7,8 @@ import { KernelLoadError } from './errors.js';
 
 /** The exports of build/kernels.wasm the backend calls (byte offsets and counts as numbers). */
 export interface KernelExports {
+  /** Sets the address of the shared work counter (once per instance). */
+  init(counter: number): void;
   matmul(dtype: number, out: number, x: number, xq: number, xs: number, w: number, bias: number, m: number, n: number,
     k: number, scratch: number, scratchStride: number, tid: number, nt: number): void;
   quantize_x_i16(x: number, m: number, k: number, xq: number, xs: number, tid: number, nt: number): void;

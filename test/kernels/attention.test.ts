@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KernelBackend, KvCacheDType, KvCacheLayer, PagedAttentionInput, PrefillAttentionInput } from '../../src/kernels/backend.js';
 import { createBackend } from '../../src/kernels/create-backend.js';
+import { WasmBackend } from '../../src/kernels/wasm-backend.js';
 import { f16ToF32 } from '../../src/kernels/half.js';
 import { useV1 } from '../../src/kernels/validate.js';
 import { denseAttention, expectClose, makeCache, randInt, randomF32, rng, shuffledIds, toArena } from './helpers.js';
@@ -95,9 +96,13 @@ const ref = await createBackend({ kind: 'reference' });
 
 for (const threads of [1, 2]) {
   describe(`paged attention, wasm with ${threads} thread(s) and the reference`, () => {
-    let be: KernelBackend;
-    beforeAll(async () => { be = await createBackend({ kind: 'wasm', threads }); });
-    afterAll(async () => { await be.close(); });
+    let be: WasmBackend;
+    // participation 'all': every parallel call waits for the worker, so the worker path is really exercised.
+    beforeAll(async () => { be = await WasmBackend.create({ threads, participation: 'all' }); });
+    afterAll(async () => {
+      if (threads > 1) expect(be.workerJoins).toBeGreaterThan(0);
+      await be.close();
+    });
 
     it('decode v1 and v2 match dense attention and each other on random scenarios', () => {
       const r = rng(1000 + threads);

@@ -1,8 +1,9 @@
 // The wasm backend's dense kernels against the reference backend, on random inputs and many shapes, with 1 and 2
 // threads (2 threads exercise the worker pool: the large shapes pass the parallel thresholds).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { KernelBackend, WeightDType } from '../../src/kernels/backend.js';
+import type { WeightDType } from '../../src/kernels/backend.js';
 import { createBackend } from '../../src/kernels/create-backend.js';
+import { WasmBackend } from '../../src/kernels/wasm-backend.js';
 import { KernelError } from '../../src/kernels/errors.js';
 import { computeCosSin } from '../../src/kernels/rope-cache.js';
 import { decodeWeightRow, encodeWeight } from '../../src/kernels/weight-codec.js';
@@ -33,9 +34,13 @@ function q8Bound(x: Float32Array, xo: number, row: Float32Array, k: number): num
 
 for (const threads of [1, 2]) {
   describe(`wasm dense kernels, ${threads} thread(s)`, () => {
-    let be: KernelBackend;
-    beforeAll(async () => { be = await createBackend({ kind: 'wasm', threads }); });
-    afterAll(async () => { await be.close(); });
+    let be: WasmBackend;
+    // participation 'all': every parallel call waits for the worker, so the worker path is really exercised.
+    beforeAll(async () => { be = await WasmBackend.create({ threads, participation: 'all' }); });
+    afterAll(async () => {
+      if (threads > 1) expect(be.workerJoins).toBeGreaterThan(0);
+      await be.close();
+    });
 
     it.each(['f32', 'f16', 'bf16', 'q8_0'] as WeightDType[])('matmul %s matches the reference over many shapes', (dtype) => {
       const r = rng(threads * 100 + dtype.length);

@@ -1,8 +1,9 @@
 // reshapeAndCache (fp32 / fp16 / int8) of the wasm backend byte-for-byte against the reference, the stated error
 // bounds of the fp16 and int8 caches, and copyBlocks / swapBlocks moving exactly the right bytes and nothing else.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { KernelBackend, KvCacheDType, KvCacheLayer } from '../../src/kernels/backend.js';
+import type { KvCacheDType, KvCacheLayer } from '../../src/kernels/backend.js';
 import { createBackend } from '../../src/kernels/create-backend.js';
+import { WasmBackend } from '../../src/kernels/wasm-backend.js';
 import { KernelError } from '../../src/kernels/errors.js';
 import { f16ToF32 } from '../../src/kernels/half.js';
 import { cloneCache, makeCache, randInt, randomF32, rng, shuffledIds, toArena } from './helpers.js';
@@ -39,9 +40,13 @@ function randomSlots(r: () => number, numBlocks: number, blockSize: number, seqs
 
 for (const threads of [1, 2]) {
   describe(`reshapeAndCache, wasm with ${threads} thread(s)`, () => {
-    let be: KernelBackend;
-    beforeAll(async () => { be = await createBackend({ kind: 'wasm', threads }); });
-    afterAll(async () => { await be.close(); });
+    let be: WasmBackend;
+    // participation 'all': every parallel call waits for the worker, so the worker path is really exercised.
+    beforeAll(async () => { be = await WasmBackend.create({ threads, participation: 'all' }); });
+    afterAll(async () => {
+      if (threads > 1) expect(be.workerJoins).toBeGreaterThan(0);
+      await be.close();
+    });
 
     it.each(['fp32', 'fp16', 'int8'] as KvCacheDType[])('%s writes the same bytes as the reference and skips slot -1', (dtype) => {
       const r = rng(40 + threads + dtype.length);
@@ -146,8 +151,8 @@ describe('KV cache element error bounds', () => {
 });
 
 describe('copyBlocks and swapBlocks', () => {
-  let be: KernelBackend;
-  beforeAll(async () => { be = await createBackend({ kind: 'wasm', threads: 2 }); });
+  let be: WasmBackend;
+  beforeAll(async () => { be = await WasmBackend.create({ threads: 2, participation: 'all' }); });
   afterAll(async () => { await be.close(); });
 
   /** Expected contents after applying pairs in order to snapshots (independent byte-level model). */
