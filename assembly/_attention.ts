@@ -37,12 +37,24 @@ export const KV_I8: i32 = 2;
   else return <f32>load<i8>(p + e);
 }
 
-/** q · k for 4 consecutive cache rows (k, k + rs, ...), hs values each → f32x4. */
+/** q · k for 4 consecutive cache rows (k, k + rs, ...), hs values each → f32x4. Two accumulators per row so the
+ * additions are not latency-bound. */
 // @ts-ignore: decorator
 @inline function dotK4<T>(q: usize, k: usize, rs: usize, hs: i32): v128 {
-  let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0;
+  let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
   const k1 = k + rs, k2 = k1 + rs, k3 = k2 + rs;
   let e = 0;
+  for (; e + 8 <= hs; e += 8) {
+    const qv = v128.load(q + (<usize>e << 2)), qw = v128.load(q + (<usize>e << 2), 16);
+    a0 = f32x4.add(a0, f32x4.mul(qv, ld4<T>(k, e)));
+    a1 = f32x4.add(a1, f32x4.mul(qv, ld4<T>(k1, e)));
+    a2 = f32x4.add(a2, f32x4.mul(qv, ld4<T>(k2, e)));
+    a3 = f32x4.add(a3, f32x4.mul(qv, ld4<T>(k3, e)));
+    b0 = f32x4.add(b0, f32x4.mul(qw, ld4<T>(k, e + 4)));
+    b1 = f32x4.add(b1, f32x4.mul(qw, ld4<T>(k1, e + 4)));
+    b2 = f32x4.add(b2, f32x4.mul(qw, ld4<T>(k2, e + 4)));
+    b3 = f32x4.add(b3, f32x4.mul(qw, ld4<T>(k3, e + 4)));
+  }
   for (; e + 4 <= hs; e += 4) {
     const qv = v128.load(q + (<usize>e << 2));
     a0 = f32x4.add(a0, f32x4.mul(qv, ld4<T>(k, e)));
@@ -50,7 +62,7 @@ export const KV_I8: i32 = 2;
     a2 = f32x4.add(a2, f32x4.mul(qv, ld4<T>(k2, e)));
     a3 = f32x4.add(a3, f32x4.mul(qv, ld4<T>(k3, e)));
   }
-  let r = hsum4(a0, a1, a2, a3);
+  let r = hsum4(f32x4.add(a0, b0), f32x4.add(a1, b1), f32x4.add(a2, b2), f32x4.add(a3, b3));
   if (e < hs) {
     let t0: f32 = 0, t1: f32 = 0, t2: f32 = 0, t3: f32 = 0;
     for (; e < hs; e++) {
@@ -225,10 +237,38 @@ function runRows<T>(pb: usize, table: usize, kvh: i32, nRows: i32, rq: usize, rl
   }
 }
 
+/** q · k for 4 cache rows at arbitrary addresses (4 tokens of 4 different blocks). */
+// @ts-ignore: decorator
+@inline function dotK4p<T>(q: usize, k0: usize, k1: usize, k2: usize, k3: usize, hs: i32): v128 {
+  let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0;
+  let e = 0;
+  for (; e + 4 <= hs; e += 4) {
+    const qv = v128.load(q + (<usize>e << 2));
+    a0 = f32x4.add(a0, f32x4.mul(qv, ld4<T>(k0, e)));
+    a1 = f32x4.add(a1, f32x4.mul(qv, ld4<T>(k1, e)));
+    a2 = f32x4.add(a2, f32x4.mul(qv, ld4<T>(k2, e)));
+    a3 = f32x4.add(a3, f32x4.mul(qv, ld4<T>(k3, e)));
+  }
+  let r = hsum4(a0, a1, a2, a3);
+  if (e < hs) {
+    let t0: f32 = 0, t1: f32 = 0, t2: f32 = 0, t3: f32 = 0;
+    for (; e < hs; e++) {
+      const qv = load<f32>(q + (<usize>e << 2));
+      t0 += qv * ld1<T>(k0, e); t1 += qv * ld1<T>(k1, e); t2 += qv * ld1<T>(k2, e); t3 += qv * ld1<T>(k3, e);
+    }
+    r = f32x4.add(r, f32x4(t0, t1, t2, t3));
+  }
+  return r;
+}
+
 /**
  * Decode rows (all attending to the same range [lo, hi)), two passes as vLLM's v1 kernel: logits of every row for
  * the whole range into lg (row stride lstride floats), then max / exp / sum per row, then Σ p·V. A KV block is read
- * once per pass and serves all rows (the GQA heads of its KV head). st: (max, sum) per row; acc: hs floats per row.
+ * once per pass and serves all rows (the GQA heads of its KV heads). st: (max, sum) per row; acc: hs floats per row.
+ *
+ * Runs of 4 full blocks are processed token-major across the 4 blocks (4 interleaved memory streams): a paged
+ * block is a short run at a random place, and one stream of such runs leaves the memory system mostly idle
+ * (measured on random 4 KiB runs: 6.6 GB/s read one at a time, 17.7 GB/s four interleaved; wasm has no prefetch).
  */
 function decodeRows<T>(pb: usize, table: usize, kvh0: i32, g: i32, nRows: i32, rq: usize, lo: i32, hi: i32, ref: i32,
   rslope: usize, st: usize, acc: usize, lg: usize, lstride: i32): void {
@@ -250,9 +290,46 @@ function decodeRows<T>(pb: usize, table: usize, kvh0: i32, g: i32, nRows: i32, r
   const b0 = lo / bs, b1 = (hi - 1) / bs;
   const lrow: usize = <usize>lstride << 2;
   // pass 1: logits
-  for (let bi = b0; bi <= b1; bi++) {
-    const blk = load<i32>(table + (<usize>bi << 2));
+  let bi = b0;
+  while (bi <= b1) {
     const t0 = bi * bs;
+    if (bi + 3 <= b1 && t0 >= lo && t0 + 4 * bs <= hi && bs >= 4) {
+      // four full blocks, token-major
+      const k0 = load<i32>(table + (<usize>bi << 2)), k1 = load<i32>(table + (<usize>(bi + 1) << 2));
+      const k2 = load<i32>(table + (<usize>(bi + 2) << 2)), k3 = load<i32>(table + (<usize>(bi + 3) << 2));
+      for (let r = 0; r < nRows; r++) {
+        const h = <usize>(kvh0 + r / g);
+        const bh0 = <usize>k0 * <usize>nkv + h, bh1 = <usize>k1 * <usize>nkv + h;
+        const bh2 = <usize>k2 * <usize>nkv + h, bh3 = <usize>k3 * <usize>nkv + h;
+        let lsv = f32x4.splat(scale);
+        if (sizeof<T>() == 1) {
+          lsv = f32x4.mul(lsv, f32x4(load<f32>(ksc + (bh0 << 2)), load<f32>(ksc + (bh1 << 2)),
+            load<f32>(ksc + (bh2 << 2)), load<f32>(ksc + (bh3 << 2))));
+        }
+        const q = pu(rq, r);
+        const slope = load<f32>(rslope + (<usize>r << 2));
+        const out = lg + <usize>r * lrow + (<usize>(t0 - lo) << 2);
+        const p0 = kc + bh0 * bstride, p1 = kc + bh1 * bstride, p2 = kc + bh2 * bstride, p3 = kc + bh3 * bstride;
+        const step: usize = <usize>bs << 2;
+        for (let o = 0; o < bs; o++) {
+          const oo = <usize>o * rs;
+          let v = f32x4.mul(dotK4p<T>(q, p0 + oo, p1 + oo, p2 + oo, p3 + oo, hs), lsv);
+          if (slope != 0) {
+            const d = <f32>(t0 + o - ref);
+            const b = <f32>bs;
+            v = f32x4.add(v, f32x4.mul(f32x4.splat(slope), f32x4(d, d + b, d + 2 * b, d + 3 * b)));
+          }
+          const op = out + (<usize>o << 2);
+          store<f32>(op, f32x4.extract_lane(v, 0));
+          store<f32>(op + step, f32x4.extract_lane(v, 1));
+          store<f32>(op + 2 * step, f32x4.extract_lane(v, 2));
+          store<f32>(op + 3 * step, f32x4.extract_lane(v, 3));
+        }
+      }
+      bi += 4;
+      continue;
+    }
+    const blk = load<i32>(table + (<usize>bi << 2));
     let ta = lo - t0, tb = hi - t0;
     if (ta < 0) ta = 0;
     if (tb > bs) tb = bs;
@@ -282,6 +359,7 @@ function decodeRows<T>(pb: usize, table: usize, kvh0: i32, g: i32, nRows: i32, r
         store<f32>(out + (<usize>i << 2), v);
       }
     }
+    bi++;
   }
   // pass 2: softmax numerators per row
   const len = hi - lo;
@@ -310,9 +388,72 @@ function decodeRows<T>(pb: usize, table: usize, kvh0: i32, g: i32, nRows: i32, r
     store<f32>(st + (<usize>r << 3), sum, 4);
   }
   // pass 3: acc += Σ p·V, 32 head values per register pass
-  for (let bi = b0; bi <= b1; bi++) {
-    const blk = load<i32>(table + (<usize>bi << 2));
+  bi = b0;
+  while (bi <= b1) {
     const t0 = bi * bs;
+    if (bi + 3 <= b1 && t0 >= lo && t0 + 4 * bs <= hi && bs >= 4) {
+      const k0 = load<i32>(table + (<usize>bi << 2)), k1 = load<i32>(table + (<usize>(bi + 1) << 2));
+      const k2 = load<i32>(table + (<usize>(bi + 2) << 2)), k3 = load<i32>(table + (<usize>(bi + 3) << 2));
+      for (let r = 0; r < nRows; r++) {
+        const h = <usize>(kvh0 + r / g);
+        const bh0 = <usize>k0 * <usize>nkv + h, bh1 = <usize>k1 * <usize>nkv + h;
+        const bh2 = <usize>k2 * <usize>nkv + h, bh3 = <usize>k3 * <usize>nkv + h;
+        let s0: f32 = 1, s1: f32 = 1, s2: f32 = 1, s3: f32 = 1;
+        if (sizeof<T>() == 1) {
+          s0 = load<f32>(vsc + (bh0 << 2)); s1 = load<f32>(vsc + (bh1 << 2));
+          s2 = load<f32>(vsc + (bh2 << 2)); s3 = load<f32>(vsc + (bh3 << 2));
+        }
+        const v0 = vc + bh0 * bstride, v1 = vc + bh1 * bstride, v2 = vc + bh2 * bstride, v3 = vc + bh3 * bstride;
+        const pr = lg + <usize>r * lrow + (<usize>(t0 - lo) << 2);
+        const step: usize = <usize>bs << 2;
+        const ar = acc + <usize>r * accBytes;
+        let c = 0;
+        for (; c + 16 <= hs; c += 16) {
+          const ap = ar + (<usize>c << 2);
+          let a0 = v128.load(ap), a1 = v128.load(ap, 16), a2 = v128.load(ap, 32), a3 = v128.load(ap, 48);
+          for (let o = 0; o < bs; o++) {
+            const oo = <usize>o * rs;
+            const pp = pr + (<usize>o << 2);
+            let pv0 = load<f32>(pp), pv1 = load<f32>(pp + step), pv2 = load<f32>(pp + 2 * step), pv3 = load<f32>(pp + 3 * step);
+            if (sizeof<T>() == 1) { pv0 *= s0; pv1 *= s1; pv2 *= s2; pv3 *= s3; }
+            let p = f32x4.splat(pv0);
+            a0 = f32x4.add(a0, f32x4.mul(p, ld4<T>(v0 + oo, c)));
+            a1 = f32x4.add(a1, f32x4.mul(p, ld4<T>(v0 + oo, c + 4)));
+            a2 = f32x4.add(a2, f32x4.mul(p, ld4<T>(v0 + oo, c + 8)));
+            a3 = f32x4.add(a3, f32x4.mul(p, ld4<T>(v0 + oo, c + 12)));
+            p = f32x4.splat(pv1);
+            a0 = f32x4.add(a0, f32x4.mul(p, ld4<T>(v1 + oo, c)));
+            a1 = f32x4.add(a1, f32x4.mul(p, ld4<T>(v1 + oo, c + 4)));
+            a2 = f32x4.add(a2, f32x4.mul(p, ld4<T>(v1 + oo, c + 8)));
+            a3 = f32x4.add(a3, f32x4.mul(p, ld4<T>(v1 + oo, c + 12)));
+            p = f32x4.splat(pv2);
+            a0 = f32x4.add(a0, f32x4.mul(p, ld4<T>(v2 + oo, c)));
+            a1 = f32x4.add(a1, f32x4.mul(p, ld4<T>(v2 + oo, c + 4)));
+            a2 = f32x4.add(a2, f32x4.mul(p, ld4<T>(v2 + oo, c + 8)));
+            a3 = f32x4.add(a3, f32x4.mul(p, ld4<T>(v2 + oo, c + 12)));
+            p = f32x4.splat(pv3);
+            a0 = f32x4.add(a0, f32x4.mul(p, ld4<T>(v3 + oo, c)));
+            a1 = f32x4.add(a1, f32x4.mul(p, ld4<T>(v3 + oo, c + 4)));
+            a2 = f32x4.add(a2, f32x4.mul(p, ld4<T>(v3 + oo, c + 8)));
+            a3 = f32x4.add(a3, f32x4.mul(p, ld4<T>(v3 + oo, c + 12)));
+          }
+          v128.store(ap, a0); v128.store(ap, a1, 16); v128.store(ap, a2, 32); v128.store(ap, a3, 48);
+        }
+        for (; c < hs; c++) {
+          let a = load<f32>(ar + (<usize>c << 2));
+          for (let o = 0; o < bs; o++) {
+            const oo = <usize>o * rs;
+            const pp = pr + (<usize>o << 2);
+            a += load<f32>(pp) * s0 * ld1<T>(v0 + oo, c) + load<f32>(pp + step) * s1 * ld1<T>(v1 + oo, c) +
+              load<f32>(pp + 2 * step) * s2 * ld1<T>(v2 + oo, c) + load<f32>(pp + 3 * step) * s3 * ld1<T>(v3 + oo, c);
+          }
+          store<f32>(ar + (<usize>c << 2), a);
+        }
+      }
+      bi += 4;
+      continue;
+    }
+    const blk = load<i32>(table + (<usize>bi << 2));
     let ta = lo - t0, tb = hi - t0;
     if (ta < 0) ta = 0;
     if (tb > bs) tb = bs;
@@ -362,9 +503,9 @@ function decodeRows<T>(pb: usize, table: usize, kvh0: i32, g: i32, nRows: i32, r
         store<f32>(ar + (<usize>c << 2), a);
       }
     }
+    bi++;
   }
 }
-
 
 /** Per-thread scratch layout for at most maxRows rows: row tables, states, accumulators, logits. */
 // @ts-ignore: decorator
