@@ -7,5 +7,6 @@ export { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from './half.js';
 export { Q8_0_BLOCK, Q8_0_BLOCK_BYTES, decodeWeightRow, encodeWeight } from './weight-codec.js';
 export { computeCosSin } from './rope-cache.js';
 export { PARTITION_SIZE, ReferenceBackend } from './reference-backend.js';
+export { WasmBackend, type WasmBackendOptions } from './wasm-backend.js';
 export { copyBlocks, swapBlocks, blockElements } from './kv-blocks.js';
 export { useV1, weightBytes } from './validate.js';

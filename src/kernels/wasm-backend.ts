@@ -25,7 +25,6 @@ const CTL_OFFSET = 4096;
 
 const WEIGHT_CODE: Record<WeightDType, number> = { f32: 0, f16: 1, bf16: 2, q8_0: 3 };
 const KV_CODE: Record<KvCacheDType, number> = { fp32: 0, fp16: 1, int8: 2 };
-const KV_BYTES: Record<KvCacheDType, number> = { fp32: 4, fp16: 2, int8: 1 };
 
 // Attention parameter block word indices (assembly/_attention.ts P_*).
 const P_OUT = 0, P_QUERY = 1, P_KC = 2, P_VC = 3, P_KS = 4, P_VS = 5, P_DTYPE = 6, P_TABLES = 7, P_SEQLENS = 8,
@@ -461,9 +460,4 @@ export class WasmBackend implements KernelBackend {
     this.closed = true;
     await this.pool?.close();
   }
-}
-
-/** Bytes per element of a KV cache dtype. */
-export function kvDtypeBytes(dtype: KvCacheDType): number {
-  return KV_BYTES[dtype];
 }
