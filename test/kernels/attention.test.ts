@@ -89,6 +89,14 @@ function randomScenario(r: () => number, mode: 'decode' | 'prefill'): Scenario {
   return { numSeqs, numHeads: numKvHeads * group, numKvHeads, headSize, blockSize, dtype, seqLens, qLens, alibi: r() < 0.25, window };
 }
 
+/** Corner cases every run covers, whatever the random draws: extreme head and block sizes, GQA 8, long contexts. */
+const FIXED: Scenario[] = [
+  { numSeqs: 2, numHeads: 8, numKvHeads: 1, headSize: 256, blockSize: 128, dtype: 'int8', seqLens: [1100, 130], qLens: [1, 1], alibi: false, window: 0 },
+  { numSeqs: 3, numHeads: 2, numKvHeads: 2, headSize: 8, blockSize: 1, dtype: 'fp16', seqLens: [600, 513, 1], qLens: [1, 1, 1], alibi: true, window: 0 },
+  { numSeqs: 2, numHeads: 4, numKvHeads: 2, headSize: 64, blockSize: 16, dtype: 'fp32', seqLens: [1030, 1024], qLens: [1, 1], alibi: true, window: 700 },
+  { numSeqs: 1, numHeads: 12, numKvHeads: 3, headSize: 80, blockSize: 32, dtype: 'fp32', seqLens: [512], qLens: [1], alibi: false, window: 0 },
+];
+
 /** Tolerance of a kernel output against dense attention over the same cache contents. */
 const tolerance = (want: Float64Array) => (i: number) => 3e-5 * (1 + Math.abs(want[i]));
 
@@ -106,8 +114,8 @@ for (const threads of [1, 2]) {
 
     it('decode v1 and v2 match dense attention and each other on random scenarios', () => {
       const r = rng(1000 + threads);
-      for (let iter = 0; iter < 14; iter++) {
-        const sc = randomScenario(r, 'decode');
+      for (let iter = 0; iter < 14 + FIXED.length; iter++) {
+        const sc = iter < FIXED.length ? FIXED[iter] : randomScenario(r, 'decode');
         const label = JSON.stringify(sc);
         const mark = be.arena.mark();
         const b = build(be, sc, 77 * iter + threads);
@@ -141,8 +149,11 @@ for (const threads of [1, 2]) {
 
     it('prefill over mixed prefill/decode batches matches dense causal attention with cached context', () => {
       const r = rng(2000 + threads);
-      for (let iter = 0; iter < 10; iter++) {
-        const sc = randomScenario(r, 'prefill');
+      for (let iter = 0; iter < 10 + FIXED.length; iter++) {
+        // The fixed corners as prefills: long chunks after a cached prefix, next to single-token (decode) rows.
+        const sc = iter < FIXED.length
+          ? { ...FIXED[iter], qLens: FIXED[iter].seqLens.map((l, i) => (i === 0 ? Math.min(l, 40) : 1)) }
+          : randomScenario(r, 'prefill');
         const label = JSON.stringify(sc);
         const mark = be.arena.mark();
         const b = build(be, sc, 91 * iter + threads);

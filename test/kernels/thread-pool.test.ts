@@ -15,6 +15,16 @@ const run = promisify(execFile);
 const fixture = fileURLToPath(new URL('./fixtures/pool-exit.ts', import.meta.url));
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
+describe('kernel module', () => {
+  it('imports nothing but its memory, so the same bytes instantiate in a browser', async () => {
+    const module = await loadKernelModule();
+    const imports = WebAssembly.Module.imports(module).filter((i) => !(i.module === 'env' && i.name === 'abort'));
+    expect(imports).toEqual([{ module: 'env', name: 'memory', kind: 'memory' }]);
+    const exported = new Set(WebAssembly.Module.exports(module).map((e) => e.name));
+    for (const op of KERNEL_OPS) expect(exported.has(op)).toBe(true);
+  });
+});
+
 describe('ThreadPool', () => {
   it('reports a trap on a worker as a KernelError and keeps working afterwards', async () => {
     const module = await loadKernelModule();
