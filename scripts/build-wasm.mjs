@@ -25,9 +25,9 @@ for (const entry of entries) {
     '--enable', 'simd', '--enable', 'threads',
     '--importMemory', '--sharedMemory', '--initialMemory', '1', '--maximumMemory', '65536',
   ];
-  const { error, stderr } = await asc(args, { stdout: process.stdout, stderr: process.stderr });
+  // asc writes its diagnostics to the streams given here.
+  const { error } = await asc(args, { stdout: process.stdout, stderr: process.stderr });
   if (error) {
-    console.error(stderr.toString());
     throw new Error(`AssemblyScript build of assembly/${entry} failed: ${error.message}`);
   }
   console.log(`built build/${name}.wasm`);
