@@ -1,8 +1,11 @@
 // Paged attention over the KV cache [numBlocks][numKvHeads][blockSize][headSize] (f32, f16 bits or int8 with a
-// scale per (block, KV head)). One routine serves decode v1, decode v2 partitions and prefill: a work item is a set
-// of query rows sharing one KV head; the item walks the KV blocks it needs and, per block and row, computes the
-// block's logits, updates the row's running max / exp-sum (online softmax) and accumulates p·V. A KV block is read
-// from memory once per item and reused from cache by the item's other rows (GQA heads, prefill query tiles).
+// scale per (block, KV head)). A work item is a set of query rows whose K/V it reads through the block table:
+// - decode (decodeRows): the query heads of one sequence for a group of KV heads, over the whole context (v1) or one
+//   512-token partition (v2). Two passes as vLLM's v1 kernel — logits of every row, softmax, then Σ p·V — with runs
+//   of 4 full blocks read token-major (4 interleaved memory streams). v2 partials are reduced by decodeV2Reduce.
+// - prefill (runRows): a tile of up to 16 query tokens × the GQA heads of one KV head; per block and row, the
+//   block's logits update the row's running max / exp-sum (online softmax) and accumulate p·V.
+// Either way a KV block is read from memory once per item and reused from cache by the item's other rows.
 import { hsum4, f16x4, i8x4, f16, exp4, exp1, hmax } from './_simd';
 
 // Parameter block written by the host (i32 words; SCALE is f32 bits).

@@ -1,11 +1,14 @@
 /**
  * The fast backend: AssemblyScript SIMD kernels (build/kernels.wasm) on one shared `WebAssembly.Memory`, run by the
  * calling thread plus a pool of worker threads. Arguments are arena views; a kernel receives their byte offsets.
- * Small calls run on the calling thread alone (a dispatch costs a few microseconds); large ones split rows, heads,
- * sequences or (sequence, KV head, partition) items among all threads.
+ * Every kernel splits its work into items (weight-row chunks, rows, KV heads, (sequence, KV-head group[,
+ * partition]), query tiles) taken from a shared atomic counter; calls a cost model estimates below ~15 µs run on
+ * the calling thread alone, larger ones are offered to the workers (see thread-pool.ts: the caller never waits for
+ * a worker that has not joined).
  *
- * Mirrors vLLM's csrc/ kernels (see backend.ts); the attention kernels follow paged_attention_v1/v2 with an online
- * softmax per KV block (see assembly/_attention.ts).
+ * Mirrors vLLM's csrc/ kernels (see backend.ts). Decode attention follows paged_attention_v1 (two passes over the
+ * context: logits, softmax, then V) and v2 (the same per 512-token partition, then the max/exp-sum reduction);
+ * prefill attention uses an online softmax per KV block (assembly/_attention.ts).
  */
 import type {
   KernelBackend, KvCacheDType, KvCacheLayer, PagedAttentionInput, PrefillAttentionInput, RopeStyle, Weight, WeightDType,
