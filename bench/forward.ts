@@ -4,7 +4,8 @@
  * - prefill tokens/s: `batch` sequences of `--prompt` tokens each in one forward call;
  * - decode tokens/s: `batch` sequences decoding together, one token each per step (median step time);
  * - beside decode, the bandwidth-bound limit: a decode step reads every weight byte once, so it cannot beat
- *   weightBytes / bandwidth, with bandwidth measured here as a plain large-buffer copy (TypedArray.set).
+ *   weightBytes / bandwidth, with bandwidth measured here as a plain large-buffer copy (TypedArray.set on the same
+ *   number of threads, bytes read + bytes written per second).
  *
  * Run: npx tsx bench/forward.ts [--threads 2] [--dtypes f32,q8_0] [--batches 1,16,64] [--prompt 32] [--steps 8]
  *   [--block-size 16] [--fuse-up-to N] [--attention split|prefill] [--profile] [--fresh]
@@ -16,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { Worker } from 'node:worker_threads';
 import { AttentionMetadataBuilder, CacheEngine, type ScheduledSequence } from '../src/cache/index.js';
 import { createBackend } from '../src/kernels/create-backend.js';
 import type { KernelBackend } from '../src/kernels/backend.js';
@@ -53,19 +55,64 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
-/** Copy bandwidth in bytes/s: median of 7 copies of a 256 MiB buffer (bytes copied per second). */
-function measureCopyBandwidth(): number {
+/**
+ * Memory bandwidth in bytes/s from a plain copy: `threads` threads (this one plus workers) each copy their share of a
+ * 256 MiB SharedArrayBuffer into another with TypedArray.set; bandwidth = (bytes read + bytes written) / time, median
+ * of 7 copies. Counting both directions makes it a DRAM-traffic rate comparable to a decode step, which only reads.
+ */
+async function measureCopyBandwidth(threads: number): Promise<number> {
   const n = 256 << 20;
-  const src = new Uint8Array(n).fill(1);
-  const dst = new Uint8Array(n);
-  dst.set(src);
+  const src = new SharedArrayBuffer(n);
+  const dst = new SharedArrayBuffer(n);
+  new Uint8Array(src).fill(1);
+  const ctl = new Int32Array(new SharedArrayBuffer(8 * threads));
+  const share = Math.ceil(n / threads / 64) * 64;
+  const workerCode = `
+    const { workerData, parentPort } = require('node:worker_threads');
+    const { src, dst, ctl, index, share, n } = workerData;
+    const a = new Uint8Array(src), b = new Uint8Array(dst), c = new Int32Array(ctl);
+    let seen = 0;
+    parentPort.postMessage('ready');
+    for (;;) {
+      Atomics.wait(c, 2 * index, seen);
+      seen = Atomics.load(c, 2 * index);
+      if (seen < 0) break;
+      const lo = index * share, hi = Math.min(n, lo + share);
+      b.set(a.subarray(lo, hi), lo);
+      Atomics.add(c, 1, 1);
+      Atomics.notify(c, 1);
+    }`;
+  const workers = Array.from({ length: threads - 1 }, (_, i) =>
+    new Worker(workerCode, { eval: true, workerData: { src, dst, ctl: ctl.buffer, index: i + 1, share, n } }));
+  // Blocking this thread (Atomics.wait) before a worker has started would stall its start-up: wait for each first.
+  await Promise.all(workers.map((w) => new Promise<void>((resolve, reject) => {
+    w.once('message', () => resolve());
+    w.once('error', reject);
+  })));
+  const a = new Uint8Array(src);
+  const b = new Uint8Array(dst);
+  const copyOnce = (round: number): void => {
+    Atomics.store(ctl, 1, 0);
+    for (let i = 1; i < threads; i++) {
+      Atomics.store(ctl, 2 * i, round);
+      Atomics.notify(ctl, 2 * i);
+    }
+    b.set(a.subarray(0, Math.min(n, share)), 0);
+    for (let done = Atomics.load(ctl, 1); done < threads - 1; done = Atomics.load(ctl, 1)) Atomics.wait(ctl, 1, done, 1000);
+  };
+  copyOnce(1);
   const times: number[] = [];
-  for (let i = 0; i < 7; i++) {
+  for (let r = 0; r < 7; r++) {
     const t = performance.now();
-    dst.set(src);
+    copyOnce(r + 2);
     times.push(performance.now() - t);
   }
-  return n / (median(times) / 1000);
+  for (let i = 1; i < threads; i++) {
+    Atomics.store(ctl, 2 * i, -1);
+    Atomics.notify(ctl, 2 * i);
+  }
+  await Promise.all(workers.map((w) => w.terminate()));
+  return (2 * n) / (median(times) / 1000);
 }
 
 /** A batch of `seqs` through the metadata builder, with token ids cycling over a fixed pattern. */
@@ -120,10 +167,11 @@ function benchBatch(backend: KernelBackend, model: LlamaModel, batch: number): {
 }
 
 async function main(): Promise<void> {
-  const bw = measureCopyBandwidth();
+  const bw = await measureCopyBandwidth(threads);
   console.log(`pagellm bench/forward: random-weight SmolLM2-135M shape, wasm backend, ${threads} thread(s), ` +
     `prompt ${promptLen} tokens/seq, ${steps} decode steps, block size ${blockSize}, attention ${args.attention}`);
-  console.log(`plain-copy bandwidth (TypedArray.set, 256 MiB, 1 thread): ${(bw / 1e9).toFixed(1)} GB/s`);
+  console.log(`plain-copy bandwidth (TypedArray.set of 256 MiB on ${threads} thread(s), read + written bytes): ` +
+    `${(bw / 1e9).toFixed(1)} GB/s`);
   for (const dtype of dtypes) {
     const path = join(tmpdir(), `pagellm-bench-smollm2-135m-${dtype}.gguf`);
     if (args.fresh || !existsSync(path)) {
