@@ -147,7 +147,7 @@ export interface KernelBackend {
   readonly threads: number;
   readonly arena: Arena;
 
-  /** out[m, w.rows] = x[m, w.cols] · wᵀ (+ bias[w.rows] when given). */
+  /** out[m, w.rows] = x[m, w.cols] · wᵀ (+ bias[w.rows] when given). out must not overlap x. */
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number, bias?: Float32Array): void;
   /** out[m, dim] = table[ids[i]] converted to f32. */
   embedding(out: Float32Array, table: Weight, ids: Int32Array, m: number): void;

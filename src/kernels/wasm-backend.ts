@@ -163,6 +163,8 @@ export class WasmBackend implements KernelBackend {
     if (bias) checkLen(op, 'bias', bias, w.rows);
     const outP = this.ptr(op, 'out', out), xP = this.ptr(op, 'x', x), wP = this.ptr(op, 'weight data', w.data);
     const biasP = bias ? this.ptr(op, 'bias', bias) : 0;
+    const outEnd = outP + m * w.rows * 4;
+    if (outP < xP + m * w.cols * 4 && xP < outEnd) throw new KernelError(`${op}: out overlaps x (use separate buffers)`);
     if (m === 0) return;
     const { rows: n, cols: k } = w;
     const mark = this.arena.mark();

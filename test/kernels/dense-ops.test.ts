@@ -160,6 +160,8 @@ for (const threads of [1, 2]) {
       const w = encodeWeight(new Float32Array(64), 2, 32, 'f32', be.arena.allocBytes(256));
       expect(() => be.matmul(be.arena.allocF32(2), new Float32Array(32), w, 1)).toThrow(/not a view into this backend's arena/);
       expect(() => be.matmul(be.arena.allocF32(1), be.arena.allocF32(32), w, 1)).toThrow(KernelError);
+      const xo = be.arena.allocF32(64);
+      expect(() => be.matmul(xo.subarray(30, 32), xo.subarray(0, 32), w, 1)).toThrow(/overlaps/);
       expect(() => be.embedding(be.arena.allocF32(32), w, toArena(be.arena, Int32Array.of(2)), 1)).toThrow(/outside the table/);
       const cs = computeCosSin(4, 8, 10000, be.arena.allocF32(32));
       expect(() => be.rope(be.arena.allocF32(8), toArena(be.arena, Int32Array.of(4)), 1, 1, 8, cs, 8, 'half')).toThrow(/cosSin/);
