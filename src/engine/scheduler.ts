@@ -374,7 +374,7 @@ export class Scheduler {
         continue;
       }
       this.swapped.shift();
-      this.blocksToSwapIn.push(...this.blockManager.swapIn(g.blockView));
+      pushNewPairs(this.blocksToSwapIn, this.blockManager.swapIn(g.blockView));
       for (const seq of g.getSeqs(SequenceStatus.SWAPPED)) seq.status = SequenceStatus.RUNNING;
       this.exposeChunk(g, SequenceStatus.RUNNING, uncached + cached);
       this.appendSlots(g);
@@ -561,8 +561,7 @@ export class Scheduler {
       this.numRecompute++;
       out.preempted.push(g);
     } else {
-      const pairs = this.blockManager.swapOut(g.blockView);
-      for (const p of pairs) this.blocksToSwapOut.push(p);
+      pushNewPairs(this.blocksToSwapOut, this.blockManager.swapOut(g.blockView));
       for (const seq of runningSeqs) seq.status = SequenceStatus.SWAPPED;
       this.numSwap++;
       out.swappedOut.push(g);
@@ -583,5 +582,17 @@ export class Scheduler {
     let n = 0;
     for (const seq of g.getSeqs(status)) n += Math.ceil(seq.getLen() / this.blockSize);
     return n;
+  }
+}
+
+/**
+ * Appends the (source, destination) pairs not already in `into`. With prefix caching, two groups whose tables share
+ * a cached block that was swapped together report the same pair when they are swapped in (or out) in one step: the
+ * second group finds the block already moved and shares it. The bytes must move once; a repeated destination would
+ * otherwise be rejected by the CacheEngine as a conflicting copy.
+ */
+function pushNewPairs(into: BlockPair[], pairs: readonly BlockPair[]): void {
+  for (const p of pairs) {
+    if (!into.some((q) => q[0] === p[0] && q[1] === p[1])) into.push(p);
   }
 }

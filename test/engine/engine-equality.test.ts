@@ -77,6 +77,20 @@ describe('engine equality on stories260K (greedy)', () => {
     expect(out).toEqual(reference);
   });
 
+  it('swap preemption of groups sharing prefix-cached blocks moves each block once and changes nothing', () => {
+    // Groups whose prompts share cached blocks are swapped out and back in together: their tables report the same
+    // (source, destination) pair for the shared blocks, which must reach the CacheEngine once.
+    const off = run({ enablePrefixCaching: false, scheduler: { maxNumSeqs: 8 } }, SHARED_PROMPTS);
+    const { out, engine } = run({
+      blockSize: 4, numGpuBlocks: 48, numCpuBlocks: 64, enablePrefixCaching: true,
+      scheduler: { preemptionMode: 'swap', maxNumSeqs: 8 },
+    }, SHARED_PROMPTS);
+    const stats = engine.getStats();
+    expect(stats.numPreemptionsSwap).toBeGreaterThan(0);
+    expect(stats.prefixCacheHits).toBeGreaterThan(0);
+    expect(out).toEqual(off.out);
+  });
+
   it('the tiny cache without prefix caching, recompute, gives the same outputs too', () => {
     const { out, engine } = run({ numGpuBlocks: 24, enablePrefixCaching: false });
     expect(engine.getStats().numPreemptionsRecompute).toBeGreaterThan(0);
