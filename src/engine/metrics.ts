@@ -103,25 +103,23 @@ export class EngineMetrics {
     numPromptTokensComputed: 0, promptTokens: 0, generationTokens: 0, numSteps: 0,
     requestsFinished: { stop: 0, length: 0, abort: 0 },
   };
-  private readonly samples = new Map<HistogramName, number[]>();
+  private readonly samples = new Map<HistogramName, SampleRing>();
   private readonly listeners = new Set<MetricsListener>();
 
   /** @param maxSamples values kept per histogram (older ones are dropped; listeners still see every value). */
   constructor(readonly maxSamples = 100_000) {
-    for (const n of HISTOGRAM_NAMES) this.samples.set(n, []);
+    for (const n of HISTOGRAM_NAMES) this.samples.set(n, new SampleRing(maxSamples));
   }
 
   /** Records one observation. */
   observe(name: HistogramName, value: number): void {
-    const arr = this.samples.get(name)!;
-    arr.push(value);
-    if (arr.length > this.maxSamples) arr.splice(0, arr.length - this.maxSamples);
+    this.samples.get(name)!.push(value);
     for (const l of this.listeners) l(name, value);
   }
 
   /** The kept samples of a histogram, oldest first (a copy). */
   getSamples(name: HistogramName): number[] {
-    return [...this.samples.get(name)!];
+    return this.samples.get(name)!.toArray();
   }
 
   /** Calls `listener` with every future observation; returns a function that removes it. */
@@ -153,6 +151,35 @@ export class EngineMetrics {
       numSteps: c.numSteps,
       requestsFinished: { ...c.requestsFinished },
     };
+  }
+}
+
+/**
+ * The most recent `capacity` values of one histogram in a fixed ring: O(1) per observation and bounded memory
+ * however long the engine runs.
+ */
+class SampleRing {
+  private readonly values: Float64Array;
+  private next = 0;
+  private count = 0;
+
+  constructor(capacity: number) {
+    this.values = new Float64Array(Math.max(1, capacity));
+  }
+
+  push(value: number): void {
+    this.values[this.next] = value;
+    this.next = (this.next + 1) % this.values.length;
+    if (this.count < this.values.length) this.count++;
+  }
+
+  /** The kept values, oldest first. */
+  toArray(): number[] {
+    const cap = this.values.length;
+    const start = (this.next - this.count + cap) % cap;
+    const out = new Array<number>(this.count);
+    for (let i = 0; i < this.count; i++) out[i] = this.values[(start + i) % cap];
+    return out;
   }
 }
 
