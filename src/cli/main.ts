@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
+import { createBenchCommand } from './bench-command.js';
 import { createChatCommand } from './chat-command.js';
 import { createConvertCommand } from './convert-command.js';
 import { createCreateRandomModelCommand } from './create-random-model-command.js';
@@ -16,7 +17,7 @@ function packageVersion(): string {
 }
 
 /**
- * The `pagellm` command tree: serve, generate, chat, info, convert, create-random-model. Mirrors vLLM's CLI
+ * The `pagellm` command tree: serve, generate, chat, info, convert, create-random-model, bench serve. Mirrors vLLM's CLI
  * entry point (vllm/scripts.py: `vllm serve`, `vllm complete`, `vllm chat`).
  */
 export function buildProgram(): Command {
@@ -32,7 +33,11 @@ export function buildProgram(): Command {
   program.addCommand(createInfoCommand());
   program.addCommand(createConvertCommand());
   program.addCommand(createCreateRandomModelCommand());
-  for (const cmd of program.commands) cmd.exitOverride();
+  program.addCommand(createBenchCommand());
+  for (const cmd of program.commands) {
+    cmd.exitOverride();
+    for (const sub of cmd.commands) sub.exitOverride();
+  }
   return program;
 }
 

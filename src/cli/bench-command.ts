@@ -1,0 +1,19 @@
+import { Command } from 'commander';
+import { BENCH_SERVE_FLAGS, parseBenchServeOptions, runBenchServe, type BenchServeCliValues } from '../benchmark/index.js';
+
+/**
+ * `pagellm bench serve`: the serving benchmark (src/benchmark) against a running OpenAI-compatible endpoint —
+ * pagellm's or any other. Prints TTFT, TPOT, ITL, end-to-end latency and throughput (plus KV usage, prefix-cache hit
+ * rate and preemptions from /metrics when the server has them) and writes a JSON result with `--result-file`.
+ * Mirrors vLLM's `vllm bench serve` (benchmarks/benchmark_serving.py). Bad flags raise `BenchmarkOptionsError`
+ * naming the flag.
+ */
+export function createBenchCommand(): Command {
+  const serve = new Command('serve')
+    .description('benchmark a running OpenAI-compatible server (random, sharegpt-like or prefix-repetition workload)');
+  for (const f of BENCH_SERVE_FLAGS) serve.option(f.flags, f.description);
+  serve.action(async () => {
+    await runBenchServe(parseBenchServeOptions(serve.opts() as BenchServeCliValues));
+  });
+  return new Command('bench').description('benchmarks').addCommand(serve);
+}
