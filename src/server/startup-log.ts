@@ -41,6 +41,6 @@ export function startupLogLines(s: ServerSummary, url: string): string[] {
       '--allow-random-weights was given; /v1/models reports random_weights: true and every response carries ' +
       'system_fingerprint "pagellm-random-weights" and the header x-pagellm-random-weights: true.');
   }
-  lines.push(`Serving the OpenAI-compatible API at ${url}/v1 (health: ${url}/health, metrics: ${url}/metrics)`);
+  lines.push(`Serving the OpenAI-compatible API at ${url}/v1 (health: ${url}/health, metrics: ${url}/metrics, KV-cache dashboard: ${url}/)`);
   return lines;
 }
