@@ -20,9 +20,13 @@
  * median, P99), and the sequences in flight (time-weighted, over the whole run and while requests were still
  * waiting — the memory-bound phase).
  *
- * Run: npx tsx bench/compare-llama-cpp.ts [--dtypes f32,q8_0] [--threads 2] [--num-prompts 16] [--llama-seqs 2]
- *   [--max-model-len 2048] [--kv-dtype f16|f32] [--block-size 16] [--length-scale 1] [--seed 0]
+ * Run: npx tsx bench/compare-llama-cpp.ts [--dtypes f32,q8_0] [--threads 2] [--num-prompts 40] [--llama-seqs 4]
+ *   [--max-model-len 1024] [--kv-dtype f16|f32] [--block-size 16] [--length-scale 0.5] [--seed 0]
  *   [--engines pagellm,llama-contexts,llama-sequences] [--write-docs] [--json out.json]
+ * The defaults are the run in docs/benchmarks.md: lengths halved (means 80.7 + 169.0 tokens, C = 1024) and 40
+ * requests against 4 llama.cpp sequences, about 10 minutes on 2 idle cores for both dtypes and all three engines
+ * (full-length requests take about twice as long). Run it on an otherwise idle machine: llama.cpp's threads spin and
+ * slow down many times over when the cores are shared.
  * --write-docs replaces the generated block between the compare-llama-cpp markers in docs/benchmarks.md.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -39,12 +43,12 @@ const { values: args } = parseArgs({
   options: {
     dtypes: { type: 'string', default: 'f32,q8_0' },
     threads: { type: 'string', default: '2' },
-    'num-prompts': { type: 'string', default: '16' },
-    'llama-seqs': { type: 'string', default: '2' },
-    'max-model-len': { type: 'string', default: '2048' },
+    'num-prompts': { type: 'string', default: '40' },
+    'llama-seqs': { type: 'string', default: '4' },
+    'max-model-len': { type: 'string', default: '1024' },
     'kv-dtype': { type: 'string', default: 'f16' },
     'block-size': { type: 'string', default: '16' },
-    'length-scale': { type: 'string', default: '1' },
+    'length-scale': { type: 'string', default: '0.5' },
     seed: { type: 'string', default: '0' },
     engines: { type: 'string', default: 'pagellm,llama-contexts,llama-sequences' },
     'write-docs': { type: 'boolean', default: false },
