@@ -73,8 +73,10 @@ export async function runLoad<R>(options: LoadOptions<R>): Promise<R[]> {
   const sem = options.maxConcurrency === undefined ? null : new Semaphore(options.maxConcurrency);
   const tasks: Array<Promise<R>> = [];
   for (let i = 0; i < options.offsetsMs.length; i++) {
-    const wait = t0 + options.offsetsMs[i] - performance.now();
-    if (wait > 0) await sleep(wait);
+    // Timers count whole milliseconds on their own clock and may fire a little early: sleep until really due.
+    for (let wait = t0 + options.offsetsMs[i] - performance.now(); wait > 0; wait = t0 + options.offsetsMs[i] - performance.now()) {
+      await sleep(Math.ceil(wait));
+    }
     tasks.push((async () => {
       if (sem !== null) await sem.acquire();
       try {
