@@ -121,12 +121,17 @@ export async function sendStreamingRequest(client: HttpClient, index: number, in
       error ??= `error event: ${chunk.error.message ?? JSON.stringify(chunk.error)}`;
       return;
     }
-    const choice = chunk.choices?.[0];
-    const text = choice === undefined ? '' : (choice.text ?? choice.delta?.content ?? '');
-    chars += text.length;
-    let newTokens: number;
     const completion = chunk.usage?.completion_tokens;
     if (typeof chunk.usage?.prompt_tokens === 'number') usagePrompt = chunk.usage.prompt_tokens;
+    const choice = chunk.choices?.[0];
+    if (choice === undefined) {
+      // The usage-only chunk at the end of the stream: totals, not a token arrival.
+      if (typeof completion === 'number') usageCompletion = completion;
+      return;
+    }
+    const text = choice.text ?? choice.delta?.content ?? '';
+    chars += text.length;
+    let newTokens: number;
     if (typeof completion === 'number') {
       newTokens = completion - (usageCompletion ?? 0);
       usageCompletion = completion;
