@@ -24,7 +24,7 @@ import { parseArgs } from 'node:util';
 import { createLLMEngine } from '../src/engine/engine-args.js';
 import type { LLMEngine } from '../src/engine/llm-engine.js';
 import { quantile } from '../src/engine/metrics.js';
-import { RandomGenerator } from '../src/engine/random-generator.js';
+import { RandomGenerator } from '../src/model/random-generator.js';
 import { RequestOutputKind } from '../src/engine/sampling-params.js';
 import { createRandomModel } from '../src/model/random-model.js';
 

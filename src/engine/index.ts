@@ -17,7 +17,7 @@ export {
 export {
   SequenceGroup, type RequestMetrics, type BeamSearchGroupParams, type CompletedBeam,
 } from './sequence-group.js';
-export { RandomGenerator } from './random-generator.js';
+export { RandomGenerator } from '../model/random-generator.js';
 export {
   Sampler, processLogits, applyLogitBias, applyMinTokensPenalty, applyPenalties, applyTemperature, applyTopKTopP,
   applyMinP, type SamplingRow, type SamplerRowOutput, type TokenLogprob,

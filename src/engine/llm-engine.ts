@@ -13,7 +13,7 @@ import {
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import { ModelInputBuilder, type SampledSequence } from './model-input-builder.js';
 import { requestOutputFromSeqGroup, type RequestOutput } from './request-output.js';
-import { RandomGenerator } from './random-generator.js';
+import { RandomGenerator } from '../model/random-generator.js';
 import { Sampler, type SamplerRowOutput, type SamplingRow, type TokenLogprob } from './sampler.js';
 import { SamplingParams, SamplingType, type SamplingParamsInit } from './sampling-params.js';
 import { Scheduler, type SchedulerOutputs } from './scheduler.js';

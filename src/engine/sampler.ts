@@ -1,4 +1,4 @@
-import type { RandomGenerator } from './random-generator.js';
+import type { RandomGenerator } from '../model/random-generator.js';
 import { SAMPLING_EPS, type SamplingParams } from './sampling-params.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { SequenceGroupLike, SequenceLike } from '../core/index.js';
-import type { RandomGenerator } from './random-generator.js';
+import type { RandomGenerator } from '../model/random-generator.js';
 import type { SamplingParams } from './sampling-params.js';
 import { Sequence, SequenceStatus } from './sequence.js';
 

@@ -9,6 +9,7 @@ import { ggufMetadataFromScoredVocab, ggufMetadataFromTokenizerJson } from './gg
 import { modelConfigFromHfConfig, readHfConfig } from './hf-config.js';
 import type { TokenizerConfigJson } from './hf-tokenizer.js';
 import { llama2cScoredVocab, readLlama2cVocab } from './llama2c-tokenizer.js';
+import { RandomGenerator } from './random-generator.js';
 import type { Architecture, ModelConfig } from './model-config.js';
 import type { TokenizerJson } from './sentencepiece-tokenizer.js';
 import type { ReadProgress } from './read-model-source.js';
@@ -59,39 +60,17 @@ export interface RandomModelResult {
  * the same seed gives the same weights on every machine.
  */
 export class SeededNormal {
-  private s0: number;
-  private s1: number;
-  private s2: number;
-  private s3: number;
+  private readonly bits: RandomGenerator;
   private spare: number | undefined;
 
+  /** @param seed taken modulo 2^32 (the generator's seeding through SplitMix32 then fills its 128-bit state). */
   constructor(seed: number) {
-    // splitmix32 expands the seed into the 128-bit state.
-    let x = seed >>> 0;
-    const next = (): number => {
-      x = (x + 0x9e3779b9) >>> 0;
-      let z = x;
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
-      return (z ^ (z >>> 16)) >>> 0;
-    };
-    this.s0 = next();
-    this.s1 = next();
-    this.s2 = next();
-    this.s3 = next();
+    this.bits = new RandomGenerator(seed >>> 0);
   }
 
-  /** Uniform in [0, 1). */
+  /** Uniform in [0, 1), 32 random bits. */
   uniform(): number {
-    const result = Math.imul(((Math.imul(this.s1, 5) << 7) | (Math.imul(this.s1, 5) >>> 25)) >>> 0, 9) >>> 0;
-    const t = (this.s1 << 9) >>> 0;
-    this.s2 ^= this.s0;
-    this.s3 ^= this.s1;
-    this.s1 ^= this.s2;
-    this.s0 ^= this.s3;
-    this.s2 ^= t;
-    this.s3 = ((this.s3 << 11) | (this.s3 >>> 21)) >>> 0;
-    return result / 4294967296;
+    return this.bits.nextUint32() / 4294967296;
   }
 
   /** A standard normal value. */

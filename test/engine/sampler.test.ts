@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RandomGenerator } from '../../src/engine/random-generator.js';
+import { RandomGenerator } from '../../src/model/random-generator.js';
 import {
   Sampler, applyMinP, applyPenalties, applyTopKTopP, logSumExp, processLogits, rankOf, sampleFromLogits, topKIds,
   type SamplingRow,

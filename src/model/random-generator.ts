@@ -3,7 +3,8 @@
  * draws the same numbers whatever else the engine runs — the role of the per-request `torch.Generator` in vLLM's
  * sampler (vllm/model_executor/layers/sampler.py, `SequenceGroupState.generator`).
  *
- * Not cryptographic. Period 2^128 − 1.
+ * Also the uniform source of {@link SeededNormal} (random model weights, benchmark workloads). Not cryptographic.
+ * Period 2^128 − 1.
  */
 export class RandomGenerator {
   private s0: number;
