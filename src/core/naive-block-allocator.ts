@@ -365,39 +365,16 @@ export class NaiveBlockAllocator implements BlockAllocator {
   }
 
   private checkLive(block: Block, what: string): void {
-    const id = block.blockId;
-    if (id === null) throw new FreedBlockError(`cannot ${what} a freed block (its physical id is null)`);
-    if (!this.refCounter.contains(id)) throw this.unknownId(id);
-    if (this.refCounter.get(id) === 0) {
-      throw new FreedBlockError(`cannot ${what} block ${id}: it is not referenced (already freed)`);
-    }
+    checkLiveBlock(this.refCounter, block, what, (id) => this.unknownId(id));
   }
 
   /** Checks that every block is live here and no id is released more often than it is referenced. */
   private checkReleasable(blocks: readonly Block[], what: string): void {
-    const uses = new Map<BlockId, number>();
-    for (const b of blocks) {
-      this.checkLive(b, what);
-      const id = b.blockId!;
-      const n = (uses.get(id) ?? 0) + 1;
-      if (n > this.refCounter.get(id)) {
-        throw new DoubleFreeError(`block ${id} appears ${n} times but is referenced only ${this.refCounter.get(id)}`);
-      }
-      uses.set(id, n);
-    }
+    checkReleasableBlocks(this.refCounter, blocks, what, (id) => this.unknownId(id));
   }
 
   private checkFullTokenIds(tokenIds: readonly number[], index: number): void {
-    if (!Array.isArray(tokenIds) || tokenIds.length !== this.blockSize) {
-      throw new InvalidArgumentError(
-        `immutable block ${index} must hold exactly ${this.blockSize} token ids, got ${describe(tokenIds)}`);
-    }
-    for (let i = 0; i < tokenIds.length; i++) {
-      const t = tokenIds[i];
-      if ((t >>> 0) !== t) {
-        throw new InvalidArgumentError(`token id ${i} of block ${index} must be an integer in [0, 2^32), got ${describe(t)}`);
-      }
-    }
+    checkFullBlockTokenIds(tokenIds, index, this.blockSize);
   }
 
   private noFreeBlocks(needed: number): NoFreeBlocksError {
@@ -428,4 +405,50 @@ export function checkSwapIn(blocks: readonly Block[], shareKeys: readonly number
     }
   }
   return shareKeys === undefined ? blocks.length : new Set(shareKeys).size;
+}
+
+/**
+ * Throws {@link FreedBlockError} unless `block` holds an id referenced in `refCounter`, and the error `unknownId`
+ * builds for an id outside it. Shared by the naive and prefix-caching allocators.
+ */
+export function checkLiveBlock(refCounter: RefCounter, block: Block, what: string,
+  unknownId: (id: BlockId) => Error): void {
+  const id = block.blockId;
+  if (id === null) throw new FreedBlockError(`cannot ${what} a freed block (its physical id is null)`);
+  if (!refCounter.contains(id)) throw unknownId(id);
+  if (refCounter.get(id) === 0) {
+    throw new FreedBlockError(`cannot ${what} block ${id}: it is not referenced (already freed)`);
+  }
+}
+
+/**
+ * Checks that every block is live and no id is released more often than it is referenced: throws
+ * {@link DoubleFreeError} otherwise (before anything is released, so counts never go wrong).
+ */
+export function checkReleasableBlocks(refCounter: RefCounter, blocks: readonly Block[], what: string,
+  unknownId: (id: BlockId) => Error): void {
+  const uses = new Map<BlockId, number>();
+  for (const b of blocks) {
+    checkLiveBlock(refCounter, b, what, unknownId);
+    const id = b.blockId!;
+    const n = (uses.get(id) ?? 0) + 1;
+    if (n > refCounter.get(id)) {
+      throw new DoubleFreeError(`block ${id} appears ${n} times but is referenced only ${refCounter.get(id)}`);
+    }
+    uses.set(id, n);
+  }
+}
+
+/** Throws {@link InvalidArgumentError} unless `tokenIds` fills one block of `blockSize` with ids in [0, 2^32). */
+export function checkFullBlockTokenIds(tokenIds: readonly number[], index: number, blockSize: number): void {
+  if (!Array.isArray(tokenIds) || tokenIds.length !== blockSize) {
+    throw new InvalidArgumentError(
+      `immutable block ${index} must hold exactly ${blockSize} token ids, got ${describe(tokenIds)}`);
+  }
+  for (let i = 0; i < tokenIds.length; i++) {
+    const t = tokenIds[i];
+    if ((t >>> 0) !== t) {
+      throw new InvalidArgumentError(`token id ${i} of block ${index} must be an integer in [0, 2^32), got ${describe(t)}`);
+    }
+  }
 }

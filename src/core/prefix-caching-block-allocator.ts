@@ -3,13 +3,16 @@ import type { BlockAllocator, BlockStates } from './block-allocator.js';
 import { BlockPool, type PooledBlock } from './block-pool.js';
 import { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
 import {
-  DoubleFreeError, FreedBlockError, InvalidArgumentError, NoFreeBlocksError, UnknownBlockIdError,
+  DoubleFreeError, InvalidArgumentError, NoFreeBlocksError, UnknownBlockIdError,
 } from './errors.js';
 import { LRUEvictor } from './evictor.js';
 import { BlockHasher, type BlockHash, type HashAlgorithm, type HashValue } from './hashing.js';
-import { checkAppend, checkSwapIn, getAllBlocksRecursively, type NaiveBlockAllocatorOptions } from './naive-block-allocator.js';
+import {
+  checkAppend, checkFullBlockTokenIds, checkLiveBlock, checkReleasableBlocks, checkSwapIn, getAllBlocksRecursively,
+  type NaiveBlockAllocatorOptions,
+} from './naive-block-allocator.js';
 import { RefCounter } from './ref-counter.js';
-import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
+import { assertNonNegativeInt, assertPositiveInt } from './validate.js';
 
 /** Options of {@link PrefixCachingBlockAllocator}. */
 export interface PrefixCachingBlockAllocatorOptions extends Omit<NaiveBlockAllocatorOptions, 'blockPool'> {
@@ -649,38 +652,15 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
   }
 
   private checkLive(block: Block, what: string): void {
-    const id = block.blockId;
-    if (id === null) throw new FreedBlockError(`cannot ${what} a freed block (its physical id is null)`);
-    if (!this.refCounter.contains(id)) throw this.unknownId(id);
-    if (this.refCounter.get(id) === 0) {
-      throw new FreedBlockError(`cannot ${what} block ${id}: it is not referenced (already freed)`);
-    }
+    checkLiveBlock(this.refCounter, block, what, (id) => this.unknownId(id));
   }
 
   private checkReleasable(blocks: readonly Block[], what: string): void {
-    const uses = new Map<BlockId, number>();
-    for (const b of blocks) {
-      this.checkLive(b, what);
-      const id = b.blockId!;
-      const n = (uses.get(id) ?? 0) + 1;
-      if (n > this.refCounter.get(id)) {
-        throw new DoubleFreeError(`block ${id} appears ${n} times but is referenced only ${this.refCounter.get(id)}`);
-      }
-      uses.set(id, n);
-    }
+    checkReleasableBlocks(this.refCounter, blocks, what, (id) => this.unknownId(id));
   }
 
   private checkFullTokenIds(tokenIds: readonly number[], index: number): void {
-    if (!Array.isArray(tokenIds) || tokenIds.length !== this.blockSize) {
-      throw new InvalidArgumentError(
-        `immutable block ${index} must hold exactly ${this.blockSize} token ids, got ${describe(tokenIds)}`);
-    }
-    for (let i = 0; i < tokenIds.length; i++) {
-      const t = tokenIds[i];
-      if ((t >>> 0) !== t) {
-        throw new InvalidArgumentError(`token id ${i} of block ${index} must be an integer in [0, 2^32), got ${describe(t)}`);
-      }
-    }
+    checkFullBlockTokenIds(tokenIds, index, this.blockSize);
   }
 
   private noFreeBlocks(needed: number): NoFreeBlocksError {
