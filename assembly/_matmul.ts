@@ -1,15 +1,21 @@
 // Matrix products Y[m, n] = X[m, k] · Wᵀ (+ bias), W row-major [n, k] in f32 / f16 / bf16 / q8_0.
 // Threads split the n output features (W rows) into contiguous chunks, so each weight byte is read by one thread.
-import { hsum, hsum4, f16x4, bf16x4, f16, nextItem } from './_simd';
+import { hsum, hsum4, f16x4, bf16x4, f16, f16x4Unscaled, f16Unscaled, nextItem } from './_simd';
 
 export const DT_F32: i32 = 0;
 export const DT_F16: i32 = 1;
 export const DT_BF16: i32 = 2;
 export const DT_Q8_0: i32 = 3;
+/** Internal: f16 weights read unscaled (f16x4Unscaled) against x rows pre-multiplied by 2^112 (decode paths). */
+const DT_F16_X112: i32 = 4;
+/** 2^112: rebiases an f16 exponent field placed in an f32 (see f16x4). */
+const TWO_112: f32 = 5.192296858534828e33;
 /** Up to this many x rows, weights are streamed once row by row (gemvFew); beyond, blocked (gemm). */
 export const FEW_ROWS: i32 = 4;
 /** Weight rows per work item (a multiple of the 4-row blocks of gemm). */
 const MATMUL_CHUNK: i32 = 16;
+/** Weight bytes per work item when few x rows stream the weights (long runs keep the hardware prefetcher going). */
+const STREAM_ITEM_BYTES: i32 = 1048576;
 
 /** Bytes of one weight row. */
 // @ts-ignore: decorator
@@ -70,36 +76,51 @@ export function decodeRow(dtype: i32, src: usize, dst: usize, k: i32): void {
   return s;
 }
 
-/** x · one 16-bit row (f16 when isF16, else bf16). */
+/** x · one 16-bit row (dtype DT_F16, DT_BF16 or DT_F16_X112; a constant at every call site). */
 // @ts-ignore: decorator
-@inline function rowHalf(x: usize, w: usize, k: i32, isF16: bool): f32 {
+@inline function rowHalf(x: usize, w: usize, k: i32, dtype: i32): f32 {
   let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0;
   let i = 0;
   for (; i + 16 <= k; i += 16) {
     const xo = x + (<usize>i << 2);
     const h = w + (<usize>i << 1);
-    if (isF16) {
-      a0 = f32x4.add(a0, f32x4.mul(f16x4(h), v128.load(xo)));
-      a1 = f32x4.add(a1, f32x4.mul(f16x4(h + 8), v128.load(xo, 16)));
-      a2 = f32x4.add(a2, f32x4.mul(f16x4(h + 16), v128.load(xo, 32)));
-      a3 = f32x4.add(a3, f32x4.mul(f16x4(h + 24), v128.load(xo, 48)));
-    } else {
-      a0 = f32x4.add(a0, f32x4.mul(bf16x4(h), v128.load(xo)));
-      a1 = f32x4.add(a1, f32x4.mul(bf16x4(h + 8), v128.load(xo, 16)));
-      a2 = f32x4.add(a2, f32x4.mul(bf16x4(h + 16), v128.load(xo, 32)));
-      a3 = f32x4.add(a3, f32x4.mul(bf16x4(h + 24), v128.load(xo, 48)));
-    }
+    a0 = f32x4.add(a0, f32x4.mul(ld4h(dtype, h), v128.load(xo)));
+    a1 = f32x4.add(a1, f32x4.mul(ld4h(dtype, h + 8), v128.load(xo, 16)));
+    a2 = f32x4.add(a2, f32x4.mul(ld4h(dtype, h + 16), v128.load(xo, 32)));
+    a3 = f32x4.add(a3, f32x4.mul(ld4h(dtype, h + 24), v128.load(xo, 48)));
   }
   for (; i + 4 <= k; i += 4) {
-    const xv = v128.load(x + (<usize>i << 2));
-    a0 = f32x4.add(a0, f32x4.mul(isF16 ? f16x4(w + (<usize>i << 1)) : bf16x4(w + (<usize>i << 1)), xv));
+    a0 = f32x4.add(a0, f32x4.mul(ld4h(dtype, w + (<usize>i << 1)), v128.load(x + (<usize>i << 2))));
   }
   let s = hsum(f32x4.add(f32x4.add(a0, a1), f32x4.add(a2, a3)));
-  for (; i < k; i++) {
-    const hv = <u32>load<u16>(w + (<usize>i << 1));
-    s += (isF16 ? f16(hv) : reinterpret<f32>(hv << 16)) * load<f32>(x + (<usize>i << 2));
-  }
+  for (; i < k; i++) s += ld1w(dtype, w, i) * load<f32>(x + (<usize>i << 2));
   return s;
+}
+
+/** Four 16-bit weights at h as f32 (f16, bf16, or f16 times 2^-112 for DT_F16_X112). */
+// @ts-ignore: decorator
+@inline function ld4h(dtype: i32, h: usize): v128 {
+  if (dtype == DT_F16) return f16x4(h);
+  if (dtype == DT_F16_X112) return f16x4Unscaled(h);
+  return bf16x4(h);
+}
+
+/**
+ * Writes the n floats at x, times 2^112, to dst and returns true, unless some |x| ≥ 2^15 (or NaN), where the scaled
+ * value could overflow: then returns false and dst is garbage. Lets f16 decode paths skip the rebiasing multiply.
+ */
+function prescaleX112(x: usize, n: i32, dst: usize): bool {
+  let mx = f32x4.splat(0);
+  let i = 0;
+  for (; i + 4 <= n; i += 4) mx = f32x4.max(mx, f32x4.abs(v128.load(x + (<usize>i << 2))));
+  let m = max(max(f32x4.extract_lane(mx, 0), f32x4.extract_lane(mx, 1)), max(f32x4.extract_lane(mx, 2), f32x4.extract_lane(mx, 3)));
+  for (; i < n; i++) m = max(m, abs(load<f32>(x + (<usize>i << 2))));
+  if (!(m < 32768.0)) return false;
+  const s = f32x4.splat(TWO_112);
+  i = 0;
+  for (; i + 4 <= n; i += 4) v128.store(dst + (<usize>i << 2), f32x4.mul(v128.load(x + (<usize>i << 2)), s));
+  for (; i < n; i++) store<f32>(dst + (<usize>i << 2), load<f32>(x + (<usize>i << 2)) * TWO_112);
+  return true;
 }
 
 /**
@@ -130,8 +151,9 @@ function gemv(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, 
     const wr = w + <usize>r * ws;
     let v: f32;
     if (dtype == DT_F32) v = rowF32(x, wr, k);
-    else if (dtype == DT_F16) v = rowHalf(x, wr, k, true);
-    else if (dtype == DT_BF16) v = rowHalf(x, wr, k, false);
+    else if (dtype == DT_F16) v = rowHalf(x, wr, k, DT_F16);
+    else if (dtype == DT_F16_X112) v = rowHalf(x, wr, k, DT_F16_X112);
+    else if (dtype == DT_BF16) v = rowHalf(x, wr, k, DT_BF16);
     else v = rowQ8(xq, xs, wr, k);
     if (bias != 0) v += load<f32>(bias + (<usize>r << 2));
     store<f32>(out + (<usize>r << 2), v);
@@ -145,8 +167,7 @@ function gemv(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, 
 // @ts-ignore: decorator
 @inline function ld4w(dtype: i32, w: usize, i: i32): v128 {
   if (dtype == DT_F32) return v128.load(w + (<usize>i << 2));
-  if (dtype == DT_F16) return f16x4(w + (<usize>i << 1));
-  return bf16x4(w + (<usize>i << 1));
+  return ld4h(dtype, w + (<usize>i << 1));
 }
 
 // @ts-ignore: decorator
@@ -154,6 +175,7 @@ function gemv(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, 
   if (dtype == DT_F32) return load<f32>(w + (<usize>i << 2));
   const h = <u32>load<u16>(w + (<usize>i << 1));
   if (dtype == DT_F16) return f16(h);
+  if (dtype == DT_F16_X112) return f16Unscaled(h);
   return reinterpret<f32>(h << 16);
 }
 
@@ -246,6 +268,7 @@ function gemv(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, 
   if (dtype == DT_Q8_0) rowsQ8(mr, xq, xs, w, k, out, os, bias);
   else if (dtype == DT_F32) rowsFloat(mr, DT_F32, x, w, k, out, os, bias);
   else if (dtype == DT_F16) rowsFloat(mr, DT_F16, x, w, k, out, os, bias);
+  else if (dtype == DT_F16_X112) rowsFloat(mr, DT_F16_X112, x, w, k, out, os, bias);
   else rowsFloat(mr, DT_BF16, x, w, k, out, os, bias);
 }
 
@@ -384,14 +407,29 @@ function gemm(dtype: i32, out: usize, x: usize, w: usize, bias: usize, m: i32, n
 
 /**
  * out[m, n] = x[m, k] · wᵀ + bias. dtype: 0 f32, 1 f16, 2 bf16, 3 q8_0. For q8_0 with m ≤ FEW_ROWS, xq/xs hold the
- * rows of x quantised by quantize_x_i16. scratch: per-thread area of scratchStride bytes (≥ 16·k + 16) for decoded rows.
+ * rows of x quantised by quantize_x_i16. scratch: per-thread area of scratchStride bytes (≥ 16·k + 16) for decoded rows
+ * (m > FEW_ROWS) or, for f16 with m ≤ FEW_ROWS, x scaled by 2^112 (0: none; f16 then decodes with a multiply).
  */
 export function matmul(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, bias: usize, m: i32, n: i32,
   k: i32, scratch: usize, scratchStride: i32, tid: i32, nt: i32): void {
+  if (dtype == DT_F16 && m <= FEW_ROWS && scratch != 0) {
+    // Decode paths: fold the f16 rebiasing into a 2^112-scaled copy of x (exactly the same products).
+    const xs112 = scratch + <usize>tid * <usize>scratchStride;
+    if (prescaleX112(x, m * k, xs112)) {
+      dtype = DT_F16_X112;
+      x = xs112;
+    }
+  }
+  let chunk = MATMUL_CHUNK;
+  if (m <= FEW_ROWS) {
+    const want = <i32>((<usize>STREAM_ITEM_BYTES + rowBytes(dtype, k) - 1) / rowBytes(dtype, k));
+    const cap = max(MATMUL_CHUNK, (n + 8 * nt - 1) / (8 * nt));
+    chunk = (min(max(want, MATMUL_CHUNK), cap) + 3) & ~3;
+  }
   for (;;) {
-    const r0 = nextItem() * MATMUL_CHUNK;
+    const r0 = nextItem() * chunk;
     if (r0 >= n) break;
-    const r1 = min(n, r0 + MATMUL_CHUNK);
+    const r1 = min(n, r0 + chunk);
     if (m == 1) gemv(dtype, out, x, xq, xs, w, bias, k, r0, r1);
     else if (m <= FEW_ROWS) gemvFew(dtype, out, x, xq, xs, w, bias, m, n, k, r0, r1);
     else gemm(dtype, out, x, w, bias, m, n, k, r0, r1, scratch + <usize>tid * <usize>scratchStride);

@@ -313,9 +313,9 @@ export function stream_read(ptr: usize, bytes: i32, out: usize, tid: i32, nt: i3
   const chunks = bytes >>> 6;
   let a = i32x4.splat(0), b = a, c = a, d = a;
   for (;;) {
-    const c0 = nextItem() * 4096;
+    const c0 = nextItem() * 16384;
     if (c0 >= chunks) break;
-    const c1 = min(chunks, c0 + 4096);
+    const c1 = min(chunks, c0 + 16384);
     for (let i = c0; i < c1; i++) {
       const p = ptr + (<usize>i << 6);
       a = v128.xor(a, v128.load(p));

@@ -177,7 +177,8 @@ export class WasmBackend implements KernelBackend {
       }
       const work = m * n * k * NS_PER_MAC;
       const stride = Math.ceil((16 * k + 64) / 64) * 64;
-      const scr = m > FEW_ROWS && w.dtype !== 'f32' ? this.scratch(stride * (this.parallel(work) ? this.threads : 1)) : 0;
+      // Per-thread scratch: decoded weight rows (batched, non-f32) or a 2^112-scaled copy of x (f16 decode paths).
+      const scr = (m > FEW_ROWS && w.dtype !== 'f32') || w.dtype === 'f16' ? this.scratch(stride * (this.parallel(work) ? this.threads : 1)) : 0;
       this.exec(op, [WEIGHT_CODE[w.dtype], outP, xP, xq, xs, wP, biasP, m, n, k, scr, stride], work);
     } finally {
       this.arena.reset(mark);

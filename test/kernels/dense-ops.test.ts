@@ -75,6 +75,40 @@ for (const threads of [1, 2]) {
       }
     });
 
+    it('f16 decode paths: the 2^112-scaled x path equals the plain path bit for bit, large and subnormal values included', () => {
+      // Few rows with every |x| < 2^15 take the scaled-x path; multiplying x by 2^16 (exact) pushes it onto the plain
+      // decode path, whose every product and partial sum is then exactly 2^16 times the scaled path's.
+      const r = rng(31 + threads);
+      for (const [m, n, k] of [[1, 300, 576], [1, 2100, 64], [3, 77, 96], [4, 9, 37]] as const) {
+        const mark = be.arena.mark();
+        const values = randomF32(r, n * k, 0.5);
+        for (let i = 0; i < values.length; i += 7) values[i] = (r() - 0.5) * 1e-6; // f16 subnormals
+        const wRef = encodeWeight(values, n, k, 'f16');
+        const w = encodeWeight(values, n, k, 'f16', be.arena.allocBytes(wRef.data.length));
+        const x = randomF32(r, m * k, 2);
+        for (let i = 0; i < x.length; i += 5) x[i] = (r() - 0.5) * 1e-30; // tiny activations
+        x[0] = 32767; // the largest magnitude the scaled path accepts
+        const big = x.map((v) => v * 65536);
+        const small = be.arena.allocF32(m * n), large = be.arena.allocF32(m * n);
+        be.matmul(small, toArena(be.arena, x), w, m);
+        be.matmul(large, toArena(be.arena, big), w, m);
+        for (let i = 0; i < small.length; i++) {
+          if (large[i] !== small[i] * 65536) expect.fail(`m=${m} n=${n} k=${k}: out[${i}] ${small[i]} · 2^16 ≠ ${large[i]}`);
+        }
+        const want = new Float32Array(m * n);
+        ref.matmul(want, x, wRef, m);
+        const row = new Float32Array(k);
+        for (let j = 0; j < n; j++) {
+          decodeWeightRow(wRef, j, row);
+          for (let i = 0; i < m; i++) {
+            const d = Math.abs(small[i * n + j] - want[i * n + j]);
+            if (!(d <= dotBound(x, i * k, row, k))) expect.fail(`m=${m} n=${n} k=${k}: out[${i},${j}] = ${small[i * n + j]}, want ${want[i * n + j]}`);
+          }
+        }
+        be.arena.reset(mark);
+      }
+    });
+
     it.each(['f32', 'f16', 'bf16', 'q8_0'] as WeightDType[])('embedding %s equals the decoded table rows', (dtype) => {
       const r = rng(7 + threads);
       for (const [rows, dim, m] of [[50, 64, 5], [1000, 256, 300]]) {
