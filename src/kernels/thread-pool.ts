@@ -28,6 +28,15 @@ export const CTL_BYTES = 2048;
 /** Byte offset (from the control block) of the attention parameter block. */
 export const CTL_PARAMS_OFFSET = 1024;
 const MAX_ARGS = 48;
+/**
+ * Jobs estimated longer than this (ns, single-threaded) always wake sleeping workers, whatever waking has cost
+ * lately: a few slow wake-ups (hundreds of µs on a busy virtual machine) must not leave the pool single-threaded for
+ * good, since the cost estimate is only updated when a wake-up happens.
+ */
+const ALWAYS_WAKE_NS = 200_000;
+/** Default polls of GEN before an idle worker sleeps: about 0.2-0.5 ms, longer than the tail of a kernel (one work
+ * item), so workers stay awake from one kernel to the next through a forward pass. */
+const DEFAULT_SPIN = 200_000;
 const OP_EXIT = -1;
 
 /** Options of {@link ThreadPool.create}. */
@@ -41,7 +50,7 @@ export interface ThreadPoolOptions {
   readonly workers: number;
   /** Export names, in the order of the op indices passed to `run`. */
   readonly exportNames: readonly string[];
-  /** Atomics.load polls before a worker sleeps (default 20000, roughly 20-50 µs). */
+  /** Atomics.load polls before an idle worker sleeps (default 200000, roughly 0.2-0.5 ms). */
   readonly spinIterations?: number;
   /**
    * `opportunistic` (default): the caller never waits for a worker that has not joined yet. `all`: fork-join — the
@@ -92,7 +101,7 @@ export class ThreadPool {
     const ready: Promise<void>[] = [];
     for (let i = 0; i < n; i++) {
       const w = new Worker(url, {
-        workerData: { module, memory, ctlOffset, tid: i + 1, exportNames, spinIterations: options.spinIterations ?? 20000 },
+        workerData: { module, memory, ctlOffset, tid: i + 1, exportNames, spinIterations: options.spinIterations ?? DEFAULT_SPIN },
         execArgv: [], // no TypeScript loader needed: the worker is plain JavaScript
         name: `pagellm-kernel-${i + 1}`,
       });
@@ -139,8 +148,8 @@ export class ThreadPool {
     Atomics.store(ctl, GEN, gen);
     // Spinning workers see the new generation by themselves. Waking sleeping ones costs a futex wake-up, which on
     // an oversubscribed machine can preempt this thread for hundreds of microseconds: only worth it for jobs that
-    // take clearly longer than a wake-up has been costing (measured, moving average).
-    if (Atomics.load(ctl, SLEEPERS) > 0 && (this.waitForAll || workNs > 2 * this.wakeNs)) {
+    // take clearly longer than a wake-up has been costing (measured, moving average), and always for long ones.
+    if (Atomics.load(ctl, SLEEPERS) > 0 && (this.waitForAll || workNs > Math.min(2 * this.wakeNs, ALWAYS_WAKE_NS))) {
       const t0 = performance.now();
       Atomics.notify(ctl, GEN);
       const ns = (performance.now() - t0) * 1e6;

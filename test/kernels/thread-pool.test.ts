@@ -51,6 +51,36 @@ describe('ThreadPool', () => {
     expect(() => pool.run(0, [], 2, () => {})).toThrow(KernelError);
   });
 
+  it('wakes sleeping workers for a long job even after wake-ups measured slow (no lock-out into one thread)', async () => {
+    const module = await loadKernelModule();
+    const memory = createKernelMemory(1 << 20);
+    const k = instantiateKernels(module, memory);
+    const ctlOffset = 4096;
+    k.init(ctlOffset + 32);
+    // Opportunistic pool whose worker sleeps almost at once; the caller's share only waits, so the job's items are
+    // done only if the worker is woken and joins.
+    const pool = await ThreadPool.create({ module, memory, ctlOffset, workers: 1, exportNames: KERNEL_OPS, spinIterations: 10 });
+    try {
+      (pool as unknown as { wakeNs: number }).wakeNs = 1e9; // as after a few very slow futex wake-ups
+      const ctl = new Int32Array(memory.buffer, ctlOffset, 16);
+      const op = KERNEL_OPS.indexOf('stream_read');
+      const wait = (ms: number) => { const t = performance.now(); while (performance.now() - t < ms) { /* busy */ } };
+      await new Promise((r) => setTimeout(r, 20)); // the worker is asleep by now
+      Atomics.store(ctl, 8, 0);
+      const joins = pool.workerJoins;
+      pool.run(op, [65536, 64 * 4096, 1024], 2, () => wait(200), 1e6); // a 1 ms job
+      expect(pool.workerJoins).toBe(joins + 1);
+      expect(Atomics.load(ctl, 8)).toBeGreaterThan(0);
+      // A short job is still not worth a wake-up at that cost: the caller runs it alone.
+      await new Promise((r) => setTimeout(r, 20));
+      const joins2 = pool.workerJoins;
+      pool.run(op, [65536, 64 * 4096, 1024], 2, () => wait(20), 50_000);
+      expect(pool.workerJoins).toBe(joins2);
+    } finally {
+      await pool.close();
+    }
+  });
+
   it('a closed backend refuses kernels', async () => {
     const be = await WasmBackend.create({ threads: 2 });
     await be.close();
