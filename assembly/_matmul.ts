@@ -1,6 +1,6 @@
 // Matrix products Y[m, n] = X[m, k] · Wᵀ (+ bias), W row-major [n, k] in f32 / f16 / bf16 / q8_0.
 // Threads split the n output features (W rows) into contiguous chunks, so each weight byte is read by one thread.
-import { hsum, hsum4, f16x4, bf16x4, f16, f16x4Unscaled, f16Unscaled, nextItem } from './_simd';
+import { hsum, hsum4, f16x4, bf16x4, f16, f16x4Unscaled, f16Unscaled, nextItem, nextGuided } from './_simd';
 
 export const DT_F32: i32 = 0;
 export const DT_F16: i32 = 1;
@@ -420,19 +420,24 @@ export function matmul(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w
       x = xs112;
     }
   }
-  let chunk = MATMUL_CHUNK;
   if (m <= FEW_ROWS) {
-    const want = <i32>((<usize>STREAM_ITEM_BYTES + rowBytes(dtype, k) - 1) / rowBytes(dtype, k));
-    const cap = max(MATMUL_CHUNK, (n + 8 * nt - 1) / (8 * nt));
-    chunk = (min(max(want, MATMUL_CHUNK), cap) + 3) & ~3;
+    // Weights streamed once: guided items of up to STREAM_ITEM_BYTES (long runs keep the hardware prefetcher going;
+    // the shrinking tail keeps a descheduled thread from holding the others up).
+    const maxRows = max(MATMUL_CHUNK, <i32>((<usize>STREAM_ITEM_BYTES + rowBytes(dtype, k) - 1) / rowBytes(dtype, k)));
+    for (;;) {
+      const item = nextGuided(n, MATMUL_CHUNK, maxRows, 4, nt);
+      const r0 = <i32>(item >> 32);
+      if (r0 >= n) break;
+      const r1 = min(n, r0 + <i32>(item & 0xffffffff));
+      if (m == 1) gemv(dtype, out, x, xq, xs, w, bias, k, r0, r1);
+      else gemvFew(dtype, out, x, xq, xs, w, bias, m, n, k, r0, r1);
+    }
+    return;
   }
   for (;;) {
-    const r0 = nextItem() * chunk;
+    const r0 = nextItem() * MATMUL_CHUNK;
     if (r0 >= n) break;
-    const r1 = min(n, r0 + chunk);
-    if (m == 1) gemv(dtype, out, x, xq, xs, w, bias, k, r0, r1);
-    else if (m <= FEW_ROWS) gemvFew(dtype, out, x, xq, xs, w, bias, m, n, k, r0, r1);
-    else gemm(dtype, out, x, w, bias, m, n, k, r0, r1, scratch + <usize>tid * <usize>scratchStride);
+    gemm(dtype, out, x, w, bias, m, n, k, r0, min(n, r0 + MATMUL_CHUNK), scratch + <usize>tid * <usize>scratchStride);
   }
 }
 

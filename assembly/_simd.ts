@@ -156,3 +156,19 @@ export function setCounter(p: usize): void {
   const s = <i32>((<i64>units * tid) / nt) * align;
   return s < total ? s : total;
 }
+
+/**
+ * Guided variant of nextItem over a counter of units (rows) instead of items: takes max(minUnits, min(maxUnits,
+ * remaining / (4·nt))) units (rounded up to a multiple of `align`) and returns the first; the counter is the next
+ * free unit. Early items are long (streaming-friendly), the last ones short, so a thread slowed down by the machine
+ * holds up the others for at most one short item. The size is computed from a possibly stale read, but the atomic
+ * add reserves [first, first + size) for this thread alone, so every unit is still taken exactly once.
+ */
+// @ts-ignore: decorator
+@inline export function nextGuided(total: i32, minUnits: i32, maxUnits: i32, align: i32, nt: i32): i64 {
+  const left = total - atomic.load<i32>(counterPtr);
+  let size = max(minUnits, min(maxUnits, left / (4 * nt)));
+  size = (size + align - 1) / align * align;
+  const first = atomic.add<i32>(counterPtr, size);
+  return (<i64>first << 32) | <i64>size;
+}
