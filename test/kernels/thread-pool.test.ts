@@ -25,14 +25,19 @@ describe('kernel module', () => {
   });
 });
 
+/** A 1 MiB kernel memory with the module instantiated on this thread and a pool of one worker. */
+async function onePool(options: { participation?: 'all'; spinIterations?: number }) {
+  const module = await loadKernelModule();
+  const memory = createKernelMemory(1 << 20);
+  const ctlOffset = 4096;
+  instantiateKernels(module, memory).init(ctlOffset + 32);
+  const pool = await ThreadPool.create({ module, memory, ctlOffset, workers: 1, exportNames: KERNEL_OPS, ...options });
+  return { memory, ctlOffset, pool };
+}
+
 describe('ThreadPool', () => {
   it('reports a trap on a worker as a KernelError and keeps working afterwards', async () => {
-    const module = await loadKernelModule();
-    const memory = createKernelMemory(1 << 20);
-    const k = instantiateKernels(module, memory);
-    const ctlOffset = 4096;
-    k.init(ctlOffset + 32);
-    const pool = await ThreadPool.create({ module, memory, ctlOffset, workers: 1, exportNames: KERNEL_OPS, participation: 'all' });
+    const { memory, ctlOffset, pool } = await onePool({ participation: 'all' });
     try {
       const op = KERNEL_OPS.indexOf('stream_read');
       const beyond = memory.buffer.byteLength + 65536;
@@ -52,14 +57,9 @@ describe('ThreadPool', () => {
   });
 
   it('wakes sleeping workers for a long job even after wake-ups measured slow (no lock-out into one thread)', async () => {
-    const module = await loadKernelModule();
-    const memory = createKernelMemory(1 << 20);
-    const k = instantiateKernels(module, memory);
-    const ctlOffset = 4096;
-    k.init(ctlOffset + 32);
     // Opportunistic pool whose worker sleeps almost at once; the caller's share only waits, so the job's items are
     // done only if the worker is woken and joins.
-    const pool = await ThreadPool.create({ module, memory, ctlOffset, workers: 1, exportNames: KERNEL_OPS, spinIterations: 10 });
+    const { memory, ctlOffset, pool } = await onePool({ spinIterations: 10 });
     try {
       (pool as unknown as { wakeNs: number }).wakeNs = 1e9; // as after a few very slow futex wake-ups
       const ctl = new Int32Array(memory.buffer, ctlOffset, 16);
