@@ -7,6 +7,7 @@ import { CacheEngine } from '../../src/cache/cache-engine.js';
 import type { KernelBackend, KvCacheDType, KvCacheLayer } from '../../src/kernels/backend.js';
 import type { CausalLM, ForwardBatch } from '../../src/model/forward-batch.js';
 import type { ModelConfig } from '../../src/model/model-config.js';
+import { rng as mulberry32 } from '../kernels/helpers.js';
 
 /** A sequence's state in the test cache. */
 export interface TestSequence {
@@ -26,17 +27,8 @@ export interface BatchEntry {
   readonly sample?: boolean | 'all';
 }
 
-/** Seeded 32-bit PRNG (mulberry32) returning floats in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Seeded 32-bit PRNG (mulberry32) returning floats in [0, 1): the kernel tests' generator. */
+export { mulberry32 };
 
 /** A paged KV cache (fp32 by default) for every layer of `config`, plus a block allocator and batch builder. */
 export class TestKvCache {

@@ -17,6 +17,7 @@ import { getBlockDetail, hashPrefix } from '../../src/web/block-detail.js';
 import { UnknownBlockError } from '../../src/web/errors.js';
 import * as codec from '../../src/web/assets/snapshot-codec.js';
 import { PROMPTS, loadStories, makeEngine, type Stories } from '../engine/stories-engine.js';
+import { rng } from '../kernels/helpers.js';
 
 let stories: Stories;
 beforeAll(async () => {
@@ -24,17 +25,6 @@ beforeAll(async () => {
   stories = await loadStories();
 });
 
-/** A small seeded generator (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** What the interesting paths reached, so the test fails if the workload stops reaching them. */
 interface Seen { shared: number; swapped: number; cached: number; multiOwner: number; forks: number; partial: number }
