@@ -1,13 +1,14 @@
 import type { Block, BlockId } from './block.js';
 import type { BlockAllocator, BlockStates } from './block-allocator.js';
-import { BlockPool, type PooledBlock } from './block-pool.js';
+import { BlockPool } from './block-pool.js';
 import { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
 import {
-  BlockOverflowError, DoubleFreeError, FreedBlockError, InvalidArgumentError, InvalidStateError, NoFreeBlocksError,
+  DoubleFreeError, FreedBlockError, InvalidArgumentError, InvalidStateError, NoFreeBlocksError,
   UnknownBlockIdError,
 } from './errors.js';
 import type { BlockHash, HashValue } from './hashing.js';
 import { RefCounter } from './ref-counter.js';
+import { TokenBlock } from './token-block.js';
 import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
 
 /** Options of {@link NaiveBlockAllocator}. */
@@ -31,35 +32,13 @@ export interface NaiveBlockAllocatorOptions {
  * A block of the naive allocator: token ids plus a physical id; copy-on-write on append when the id is shared.
  * Mirrors vLLM's `NaiveBlock` (vllm/core/block/naive_block.py).
  */
-export class NaiveBlock implements PooledBlock {
-  blockId: BlockId | null = null;
-  prevBlock: Block | null = null;
-  extraHash: string | null = null;
-  poolId = -1;
-  readonly tokenIds: number[] = [];
-  readonly blockSize: number;
+export class NaiveBlock extends TokenBlock {
   /** The allocator that owns the block's current physical id (changes when the block is swapped). */
   owner: NaiveBlockAllocator;
 
   constructor(blockSize: number, owner: NaiveBlockAllocator) {
-    this.blockSize = blockSize;
+    super(blockSize);
     this.owner = owner;
-  }
-
-  /** Resets the object for reuse (see {@link PooledBlock.init}). */
-  init(prevBlock: Block | null, blockId: BlockId | null, extraHash: string | null): void {
-    this.prevBlock = prevBlock;
-    this.blockId = blockId;
-    this.extraHash = extraHash;
-    this.tokenIds.length = 0;
-  }
-
-  get numEmptySlots(): number {
-    return this.blockSize - this.tokenIds.length;
-  }
-
-  get isFull(): boolean {
-    return this.tokenIds.length === this.blockSize;
   }
 
   /** Always null: the naive allocator does not hash content. */
@@ -77,44 +56,8 @@ export class NaiveBlock implements PooledBlock {
     return -1;
   }
 
-  appendTokenIds(tokenIds: readonly number[]): void {
-    this.appendTokenIdsRange(tokenIds, 0, tokenIds.length);
-  }
-
-  appendTokenIdsRange(src: readonly number[], start: number, end: number): void {
-    if (end <= start) return;
-    checkAppend(this, src, start, end);
-    this.blockId = this.owner.cowBlockIfNotAppendable(this);
-    const t = this.tokenIds;
-    for (let i = start; i < end; i++) t.push(src[i]);
-  }
-
-  /** Appends without copy-on-write (for blocks being built by their allocator). */
-  appendTokenIdsNoCow(src: readonly number[], start: number, end: number): void {
-    const t = this.tokenIds;
-    for (let i = start; i < end; i++) t.push(src[i]);
-  }
-}
-
-/**
- * Checks an append of `src[start..end)` to `block` (live, fits, valid token ids) before anything changes.
- * Shared by both block kinds.
- */
-export function checkAppend(block: Block, src: readonly number[], start: number, end: number): void {
-  if (block.blockId === null) {
-    throw new FreedBlockError('cannot append token ids to a freed block (its physical id was released)');
-  }
-  const n = end - start;
-  const empty = block.blockSize - block.tokenIds.length;
-  if (n > empty) {
-    throw new BlockOverflowError(
-      `cannot append ${n} token ids to block ${block.blockId}: only ${empty} of its ${block.blockSize} slots are empty`);
-  }
-  for (let i = start; i < end; i++) {
-    const t = src[i];
-    if ((t >>> 0) !== t) {
-      throw new InvalidArgumentError(`token id at index ${i} must be an integer in [0, 2^32), got ${describe(t)}`);
-    }
+  protected cowBlockIfNotAppendable(): BlockId {
+    return this.owner.cowBlockIfNotAppendable(this);
   }
 }
 

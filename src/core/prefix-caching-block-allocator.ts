@@ -1,6 +1,6 @@
 import type { Block, BlockId } from './block.js';
 import type { BlockAllocator, BlockStates } from './block-allocator.js';
-import { BlockPool, type PooledBlock } from './block-pool.js';
+import { BlockPool } from './block-pool.js';
 import { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
 import {
   DoubleFreeError, InvalidArgumentError, NoFreeBlocksError, UnknownBlockIdError,
@@ -8,10 +8,11 @@ import {
 import { LRUEvictor } from './evictor.js';
 import { BlockHasher, type BlockHash, type HashAlgorithm, type HashValue } from './hashing.js';
 import {
-  checkAppend, checkFullBlockTokenIds, checkLiveBlock, checkReleasableBlocks, checkSwapIn, getAllBlocksRecursively,
+  checkFullBlockTokenIds, checkLiveBlock, checkReleasableBlocks, checkSwapIn, getAllBlocksRecursively,
   type NaiveBlockAllocatorOptions,
 } from './naive-block-allocator.js';
 import { RefCounter } from './ref-counter.js';
+import { TokenBlock } from './token-block.js';
 import { assertNonNegativeInt, assertPositiveInt } from './validate.js';
 
 /** Options of {@link PrefixCachingBlockAllocator}. */
@@ -28,37 +29,20 @@ export interface PrefixCachingBlockAllocatorOptions extends Omit<NaiveBlockAlloc
  * identical block that is already cached, which changes its `blockId`.
  * Mirrors vLLM's `PrefixCachingBlock` (vllm/core/block/prefix_caching_block.py).
  */
-export class PrefixCachingBlock implements PooledBlock {
-  blockId: BlockId | null = null;
-  prevBlock: Block | null = null;
-  extraHash: string | null = null;
+export class PrefixCachingBlock extends TokenBlock {
   contentHash: HashValue | null = null;
-  poolId = -1;
-  readonly tokenIds: number[] = [];
-  readonly blockSize: number;
   /** The allocator that owns the block's current physical id (changes when the block is swapped). */
   owner: PrefixCachingBlockAllocator;
 
   constructor(blockSize: number, owner: PrefixCachingBlockAllocator) {
-    this.blockSize = blockSize;
+    super(blockSize);
     this.owner = owner;
   }
 
-  /** Resets the object for reuse (see {@link PooledBlock.init}). */
-  init(prevBlock: Block | null, blockId: BlockId | null, extraHash: string | null): void {
-    this.prevBlock = prevBlock;
-    this.blockId = blockId;
-    this.extraHash = extraHash;
+  /** Resets the object for reuse (see {@link TokenBlock.init}); forgets the content hash. */
+  override init(prevBlock: Block | null, blockId: BlockId | null, extraHash: string | null): void {
+    super.init(prevBlock, blockId, extraHash);
     this.contentHash = null;
-    this.tokenIds.length = 0;
-  }
-
-  get numEmptySlots(): number {
-    return this.blockSize - this.tokenIds.length;
-  }
-
-  get isFull(): boolean {
-    return this.tokenIds.length === this.blockSize;
   }
 
   /** Whether the physical block's KV is known to be computed (see `markBlocksAsComputed`). */
@@ -71,23 +55,13 @@ export class PrefixCachingBlock implements PooledBlock {
     return this.blockId === null ? -1 : this.owner.getLastAccessed(this.blockId);
   }
 
-  appendTokenIds(tokenIds: readonly number[]): void {
-    this.appendTokenIdsRange(tokenIds, 0, tokenIds.length);
+  protected cowBlockIfNotAppendable(): BlockId {
+    return this.owner.cowBlockIfNotAppendable(this);
   }
 
-  appendTokenIdsRange(src: readonly number[], start: number, end: number): void {
-    if (end <= start) return;
-    checkAppend(this, src, start, end);
-    this.blockId = this.owner.cowBlockIfNotAppendable(this);
-    const t = this.tokenIds;
-    for (let i = start; i < end; i++) t.push(src[i]);
-    if (t.length === this.blockSize) this.owner.onBlockFull(this);
-  }
-
-  /** Appends without copy-on-write or promotion (for blocks being built by their allocator). */
-  appendTokenIdsNoCow(src: readonly number[], start: number, end: number): void {
-    const t = this.tokenIds;
-    for (let i = start; i < end; i++) t.push(src[i]);
+  /** A full block is promoted: registered in the cache or merged into an identical cached block. */
+  protected override onFull(): void {
+    this.owner.onBlockFull(this);
   }
 }
 
