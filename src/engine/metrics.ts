@@ -24,46 +24,11 @@ export const HISTOGRAM_NAMES: readonly HistogramName[] =
 /** Receives every histogram observation as it happens (the server feeds prom-client histograms this way). */
 export type MetricsListener = (name: HistogramName, value: number) => void;
 
-/** A snapshot of the engine's state and counters. Mirrors vLLM's `Stats` (vllm/engine/metrics_types.py). */
-export interface EngineStats {
-  /** ms, `performance.now()` clock. */
-  readonly now: number;
-  readonly numRunning: number;
-  readonly numWaiting: number;
-  readonly numSwapped: number;
-  readonly numGpuBlocks: number;
-  readonly numCpuBlocks: number;
-  readonly numFreeGpuBlocks: number;
-  readonly numFreeCpuBlocks: number;
-  /** Fraction of compute-tier blocks in use, in [0, 1]. */
-  readonly gpuCacheUsage: number;
-  /** Fraction of swap-tier blocks in use, in [0, 1]. */
-  readonly cpuCacheUsage: number;
-  /** Highest gpuCacheUsage seen after any step. */
-  readonly peakGpuCacheUsage: number;
-  /** Prompt tokens looked up in the prefix cache when their request was admitted, and the tokens found there. */
-  readonly prefixCacheQueries: number;
-  readonly prefixCacheHits: number;
-  /** The block manager's block-level hit rate on the compute tier, in [0, 1] (NaN when not available). */
-  readonly gpuPrefixCacheHitRate: number;
-  readonly numPreemptionsRecompute: number;
-  readonly numPreemptionsSwap: number;
-  readonly numBlocksSwappedIn: number;
-  readonly numBlocksSwappedOut: number;
-  readonly numBlocksCopied: number;
-  /** Prompt tokens computed by the model (prefix-cache hits excluded; recomputation included). */
-  readonly numPromptTokensComputed: number;
-  /** Prompt tokens of admitted requests (each request once). */
-  readonly promptTokens: number;
-  /** Tokens sampled. */
-  readonly generationTokens: number;
-  readonly numSteps: number;
-  readonly requestsFinished: Readonly<Record<FinishReason, number>>;
-}
-
 /** Mutable counters the engine updates; {@link EngineMetrics.snapshot} adds the live queue and cache figures. */
 export interface EngineCounters {
+  /** Highest gpuCacheUsage seen after any step. */
   peakGpuCacheUsage: number;
+  /** Prompt tokens looked up in the prefix cache when their request was admitted, and the tokens found there. */
   prefixCacheQueries: number;
   prefixCacheHits: number;
   numPreemptionsRecompute: number;
@@ -71,8 +36,11 @@ export interface EngineCounters {
   numBlocksSwappedIn: number;
   numBlocksSwappedOut: number;
   numBlocksCopied: number;
+  /** Prompt tokens computed by the model (prefix-cache hits excluded; recomputation included). */
   numPromptTokensComputed: number;
+  /** Prompt tokens of admitted requests (each request once). */
   promptTokens: number;
+  /** Tokens sampled. */
   generationTokens: number;
   numSteps: number;
   requestsFinished: Record<FinishReason, number>;
@@ -87,7 +55,22 @@ export interface EngineGauges {
   readonly numCpuBlocks: number;
   readonly numFreeGpuBlocks: number;
   readonly numFreeCpuBlocks: number;
+  /** The block manager's block-level hit rate on the compute tier, in [0, 1] (NaN when not available). */
   readonly gpuPrefixCacheHitRate: number;
+}
+
+/**
+ * A snapshot of the engine's state and counters: the counters (read-only), the gauges, and what is derived from
+ * them. Mirrors vLLM's `Stats` (vllm/engine/metrics_types.py).
+ */
+export interface EngineStats extends Readonly<Omit<EngineCounters, 'requestsFinished'>>, EngineGauges {
+  /** ms, `performance.now()` clock. */
+  readonly now: number;
+  /** Fraction of compute-tier blocks in use, in [0, 1]. */
+  readonly gpuCacheUsage: number;
+  /** Fraction of swap-tier blocks in use, in [0, 1]. */
+  readonly cpuCacheUsage: number;
+  readonly requestsFinished: Readonly<Record<FinishReason, number>>;
 }
 
 /**
