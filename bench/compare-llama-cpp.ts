@@ -38,6 +38,7 @@ import { LlamaLogLevel, getLlama, type Llama, type LlamaContext, type LlamaConte
 import { SHAREGPT_LIKE_DEFAULTS, sampleRequestLengths, summarize, type RequestLengths } from '../src/benchmark/index.js';
 import { createLLMEngine, RequestOutputKind } from '../src/engine/index.js';
 import { SeededNormal, createRandomModel } from '../src/model/random-model.js';
+import { sharedDir } from '../src/cli/default-model.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -69,7 +70,7 @@ if (kvDtype !== 'f16' && kvDtype !== 'f32') throw new Error(`--kv-dtype must be 
 if (maxModelLen % 256 !== 0) throw new Error('--max-model-len must be a multiple of 256 (llama.cpp pads contexts to 256)');
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-const shapeDir = join(repoRoot, '../shared/models/smollm2-135m-instruct-tokenizer');
+const shapeDir = join(sharedDir(), 'models/smollm2-135m-instruct-tokenizer');
 /** First id drawn into prompts: SmolLM2's special tokens are ids 0..16. */
 const FIRST_ORDINARY_ID = 100;
 

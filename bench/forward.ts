@@ -15,7 +15,6 @@
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { AttentionMetadataBuilder, CacheEngine, type ScheduledSequence } from '../src/cache/index.js';
@@ -25,6 +24,7 @@ import type { ForwardBatch } from '../src/model/forward-batch.js';
 import { loadModel } from '../src/model/load-model.js';
 import type { AttentionMode, LlamaModel } from '../src/model/llama-model.js';
 import { createRandomModel } from '../src/model/random-model.js';
+import { sharedDir } from '../src/cli/default-model.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -47,7 +47,7 @@ const promptLen = Number(args.prompt);
 const steps = Number(args.steps);
 const blockSize = Number(args['block-size']);
 
-const shapeDir = join(fileURLToPath(new URL('.', import.meta.url)), '../../shared/models/smollm2-135m-instruct-tokenizer');
+const shapeDir = join(sharedDir(), 'models/smollm2-135m-instruct-tokenizer');
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

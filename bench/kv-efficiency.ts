@@ -27,11 +27,11 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { SHAREGPT_LIKE_DEFAULTS, sampleRequestLengths, summarize } from '../src/benchmark/index.js';
 import { createLLMEngine, type LLMEngine } from '../src/engine/index.js';
 import { SeededNormal, createRandomModel } from '../src/model/random-model.js';
+import { sharedDir } from '../src/cli/default-model.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -51,7 +51,7 @@ const blockSizes = args['block-sizes']!.split(',').map(Number);
 const threads = Number(args.threads);
 const seed = Number(args.seed);
 
-const storiesDir = fileURLToPath(new URL('../../shared/models/stories260K', import.meta.url));
+const storiesDir = join(sharedDir(), 'models/stories260K');
 
 /** A stories260K-shaped random llama with `positions` positions (written once to the temp dir). */
 function tinyModel(positions: number): string {

@@ -19,7 +19,6 @@
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createLLMEngine } from '../src/engine/engine-args.js';
 import type { LLMEngine } from '../src/engine/llm-engine.js';
@@ -27,6 +26,7 @@ import { quantile } from '../src/engine/metrics.js';
 import { RandomGenerator } from '../src/model/random-generator.js';
 import { RequestOutputKind } from '../src/engine/sampling-params.js';
 import { createRandomModel } from '../src/model/random-model.js';
+import { sharedDir } from '../src/cli/default-model.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -52,7 +52,7 @@ const kvCacheMemory = Number(args['kv-cache-memory-mib']) * 1024 * 1024;
 const sharedPrefix = Number(args['shared-prefix']);
 const seed = Number(args.seed);
 
-const shapeDir = join(fileURLToPath(new URL('.', import.meta.url)), '../../shared/models/smollm2-135m-instruct-tokenizer');
+const shapeDir = join(sharedDir(), 'models/smollm2-135m-instruct-tokenizer');
 
 /** A standard normal draw (Box-Muller). */
 function normal(rng: RandomGenerator): number {

@@ -5,13 +5,13 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseBenchServeOptions, runBenchServe, type BenchServeCliValues } from '../../src/benchmark/index.js';
 import { BenchmarkOptionsError, BenchmarkServerError } from '../../src/benchmark/errors.js';
 import { startServer, type ServerHandle } from '../../src/server/api-server.js';
+import { sharedDir } from '../../src/cli/default-model.js';
 
-const STORIES = fileURLToPath(new URL('../../../shared/models/stories260K', import.meta.url));
+const STORIES = join(sharedDir(), 'models/stories260K');
 /** A chat template that writes BOS and the messages' text, so chat prompts are the text itself. */
 const PLAIN_TEMPLATE = '{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}';
 

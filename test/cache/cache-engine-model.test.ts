@@ -15,8 +15,9 @@ import type { ModelSource, TensorInfo } from '../../src/model/model-source.js';
 import { CacheEngine } from '../../src/cache/cache-engine.js';
 import { AttentionMetadataBuilder } from '../../src/cache/attention-metadata.js';
 import { makeKvCacheSpec } from '../../src/cache/kv-cache-spec.js';
+import { sharedDir } from '../../src/cli/default-model.js';
 
-const MODEL_DIR = resolve(import.meta.dirname, '..', '..', '..', 'shared', 'models', 'stories260K');
+const MODEL_DIR = resolve(sharedDir(), 'models', 'stories260K');
 const PROMPT = [1, 403, 407, 261, 378]; // "Once upon a time"
 const GOLDEN = ', there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, ' +
   'red ball. She wanted to play with it, but it was too high';

@@ -5,12 +5,12 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
 import { startServer, type ServerHandle } from '../../src/server/api-server.js';
+import { sharedDir } from '../../src/cli/default-model.js';
 
-const STORIES = fileURLToPath(new URL('../../../shared/models/stories260K', import.meta.url));
+const STORIES = join(sharedDir(), 'models/stories260K');
 
 let server: ServerHandle;
 let dir: string;

@@ -4,10 +4,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sharedDir } from '../../src/cli/default-model.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const BIN = join(REPO_ROOT, 'bin/pagellm.mjs');
-export const STORIES_DIR = join(REPO_ROOT, '../shared/models/stories260K');
+export const STORIES_DIR = join(sharedDir(), 'models/stories260K');
 export const TINY_BPE_TOKENIZER = join(REPO_ROOT, 'test/fixtures/tiny-bpe/tokenizer.json');
 
 /** The outcome of one CLI run. */

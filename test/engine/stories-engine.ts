@@ -2,7 +2,6 @@
  * Test helpers: the real stories260K model loaded once per test file on the reference backend, engines built
  * around it with any cache / scheduler settings, and a loop that runs requests to completion.
  */
-import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { CacheEngine, makeKvCacheSpec } from '../../src/cache/index.js';
@@ -12,8 +11,9 @@ import { loadModel, type LoadedModel } from '../../src/model/load-model.js';
 import { LLMEngine, type LLMEngineOptions } from '../../src/engine/llm-engine.js';
 import type { RequestOutput } from '../../src/engine/request-output.js';
 import type { SamplingParams, SamplingParamsInit } from '../../src/engine/sampling-params.js';
+import { sharedDir } from '../../src/cli/default-model.js';
 
-export const STORIES_DIR = join(fileURLToPath(new URL('.', import.meta.url)), '../../../shared/models/stories260K');
+export const STORIES_DIR = join(sharedDir(), 'models/stories260K');
 
 /** Story openings (32) in TinyStories style. */
 export const PROMPTS: readonly string[] = [

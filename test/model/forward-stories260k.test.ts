@@ -6,15 +6,15 @@
  * 1e-3) and 0.1 × (1 + max |logit|) (int8 with one scale per block and head; measured 0.055) of the fp32 cache's.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import type { KernelBackend, KvCacheDType } from '../../src/kernels/backend.js';
 import { createBackend } from '../../src/kernels/create-backend.js';
 import { loadModel, type LoadedModel } from '../../src/model/load-model.js';
 import { backendsUnderTest } from './forward-backends.js';
 import { greedyGenerate, type GreedyResult, TestKvCache } from './test-kv.js';
+import { sharedDir } from '../../src/cli/default-model.js';
 
-const MODEL_DIR = join(fileURLToPath(new URL('.', import.meta.url)), '../../../shared/models/stories260K');
+const MODEL_DIR = join(sharedDir(), 'models/stories260K');
 const PROMPT = 'Once upon a time';
 const PROMPT_IDS = [1, 403, 407, 261, 378];
 const README_TEXT = ', there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ' +

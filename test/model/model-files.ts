@@ -6,12 +6,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sharedDir } from '../../src/cli/default-model.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-export const STORIES_DIR = join(REPO_ROOT, '../shared/models/stories260K');
+export const STORIES_DIR = join(sharedDir(), 'models/stories260K');
 export const STORIES_BIN = join(STORIES_DIR, 'stories260K.bin');
 export const STORIES_TOKENIZER = join(STORIES_DIR, 'tok512.bin');
-export const SMOLLM2_DIR = join(REPO_ROOT, '../shared/models/smollm2-135m-instruct-tokenizer');
+export const SMOLLM2_DIR = join(sharedDir(), 'models/smollm2-135m-instruct-tokenizer');
 /** SmolLM2's tokenizer cut to 1024 ids, with SmolLM2's tokenizer_config.json (ChatML template). */
 export const TINY_BPE_DIR = join(REPO_ROOT, 'test/fixtures/tiny-bpe');
 export const TINY_BPE_TOKENIZER = join(TINY_BPE_DIR, 'tokenizer.json');

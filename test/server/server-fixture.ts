@@ -7,9 +7,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { startServer, type ServerHandle, type ServerOptions } from '../../src/server/api-server.js';
+import { sharedDir } from '../../src/cli/default-model.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-export const STORIES_DIR = join(REPO_ROOT, '../shared/models/stories260K');
+export const STORIES_DIR = join(sharedDir(), 'models/stories260K');
 
 /**
  * The greedy continuation of `Once upon a time` as stories260K's README states it. The README says "55 tokens"
