@@ -6,7 +6,7 @@
 // - prefill (runRows): a tile of up to 16 query tokens × the GQA heads of one KV head; per block and row, the
 //   block's logits update the row's running max / exp-sum (online softmax) and accumulate p·V.
 // Either way a KV block is read from memory once per item and reused from cache by the item's other rows.
-import { hsum4, f16x4, i8x4, f16, exp4, exp1, hmax } from './_simd';
+import { hsum4, f16x4, i8x4, f16, exp4, exp1, hmax, rowMax, expShiftSum } from './_simd';
 
 // Parameter block written by the host (i32 words; SCALE is f32 bits).
 export const P_OUT = 0, P_QUERY = 1, P_KC = 2, P_VC = 3, P_KS = 4, P_VS = 5, P_DTYPE = 6, P_TABLES = 7, P_SEQLENS = 8,
@@ -132,21 +132,7 @@ function rowStep<T>(q: usize, kb: usize, vb: usize, rs: usize, hs: i32, ta: i32,
     }
     store<f32>(st, m);
   }
-  const mv = f32x4.splat(m);
-  let sv = f32x4.splat(0);
-  i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const p = exp4(f32x4.sub(v128.load(lg + (<usize>i << 2)), mv));
-    sv = f32x4.add(sv, p);
-    v128.store(lg + (<usize>i << 2), p);
-  }
-  let bsum = f32x4.extract_lane(hsum4(sv, sv, sv, sv), 0);
-  for (; i < n; i++) {
-    const p = exp1(load<f32>(lg + (<usize>i << 2)) - m);
-    bsum += p;
-    store<f32>(lg + (<usize>i << 2), p);
-  }
-  store<f32>(st, sum + bsum, 4);
+  store<f32>(st, sum + expShiftSum(lg, n, m), 4);
   // acc += Σ p_i · vscale · v_i, 16 head values at a time in registers
   const vrow = vb + <usize>ta * rs;
   let c = 0;
@@ -368,25 +354,8 @@ function decodeRows<T>(pb: usize, table: usize, kvh0: i32, g: i32, nRows: i32, r
   const len = hi - lo;
   for (let r = 0; r < nRows; r++) {
     const row = lg + <usize>r * lrow;
-    let mv = f32x4.splat(-Infinity);
-    let i = 0;
-    for (; i + 4 <= len; i += 4) mv = f32x4.max(mv, v128.load(row + (<usize>i << 2)));
-    let m = hmax(mv);
-    for (; i < len; i++) m = Mathf.max(m, load<f32>(row + (<usize>i << 2)));
-    const mm = f32x4.splat(m);
-    let sv = f32x4.splat(0);
-    i = 0;
-    for (; i + 4 <= len; i += 4) {
-      const p = exp4(f32x4.sub(v128.load(row + (<usize>i << 2)), mm));
-      sv = f32x4.add(sv, p);
-      v128.store(row + (<usize>i << 2), p);
-    }
-    let sum = f32x4.extract_lane(hsum4(sv, sv, sv, sv), 0);
-    for (; i < len; i++) {
-      const p = exp1(load<f32>(row + (<usize>i << 2)) - m);
-      sum += p;
-      store<f32>(row + (<usize>i << 2), p);
-    }
+    const m = rowMax(row, len);
+    const sum = expShiftSum(row, len, m);
     store<f32>(st + (<usize>r << 3), m);
     store<f32>(st + (<usize>r << 3), sum, 4);
   }

@@ -132,6 +132,37 @@ export function toF16(value: f32): u32 {
   return f32x4.extract_lane(exp4(f32x4.splat(x)), 0);
 }
 
+/** Largest of the n floats at p (-Infinity when n is 0): four lanes, then the tail. */
+// @ts-ignore: decorator
+@inline export function rowMax(p: usize, n: i32): f32 {
+  let mv = f32x4.splat(-Infinity);
+  let j = 0;
+  for (; j + 4 <= n; j += 4) mv = f32x4.max(mv, v128.load(p + (<usize>j << 2)));
+  let m = hmax(mv);
+  for (; j < n; j++) m = Mathf.max(m, load<f32>(p + (<usize>j << 2)));
+  return m;
+}
+
+/** Replaces each of the n floats x at p by e^(x − m) and returns their sum (four lanes summed first, then the tail). */
+// @ts-ignore: decorator
+@inline export function expShiftSum(p: usize, n: i32, m: f32): f32 {
+  const mm = f32x4.splat(m);
+  let sv = f32x4.splat(0);
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const e = exp4(f32x4.sub(v128.load(p + (<usize>j << 2)), mm));
+    sv = f32x4.add(sv, e);
+    v128.store(p + (<usize>j << 2), e);
+  }
+  let sum = f32x4.extract_lane(hsum4(sv, sv, sv, sv), 0);
+  for (; j < n; j++) {
+    const e = exp1(load<f32>(p + (<usize>j << 2)) - m);
+    sum += e;
+    store<f32>(p + (<usize>j << 2), e);
+  }
+  return sum;
+}
+
 /** Address of the shared work counter (set once per instance by the host through `init`). */
 let counterPtr: usize = 0;
 

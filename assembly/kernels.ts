@@ -3,7 +3,7 @@
 // (tid selects per-thread scratch). Work is split into items taken from a shared atomic counter (nextItem), so the
 // result does not depend on which threads join or when. Built with --importMemory --sharedMemory; the only imports
 // are the memory and `abort`.
-import { hsum4, hmax, exp4, exp1, toF16, nextItem, setCounter } from './_simd';
+import { hsum4, hmax, exp4, exp1, toF16, nextItem, setCounter, rowMax, expShiftSum } from './_simd';
 import { matmul as matmulImpl, quantize_x_i16 as quantizeImpl, decodeRow, rowBytes } from './_matmul';
 import { decodeV1, decodeV2Partial, decodeV2Reduce, prefill, KV_F32, KV_F16 } from './_attention';
 
@@ -162,27 +162,9 @@ export function add(out: usize, a: usize, b: usize, n: i32, tid: i32, nt: i32): 
 export function softmax(x: usize, m: i32, n: i32, tid: i32, nt: i32): void {
   for (let r = nextItem(); r < m; r = nextItem()) {
     const p = x + <usize>r * (<usize>n << 2);
-    let mv = f32x4.splat(-Infinity);
-    let j = 0;
-    for (; j + 4 <= n; j += 4) mv = f32x4.max(mv, v128.load(p + (<usize>j << 2)));
-    let mx = hmax(mv);
-    for (; j < n; j++) mx = Mathf.max(mx, load<f32>(p + (<usize>j << 2)));
-    const mm = f32x4.splat(mx);
-    let sv = f32x4.splat(0);
-    j = 0;
-    for (; j + 4 <= n; j += 4) {
-      const e = exp4(f32x4.sub(v128.load(p + (<usize>j << 2)), mm));
-      sv = f32x4.add(sv, e);
-      v128.store(p + (<usize>j << 2), e);
-    }
-    let sum: f32 = f32x4.extract_lane(hsum4(sv, sv, sv, sv), 0);
-    for (; j < n; j++) {
-      const e = exp1(load<f32>(p + (<usize>j << 2)) - mx);
-      sum += e;
-      store<f32>(p + (<usize>j << 2), e);
-    }
+    const sum = expShiftSum(p, n, rowMax(p, n));
     const inv = f32x4.splat(1.0 / sum);
-    j = 0;
+    let j = 0;
     for (; j + 4 <= n; j += 4) v128.store(p + (<usize>j << 2), f32x4.mul(v128.load(p + (<usize>j << 2)), inv));
     const is: f32 = 1.0 / sum;
     for (; j < n; j++) store<f32>(p + (<usize>j << 2), load<f32>(p + (<usize>j << 2)) * is);
@@ -193,14 +175,10 @@ export function softmax(x: usize, m: i32, n: i32, tid: i32, nt: i32): void {
 export function argmax(out: usize, x: usize, m: i32, n: i32, tid: i32, nt: i32): void {
   for (let r = nextItem(); r < m; r = nextItem()) {
     const p = x + <usize>r * (<usize>n << 2);
-    let mv = f32x4.splat(-Infinity);
-    let j = 0;
-    for (; j + 4 <= n; j += 4) mv = f32x4.max(mv, v128.load(p + (<usize>j << 2)));
-    let mx = hmax(mv);
-    for (; j < n; j++) mx = Mathf.max(mx, load<f32>(p + (<usize>j << 2)));
+    const mx = rowMax(p, n);
     // first index holding the max (NaN-free rows; a row of NaN/-Inf only yields 0)
     let best = 0;
-    for (j = 0; j < n; j++) if (load<f32>(p + (<usize>j << 2)) == mx) { best = j; break; }
+    for (let j = 0; j < n; j++) if (load<f32>(p + (<usize>j << 2)) == mx) { best = j; break; }
     store<i32>(out + (<usize>r << 2), best);
   }
 }
