@@ -1,26 +1,15 @@
 // Types of snapshot-codec.js (the page's plain-JavaScript decoder), so TypeScript tests can import it.
-import type { RequestRow, SequenceRow, SnapshotConfig, SnapshotStats } from '../kv-cache-snapshot.js';
+import type { KvCacheSnapshot, SequenceRow } from '../kv-cache-snapshot.js';
 import type { EncodedColumn, WireSnapshot } from '../snapshot-encoding.js';
 
 export declare const BlockState: Readonly<{ FREE: 0; USED: 1; SHARED: 2; CACHED: 3; SWAPPED: 4; RESERVED: 5 }>;
 export declare const BlockFlag: Readonly<{ CACHED: 1; COMPUTED: 2 }>;
 export declare const STATE_NAMES: readonly string[];
 
-/** A snapshot as the page holds it. */
-export interface DecodedSnapshot {
+/** A snapshot as the page holds it: the server's {@link KvCacheSnapshot} plus the engine-state version. */
+export interface DecodedSnapshot extends Omit<KvCacheSnapshot, 'multiOwners'> {
   readonly version: number;
-  readonly time: number;
-  readonly config: SnapshotConfig;
-  readonly state: Uint8Array;
-  readonly refCount: Uint8Array;
-  readonly tokens: Uint16Array;
-  readonly owner: Uint16Array;
-  readonly flags: Uint8Array;
   readonly multiOwners: Map<number, readonly number[]>;
-  readonly requests: readonly RequestRow[];
-  readonly numWaitingNotListed: number;
-  readonly blockTables: Int32Array;
-  readonly stats: SnapshotStats;
 }
 
 /** Block counts per tier; `free` includes cached-evictable blocks, as the block manager counts them. */
