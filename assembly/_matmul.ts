@@ -1,6 +1,6 @@
 // Matrix products Y[m, n] = X[m, k] · Wᵀ (+ bias), W row-major [n, k] in f32 / f16 / bf16 / q8_0.
 // Threads split the n output features (W rows) into contiguous chunks, so each weight byte is read by one thread.
-import { hsum, hsum4, f16x4, bf16x4, f16, f16x4Unscaled, f16Unscaled, nextItem, nextGuided } from './_simd';
+import { hsum, hsum4, hmax, f16x4, bf16x4, f16, f16x4Unscaled, f16Unscaled, nextItem, nextGuided, TWO_112 } from './_simd';
 
 export const DT_F32: i32 = 0;
 export const DT_F16: i32 = 1;
@@ -8,8 +8,6 @@ export const DT_BF16: i32 = 2;
 export const DT_Q8_0: i32 = 3;
 /** Internal: f16 weights read unscaled (f16x4Unscaled) against x rows pre-multiplied by 2^112 (decode paths). */
 const DT_F16_X112: i32 = 4;
-/** 2^112: rebiases an f16 exponent field placed in an f32 (see f16x4). */
-const TWO_112: f32 = 5.192296858534828e33;
 /** Up to this many x rows, weights are streamed once row by row (gemvFew); beyond, blocked (gemm). */
 export const FEW_ROWS: i32 = 4;
 /** Weight rows per work item (a multiple of the 4-row blocks of gemm). */
@@ -113,7 +111,7 @@ function prescaleX112(x: usize, n: i32, dst: usize): bool {
   let mx = f32x4.splat(0);
   let i = 0;
   for (; i + 4 <= n; i += 4) mx = f32x4.max(mx, f32x4.abs(v128.load(x + (<usize>i << 2))));
-  let m = max(max(f32x4.extract_lane(mx, 0), f32x4.extract_lane(mx, 1)), max(f32x4.extract_lane(mx, 2), f32x4.extract_lane(mx, 3)));
+  let m = hmax(mx);
   for (; i < n; i++) m = max(m, abs(load<f32>(x + (<usize>i << 2))));
   if (!(m < 32768.0)) return false;
   const s = f32x4.splat(TWO_112);

@@ -30,6 +30,9 @@
   return f32x4.add(lo, hi);
 }
 
+/** 2^112: rebiases an f16 exponent field placed in an f32 (see f16x4). */
+export const TWO_112: f32 = 5.192296858534828e33;
+
 /**
  * Four IEEE halves at ptr → f32x4. Sign-extending the 16-bit pattern and shifting by 13 puts the sign in bit 31
  * (and copies in bits 28..30, masked off) and exponent+mantissa in bits 13..27; multiplying by 2^112 rebiases the
@@ -39,7 +42,7 @@
 @inline export function f16x4(ptr: usize): v128 {
   let v = v128.load16x4_s(ptr);
   v = v128.and(i32x4.shl(v, 13), i32x4.splat(0x8FFFE000));
-  return f32x4.mul(v, f32x4.splat(5.192296858534828e33));
+  return f32x4.mul(v, f32x4.splat(TWO_112));
 }
 
 /**
@@ -75,7 +78,7 @@
 // @ts-ignore: decorator
 @inline export function f16(h: u32): f32 {
   const v = ((<i32>(<i16>h)) << 13) & 0x8FFFE000;
-  return reinterpret<f32>(v) * 5.192296858534828e33;
+  return reinterpret<f32>(v) * TWO_112;
 }
 
 /** f32 → IEEE half bits, round to nearest even; overflow → Inf, NaN → 0x7e00. */
