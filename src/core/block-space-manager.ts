@@ -175,21 +175,22 @@ export class BlockSpaceManager {
 
   /**
    * Whether every running sequence of the group can append its unseen tokens plus `numLookaheadSlots` slots:
-   * the sum of the exact new blocks each needs against the free GPU blocks. Throws {@link UnknownSequenceError}
+   * the exact new blocks each needs, less what its sliding window releases first, taken from the free GPU blocks
+   * sequence by sequence in the order `appendSlots` runs (getSeqs(RUNNING)). Throws {@link UnknownSequenceError}
    * for a running sequence without a block table. Mirrors vLLM's `can_append_slots` (with an exact count).
    */
   canAppendSlots(seqGroup: SequenceGroupLike, numLookaheadSlots = 0): boolean {
     const seqs = seqGroup.getSeqs(SequenceStatus.RUNNING);
-    let needed = 0;
+    // In the order appendSlots will run: blocks one sequence's window releases help only the sequences after it.
+    let free = this.blockAllocator.getNumFreeBlocks(Device.GPU);
     for (let i = 0; i < seqs.length; i++) {
       const seq = seqs[i];
       const table = this.tableOf(seq);
-      needed += table.getNumNewBlocksForAppendSlots(seq.getLen() - table.numFullSlots, numLookaheadSlots);
-      if (this.maxBlockSlidingWindow !== null) {
-        needed -= table.getNumBlocksReleasedBySlidingWindow(this.numComputedTokens(seq, table));
-      }
+      const numComputed = this.maxBlockSlidingWindow === null ? null : this.numComputedTokens(seq, table);
+      free -= table.getNumNetNewBlocksForAppend(seq.getLen() - table.numFullSlots, numLookaheadSlots, numComputed);
+      if (free < 0) return false;
     }
-    return needed <= this.blockAllocator.getNumFreeBlocks(Device.GPU);
+    return true;
   }
 
   /**

@@ -172,14 +172,12 @@ export class BlockTable {
       }
     }
     const windowEnd = numComputedSlots !== null ? this.slidingWindowEnd(numComputedSlots) : 0;
-    const released = windowEnd > 0 ? this.getNumBlocksReleasedBySlidingWindow(numComputedSlots!) : 0;
-    const needsNullBlock = windowEnd > 0 && this.allocator.getNullBlock() === null ? 1 : 0;
-    const needed = this.getNumNewBlocksForAppendSlots(n, numLookaheadSlots) + needsNullBlock;
+    const net = this.getNumNetNewBlocksForAppend(n, numLookaheadSlots, numComputedSlots);
     const free = this.allocator.getNumFreeBlocks(Device.GPU);
-    if (needed > 0 && needed > free + released) {
+    if (net > free) {
       throw new NoFreeBlocksError(
-        `cannot append ${n} tokens (+${numLookaheadSlots} lookahead slots): ${needed} new GPU blocks needed, ` +
-        `${free} free${released > 0 ? ` and ${released} leaving the sliding window` : ''}`);
+        `cannot append ${n} tokens (+${numLookaheadSlots} lookahead slots): ${net} more GPU blocks needed than the ` +
+        `sliding window releases, ${free} free`);
     }
     if (windowEnd > 0) this.freeBlocksOutsideWindow(windowEnd);
     this.ensureNumEmptySlots(n + numLookaheadSlots, extraHash);
@@ -320,6 +318,20 @@ export class BlockTable {
       }
     }
     return needed;
+  }
+
+  /**
+   * Free GPU blocks an append takes on balance: {@link getNumNewBlocksForAppendSlots}, plus the null block the first
+   * time the sliding window releases anything, minus the blocks that leave the window first (released before the
+   * new ones are allocated). `numComputedSlots` is null without a sliding window. Negative when the append gives
+   * blocks back. What `appendTokenIdsRange` checks and `BlockSpaceManager.canAppendSlots` runs through in order.
+   */
+  getNumNetNewBlocksForAppend(numTokens: number, numLookaheadSlots: number, numComputedSlots: number | null): number {
+    const needed = this.getNumNewBlocksForAppendSlots(numTokens, numLookaheadSlots);
+    const windowEnd = numComputedSlots !== null ? this.slidingWindowEnd(numComputedSlots) : 0;
+    if (windowEnd === 0) return needed;
+    const needsNullBlock = this.allocator.getNullBlock() === null ? 1 : 0;
+    return needed + needsNullBlock - this.getNumBlocksReleasedBySlidingWindow(numComputedSlots!);
   }
 
   /**

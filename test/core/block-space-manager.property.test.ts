@@ -392,3 +392,27 @@ for (const enableCaching of [false, true]) {
     });
   });
 }
+
+describe('BlockSpaceManager regressions found by the properties', () => {
+  it('canAppendSlots runs a group in order: blocks a later sequence\'s window releases do not serve an earlier one', () => {
+    // Two running sequences (a fork) under a 1-token sliding window with no free block: the first needs a block
+    // and releases none, the second releases two. The old sum (2 − 2 ≤ 0 free) said yes; the first append failed.
+    const cfg: Config = {
+      blockSize: 1, numGpuBlocks: 12, numCpuBlocks: 0, watermark: 0, slidingWindow: 1, enableCaching: false, weakHash: false,
+    };
+    const z = { tok: 0 };
+    const ops: Op[] = [
+      { kind: 'add', a: 0, b: 281, ...z }, { kind: 'add', a: 9, b: 44, ...z }, { kind: 'schedule', a: 0, b: 0, ...z },
+      { kind: 'schedule', a: 0, b: 0, ...z }, { kind: 'append', a: 0, b: 69, ...z }, { kind: 'finish', a: 0, b: 0, ...z },
+      { kind: 'append', a: 0, b: 61, ...z }, { kind: 'append', a: 331, b: 57, ...z }, { kind: 'finish', a: 1, b: 4, ...z },
+      { kind: 'append', a: 495, b: 69, ...z },
+      ...Array.from({ length: 10 }, () => ({ kind: 'add' as const, a: 0, b: 0, ...z })),
+    ];
+    const h = new Harness(cfg, new Array<number>(48).fill(0));
+    for (const op of ops) {
+      h.run(op);
+      h.checkInvariants();
+    }
+    h.freeEverything();
+  });
+});
