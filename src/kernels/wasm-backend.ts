@@ -62,6 +62,8 @@ export interface WasmBackendOptions {
   readonly spinIterations?: number;
   /** See ThreadPoolOptions.participation (default `opportunistic`; tests use `all`). */
   readonly participation?: 'opportunistic' | 'all';
+  /** A compiled kernel module to use instead of build/kernels.wasm (a benchmark comparing two builds in one process). */
+  readonly module?: WebAssembly.Module;
 }
 
 /** The WebAssembly SIMD backend. Create with `createBackend()` or {@link WasmBackend.create}; call close() when done. */
@@ -98,7 +100,7 @@ export class WasmBackend implements KernelBackend {
     if (!Number.isInteger(threads) || threads < 1 || threads > 256) {
       throw new KernelError(`WasmBackend: threads must be an integer in 1..256, got ${threads}`);
     }
-    const module = await loadKernelModule();
+    const module = options.module ?? (await loadKernelModule());
     const memory = createKernelMemory(options.initialBytes);
     if (CTL_OFFSET + CTL_BYTES > 65536) throw new KernelError('control block does not fit the reserved bytes');
     const arena = new WasmArena(memory);
@@ -177,8 +179,8 @@ export class WasmBackend implements KernelBackend {
       }
       const work = m * n * k * NS_PER_MAC;
       const stride = Math.ceil((16 * k + 64) / 64) * 64;
-      // Per-thread scratch: decoded weight rows (batched, non-f32) or a 2^112-scaled copy of x (f16 decode paths).
-      const scr = (m > FEW_ROWS && w.dtype !== 'f32') || w.dtype === 'f16' ? this.scratch(stride * (this.parallel(work) ? this.threads : 1)) : 0;
+      // Per-thread scratch: decoded weight rows and the touch result (batched) or a 2^112-scaled copy of x (f16 decode).
+      const scr = m > FEW_ROWS || w.dtype === 'f16' ? this.scratch(stride * (this.parallel(work) ? this.threads : 1)) : 0;
       this.exec(op, [WEIGHT_CODE[w.dtype], outP, xP, xq, xs, wP, biasP, m, n, k, scr, stride], work);
     } finally {
       this.arena.reset(mark);

@@ -73,15 +73,27 @@ async function compile(bytes: BufferSource): Promise<WebAssembly.Module> {
   }
 }
 
-/** Instantiates the module on `memory` on the calling thread. */
+/**
+ * Instantiates the module on `memory` on the calling thread.
+ * @throws KernelLoadError when the module lacks one of the kernel exports (it was not built from assembly/, or from
+ * older sources) or does not instantiate on a shared memory.
+ */
 export function instantiateKernels(module: WebAssembly.Module, memory: WebAssembly.Memory): KernelExports {
-  const instance = new WebAssembly.Instance(module, {
-    env: {
-      memory,
-      abort: () => {
-        throw new KernelLoadError('kernel abort');
+  const have = new Set(WebAssembly.Module.exports(module).filter((e) => e.kind === 'function').map((e) => e.name));
+  const missing = ['init', ...KERNEL_OPS].filter((name) => !have.has(name));
+  if (missing.length > 0) throw new KernelLoadError(`the kernel module lacks the exports ${missing.join(', ')}`);
+  let instance: WebAssembly.Instance;
+  try {
+    instance = new WebAssembly.Instance(module, {
+      env: {
+        memory,
+        abort: () => {
+          throw new KernelLoadError('kernel abort');
+        },
       },
-    },
-  });
+    });
+  } catch (e) {
+    throw new KernelLoadError(`the kernel module does not instantiate on the shared kernel memory: ${String(e)}`);
+  }
   return instance.exports as unknown as KernelExports;
 }

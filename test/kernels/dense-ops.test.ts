@@ -1,10 +1,11 @@
 // The wasm backend's dense kernels against the reference backend, on random inputs and many shapes, with 1 and 2
 // threads (2 threads exercise the worker pool: the large shapes pass the parallel thresholds).
+import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WeightDType } from '../../src/kernels/backend.js';
 import { createBackend } from '../../src/kernels/create-backend.js';
 import { WasmBackend } from '../../src/kernels/wasm-backend.js';
-import { KernelError } from '../../src/kernels/errors.js';
+import { KernelError, KernelLoadError } from '../../src/kernels/errors.js';
 import { computeCosSin } from '../../src/kernels/rope-cache.js';
 import { decodeWeightRow, encodeWeight } from '../../src/kernels/weight-codec.js';
 import { expectClose, maxAbsDiff, randInt, randomF32, rng, toArena } from './helpers.js';
@@ -202,3 +203,37 @@ for (const threads of [1, 2]) {
     });
   });
 }
+
+describe('WasmBackend.create({ module })', () => {
+  it('runs a kernel module the caller compiled, on both threads', async () => {
+    const bytes = await readFile(new URL('../../build/kernels.wasm', import.meta.url));
+    const be = await WasmBackend.create({ threads: 2, participation: 'all', module: await WebAssembly.compile(bytes) });
+    try {
+      const r = rng(7);
+      const [m, n, k] = [16, 300, 576];
+      const values = randomF32(r, n * k, 0.5);
+      const w = encodeWeight(values, n, k, 'f32', be.arena.allocBytes(n * k * 4));
+      const x = randomF32(r, m * k, 2);
+      const want = new Float32Array(m * n);
+      ref.matmul(want, x, encodeWeight(values, n, k, 'f32'), m);
+      const got = be.arena.allocF32(m * n);
+      be.matmul(got, toArena(be.arena, x), w, m);
+      expect(maxAbsDiff(got, want)).toBeLessThan(1e-3);
+      expect(be.workerJoins).toBeGreaterThan(0);
+    } finally {
+      await be.close();
+    }
+  });
+
+  it('refuses a module without the kernel exports, naming what is missing', async () => {
+    // (module (memory (import "env" "memory") 1 65536 shared) (func (export "init") (param i32)))
+    const bytes = new Uint8Array([
+      0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x05, 0x01, 0x60, 0x01, 0x7f, 0x00, 0x02, 0x12, 0x01, 0x03,
+      0x65, 0x6e, 0x76, 0x06, 0x6d, 0x65, 0x6d, 0x6f, 0x72, 0x79, 0x02, 0x03, 0x01, 0x80, 0x80, 0x04, 0x03, 0x02, 0x01,
+      0x00, 0x07, 0x08, 0x01, 0x04, 0x69, 0x6e, 0x69, 0x74, 0x00, 0x00, 0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b,
+    ]);
+    const module = await WebAssembly.compile(bytes);
+    await expect(WasmBackend.create({ module })).rejects.toThrow(KernelLoadError);
+    await expect(WasmBackend.create({ module })).rejects.toThrow(/lacks the exports matmul, quantize_x_i16, .*stream_read/);
+  });
+});

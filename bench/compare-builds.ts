@@ -1,0 +1,80 @@
+// Before/after for kernel changes: times matrix products on two or more builds of the kernel module in one process,
+// alternating their samples (a, b, a, b, ...) so that the host's noise falls on both alike.
+//
+//   git stash && npm run build:wasm && cp build/kernels.wasm /tmp/before.wasm && git stash pop && npm run build:wasm
+//   npx tsx bench/compare-builds.ts /tmp/before.wasm build/kernels.wasm [--threads 1] [--dtype f32] \
+//       [--shapes 576x49152:16,576x49152:64,576x1536:16] [--rounds 9]
+//
+// Prints per shape ([in×out]:rows) and build: median GFLOP/s [best], and the median ratio last/first build.
+// Before timing, every build's outputs are checked against the first build's.
+import { readFileSync } from 'node:fs';
+import type { WeightDType } from '../src/kernels/backend.js';
+import { WasmBackend } from '../src/kernels/wasm-backend.js';
+import { encodeWeight } from '../src/kernels/weight-codec.js';
+import { weightBytes } from '../src/kernels/validate.js';
+
+const args = process.argv.slice(2);
+const opt = (name: string, dflt: string) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : dflt;
+};
+const files = args.filter((a, i) => !a.startsWith('--') && (i === 0 || !args[i - 1].startsWith('--')));
+if (files.length < 2) {
+  console.error('usage: npx tsx bench/compare-builds.ts a.wasm b.wasm [more.wasm] [--threads N] [--dtype f32] [--shapes KxN:M,...]');
+  process.exit(2);
+}
+const threads = Number(opt('threads', '1'));
+const dtype = opt('dtype', 'f32') as WeightDType;
+const shapes = opt('shapes', '576x49152:16,576x49152:64,576x1536:16').split(',');
+const rounds = Number(opt('rounds', '9'));
+const sampleMs = 40;
+
+const backends = await Promise.all(files.map(async (f) =>
+  WasmBackend.create({ threads, participation: 'all', module: await WebAssembly.compile(readFileSync(f)) })));
+
+function fill(a: Float32Array, seed: number): void {
+  let x = seed >>> 0;
+  for (let i = 0; i < a.length; i++) { x = (Math.imul(x, 1664525) + 1013904223) >>> 0; a[i] = (x / 2 ** 32 - 0.5) * 0.2; }
+}
+
+const name = (f: string) => f.split('/').pop() ?? f;
+console.log(`${threads} thread(s), ${dtype} weights; per shape [in×out]:rows and build: median GFLOP/s [best]`);
+for (const spec of shapes) {
+  const [shape, rows] = spec.split(':');
+  const [k, n] = shape.split('x').map(Number);
+  const m = Number(rows);
+  const values = new Float32Array(n * k);
+  fill(values, k + n);
+  const runs = backends.map((be) => {
+    const mark = be.arena.mark();
+    const w = encodeWeight(values, n, k, dtype, be.arena.allocBytes(weightBytes({ dtype, rows: n, cols: k })));
+    const x = be.arena.allocF32(m * k);
+    fill(x, m);
+    const out = be.arena.allocF32(m * n);
+    be.matmul(out, x, w, m);
+    return { be, mark, call: () => be.matmul(out, x, w, m), out, samples: [] as number[] };
+  });
+  for (const r of runs.slice(1)) {
+    for (let i = 0; i < r.out.length; i++) {
+      if (Math.abs(r.out[i] - runs[0].out[i]) > 1e-3 * (1 + Math.abs(runs[0].out[i]))) {
+        throw new Error(`${spec}: builds disagree at output ${i}: ${runs[0].out[i]} vs ${r.out[i]}`);
+      }
+    }
+  }
+  for (let s = 0; s < rounds; s++) {
+    for (const r of runs) {
+      let calls = 0;
+      const t0 = performance.now();
+      let t = t0;
+      while (t - t0 < sampleMs) { r.call(); calls++; t = performance.now(); }
+      r.samples.push((t - t0) / calls);
+    }
+  }
+  const flops = 2 * m * n * k;
+  const med = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
+  const cells = runs.map((r, i) => `${name(files[i])} ${(flops / med(r.samples) / 1e6).toFixed(1)} [${(flops / Math.min(...r.samples) / 1e6).toFixed(1)}]`);
+  const ratio = med(runs[0].samples) / med(runs[runs.length - 1].samples);
+  console.log(`[${k}×${n}] m=${m}: ${cells.join(' | ')} | last/first ${ratio.toFixed(2)}×`);
+  for (const r of runs) r.be.arena.reset(r.mark);
+}
+for (const be of backends) await be.close();
