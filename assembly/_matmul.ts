@@ -373,8 +373,8 @@ function gemm(dtype: i32, out: usize, x: usize, w: usize, bias: usize, m: i32, n
   const os = <usize>n << 2;
   // Pull the item's weights into this core's caches in one dense burst first. Otherwise the first pass over each
   // 4-row block (and decodeRow) waits on DRAM line by line, at the kernel's pace, with few misses in flight: with 16
-  // x rows that wait was a third of the time on DRAM-resident weights. Measured (bench/kernels.ts, 1 thread, f32
-  // [576×49152]): m=16 +21-24%, m=64 +4-8%; weights already in L3 lose 1-4% to the extra pass.
+  // x rows that wait was a third of the time on DRAM-resident weights. Measured (bench/compare-builds.ts, 1 thread, f32
+  // [576×49152]): m=16 +21-25%, m=64 +4-8%; weights already in L3 lose 1-4% to the extra pass.
   v128.store(scratch, touchLines(w + <usize>r0 * ws, w + <usize>r1 * ws));
   let r = r0;
   for (; r + 4 <= r1; r += 4) {
