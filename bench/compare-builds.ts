@@ -12,6 +12,7 @@ import type { WeightDType } from '../src/kernels/backend.js';
 import { WasmBackend } from '../src/kernels/wasm-backend.js';
 import { encodeWeight } from '../src/kernels/weight-codec.js';
 import { weightBytes } from '../src/kernels/validate.js';
+import { fill, timeRoundRobin } from './sampling.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, dflt: string) => {
@@ -32,11 +33,6 @@ const sampleMs = 40;
 const backends = await Promise.all(files.map(async (f) =>
   WasmBackend.create({ threads, participation: 'all', module: await WebAssembly.compile(readFileSync(f)) })));
 
-function fill(a: Float32Array, seed: number): void {
-  let x = seed >>> 0;
-  for (let i = 0; i < a.length; i++) { x = (Math.imul(x, 1664525) + 1013904223) >>> 0; a[i] = (x / 2 ** 32 - 0.5) * 0.2; }
-}
-
 const name = (f: string) => f.split('/').pop() ?? f;
 console.log(`${threads} thread(s), ${dtype} weights; per shape [in×out]:rows and build: median GFLOP/s [best]`);
 for (const spec of shapes) {
@@ -52,7 +48,7 @@ for (const spec of shapes) {
     fill(x, m);
     const out = be.arena.allocF32(m * n);
     be.matmul(out, x, w, m);
-    return { be, mark, call: () => be.matmul(out, x, w, m), out, samples: [] as number[] };
+    return { be, mark, call: () => be.matmul(out, x, w, m), out };
   });
   for (const r of runs.slice(1)) {
     for (let i = 0; i < r.out.length; i++) {
@@ -61,20 +57,10 @@ for (const spec of shapes) {
       }
     }
   }
-  for (let s = 0; s < rounds; s++) {
-    for (const r of runs) {
-      let calls = 0;
-      const t0 = performance.now();
-      let t = t0;
-      while (t - t0 < sampleMs) { r.call(); calls++; t = performance.now(); }
-      r.samples.push((t - t0) / calls);
-    }
-  }
+  const stats = timeRoundRobin(runs.map((r) => r.call), rounds, sampleMs);
   const flops = 2 * m * n * k;
-  const med = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
-  const cells = runs.map((r, i) => `${name(files[i])} ${(flops / med(r.samples) / 1e6).toFixed(1)} [${(flops / Math.min(...r.samples) / 1e6).toFixed(1)}]`);
-  const ratio = med(runs[0].samples) / med(runs[runs.length - 1].samples);
-  console.log(`[${k}×${n}] m=${m}: ${cells.join(' | ')} | last/first ${ratio.toFixed(2)}×`);
+  const cells = stats.map((st, i) => `${name(files[i])} ${(flops / st.med / 1e6).toFixed(1)} [${(flops / st.min / 1e6).toFixed(1)}]`);
+  console.log(`[${k}×${n}] m=${m}: ${cells.join(' | ')} | last/first ${(stats[0].med / stats[stats.length - 1].med).toFixed(2)}×`);
   for (const r of runs) r.be.arena.reset(r.mark);
 }
 for (const be of backends) await be.close();

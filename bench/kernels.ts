@@ -13,6 +13,7 @@ import type { KvCacheDType, PagedAttentionInput, WeightDType } from '../src/kern
 import { encodeWeight } from '../src/kernels/weight-codec.js';
 import { WasmBackend } from '../src/kernels/wasm-backend.js';
 import { weightBytes } from '../src/kernels/validate.js';
+import { fill, timeRoundRobin } from './sampling.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, dflt: string) => {
@@ -40,46 +41,12 @@ async function create(threads: number, warmMs = quick ? 200 : 1000): Promise<Was
   return be;
 }
 
-/** ms per call over 7 samples (median and best); each sample runs the call for at least `sampleMs`. */
-function timeBoth(fn: () => void, sampleMs = quick ? 15 : 60): { med: number; min: number } {
-  fn();
-  const samples: number[] = [];
-  for (let s = 0; s < 7; s++) {
-    let n = 0;
-    const t0 = performance.now();
-    let t = t0;
-    while (t - t0 < sampleMs || n < 1) { fn(); n++; t = performance.now(); }
-    samples.push((t - t0) / n);
-  }
-  samples.sort((a, b) => a - b);
-  return { med: samples[3], min: samples[0] };
-}
+/** Milliseconds each sample runs its call for; figures are the median of 7 samples (best in brackets). */
+const SAMPLE_MS = quick ? 15 : 60;
 
-/** Like timeBoth for two calls whose samples alternate (a, b, a, b, ...): their ratio is fair on a noisy machine. */
-function timeInterleaved(a: () => void, b: () => void, sampleMs = quick ? 15 : 60): [{ med: number; min: number }, { med: number; min: number }] {
-  a();
-  b();
-  const sa: number[] = [], sb: number[] = [];
-  const sample = (fn: () => void, into: number[]) => {
-    let n = 0;
-    const t0 = performance.now();
-    let t = t0;
-    while (t - t0 < sampleMs || n < 1) { fn(); n++; t = performance.now(); }
-    into.push((t - t0) / n);
-  };
-  for (let s = 0; s < 7; s++) { sample(a, sa); sample(b, sb); }
-  const stats = (v: number[]) => { v.sort((x, y) => x - y); return { med: v[3], min: v[0] }; };
-  return [stats(sa), stats(sb)];
-}
-
-/** Median ms per call (see timeBoth). */
-function time(fn: () => void, sampleMs?: number): number {
-  return timeBoth(fn, sampleMs).med;
-}
-
-function fill(a: Float32Array, seed: number): void {
-  let x = seed >>> 0;
-  for (let i = 0; i < a.length; i++) { x = (Math.imul(x, 1664525) + 1013904223) >>> 0; a[i] = (x / 2 ** 32 - 0.5) * 0.2; }
+/** Median ms per call over 7 samples of `sampleMs`. */
+function time(fn: () => void, sampleMs = SAMPLE_MS): number {
+  return timeRoundRobin([fn], 7, sampleMs)[0].med;
 }
 
 /** This machine's L3 size in bytes (Linux sysfs; 32 MiB, the development machine's, where unreadable): one-row
@@ -152,14 +119,21 @@ async function matmuls(readBw: number): Promise<void> {
 
 /**
  * The issue-3 matmul targets (2 threads): batched f32 at 16 and 64 rows on every shape, one-row products on weights
- * larger than L3. Timed again round-robin — one sample of every cell per round, 9 rounds, medians — so that a slow
- * spell of the host (they last seconds here) costs every cell a sample or two instead of sinking whichever cell was
- * being timed at the time.
+ * larger than L3. Timed again round-robin — one sample of every cell per round, 9 rounds, medians — together with the
+ * wasm read stream the one-row cells are judged against, so that a slow spell of the host (they last seconds here)
+ * costs every cell a sample or two instead of sinking whichever cell, or the bandwidth reference, was being timed.
  */
-async function matmulTargets(readBw: number): Promise<void> {
+async function matmulTargets(): Promise<void> {
   const threads = threadList[threadList.length - 1];
   const be = await create(threads);
-  const cells: Array<{ call: () => void; samples: number[]; report: (ms: number, best: number) => string }> = [];
+  const cells: Array<{ call: () => void; report: (ms: number, best: number, readGbs: number) => string }> = [];
+  const streamBytes = 256 << 20;
+  const stream = be.arena.allocBytes(streamBytes).fill(1);
+  cells.push({
+    call: () => be.streamRead(stream),
+    report: (ms, best) => `wasm read stream (256 MiB, ${threads} threads, timed with the cells below): ` +
+      `${(streamBytes / ms / 1e6).toFixed(1)} GB/s [best ${(streamBytes / best / 1e6).toFixed(1)}]`,
+  });
   const pct = (v: number, of: number) => (Number.isFinite(of) ? `${((100 * v) / of).toFixed(0)}%` : '?');
   for (const dtype of dtypes) {
     for (const [k, n] of [[576, 1536], [1536, 576], [576, 49152]]) {
@@ -175,30 +149,19 @@ async function matmulTargets(readBw: number): Promise<void> {
         const out = be.arena.allocF32(m * n);
         const gf = (t: number) => (2 * m * n * k) / t / 1e6, gb = (t: number) => bytes / t / 1e6;
         const report = m === 1
-          ? (ms: number, best: number) => `one-row ${dtype} [${k}×${n}] (${(bytes / 2 ** 20).toFixed(0)} MiB > L3), ` +
-            `${threads} threads: ${gb(ms).toFixed(1)} GB/s [best ${gb(best).toFixed(1)}] = ${pct(gb(ms), readBw)} of the ` +
-            `read stream, ${pct(gb(ms), copyRwGbs)} of the plain copy's read+write (target ≥ 70%)`
+          ? (ms: number, best: number, readGbs: number) => `one-row ${dtype} [${k}×${n}] ` +
+            `(${(bytes / 2 ** 20).toFixed(0)} MiB > L3), ${threads} threads: ${gb(ms).toFixed(1)} GB/s [best ` +
+            `${gb(best).toFixed(1)}] = ${pct(gb(ms), readGbs)} of the read stream, ${pct(gb(ms), copyRwGbs)} of the ` +
+            `plain copy's read+write (target ≥ 70%)`
           : (ms: number, best: number) => `batched f32 [${k}×${n}] m=${m}, ${threads} threads: ${gf(ms).toFixed(1)} ` +
             `GFLOP/s [best ${gf(best).toFixed(1)}] (target ≥ 70)`;
-        cells.push({ call: () => be.matmul(out, x, w, m), samples: [], report });
+        cells.push({ call: () => be.matmul(out, x, w, m), report });
       }
     }
   }
-  const sampleMs = quick ? 15 : 60;
-  for (const c of cells) c.call();
-  for (let round = 0; round < 9; round++) {
-    for (const c of cells) {
-      let calls = 0;
-      const t0 = performance.now();
-      let t = t0;
-      while (t - t0 < sampleMs || calls < 1) { c.call(); calls++; t = performance.now(); }
-      c.samples.push((t - t0) / calls);
-    }
-  }
-  for (const c of cells) {
-    c.samples.sort((a, b) => a - b);
-    summary.push(c.report(c.samples[c.samples.length >> 1], c.samples[0]));
-  }
+  const stats = timeRoundRobin(cells.map((c) => c.call), 9, SAMPLE_MS);
+  const readGbs = streamBytes / stats[0].med / 1e6;
+  cells.forEach((c, i) => summary.push(c.report(stats[i].med, stats[i].min, readGbs)));
   await be.close();
 }
 
@@ -238,7 +201,7 @@ async function attention(): Promise<void> {
       const pagedIn = run(blockSize, true);
       const denseIn = run(ctx, false);
       // Samples alternate paged / contiguous so a change in the machine's speed hits both sides alike.
-      const [pt, dt] = timeInterleaved(pagedIn.call, denseIn.call);
+      const [pt, dt] = timeRoundRobin([pagedIn.call, denseIn.call], 7, SAMPLE_MS);
       const paged = { ms: pt.med, best: pt.min, bytes: pagedIn.bytes }, dense = { ms: dt.med, best: dt.min, bytes: denseIn.bytes };
       const tps = (ms: number) => ((numSeqs / ms) * 1000).toFixed(0);
       if (threads === threadList[threadList.length - 1]) {
@@ -261,7 +224,7 @@ console.log(`pagellm kernel benchmark — ${availableParallelism()} CPUs, node $
 const bw = only.includes('bw') ? await bandwidth() : NaN;
 if (only.includes('matmul')) {
   await matmuls(bw);
-  await matmulTargets(bw);
+  await matmulTargets();
 }
 if (only.includes('attention')) await attention();
 console.log(`\ntargets (issue 3; medians, best sample in brackets):\n  ${summary.join('\n  ')}`);
