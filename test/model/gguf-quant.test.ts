@@ -30,9 +30,22 @@ describe('Q8_0 quantisation', () => {
           const i = x.findIndex((v) => Math.abs(v) === amax);
           expect(Math.abs(q[i])).toBe(127);
         }
+        // q = round(x / d32) with d32 = amax / 127 in f32, then d32 is stored as f16 d, so |y − x| ≤ d32/2 + 127.5·|d − d32|.
+        // f16 rounding moves d32 by at most 2^-11 of itself, or by 2^-25 below f16's normal range: a block whose values
+        // are all under ~3.8e-6 stores d = 0 and dequantises to zeros, as ggml's quantize_row_q8_0_ref does.
+        const d32 = Math.fround(amax / 127);
+        const bound = d32 * 0.5 + 127.5 * Math.max(d32 * 2 ** -11, 2 ** -25);
         const y = dequantizeQ8_0(bytes, 32);
-        for (let j = 0; j < 32; j++) expect(Math.abs(y[j] - x[j])).toBeLessThanOrEqual(d * 0.5 + Math.abs(x[j]) * 2e-3 + 1e-30);
+        for (let j = 0; j < 32; j++) expect(Math.abs(y[j] - x[j])).toBeLessThanOrEqual(bound + Math.abs(x[j]) * 1e-6 + 1e-30);
       }), { numRuns: 300 });
+  });
+
+  it('dequantises a block whose scale underflows f16 to zeros (fast-check seed -1556064109)', () => {
+    const x = new Float32Array(32);
+    x[31] = -1.0020040799799068e-30;
+    const bytes = quantizeQ8_0(x);
+    expect(f16BitsToF32(bytes[0] | (bytes[1] << 8))).toBe(0);
+    expect(Array.from(dequantizeQ8_0(bytes, 32)).every((v) => v === 0)).toBe(true);
   });
 
   it('lays rows out as consecutive 34-byte blocks, scale first', () => {
