@@ -27,8 +27,8 @@ const only = opt('only', 'bw,matmul,attention').split(',');
 const participation = opt('participation', 'opportunistic') as 'opportunistic' | 'all';
 /**
  * A backend whose threads have been busy for `warmMs` first: on this VM the first second of a job on both vCPUs often
- * runs at one core's speed (the host gives the second vCPU its own core only after a while), which would otherwise
- * fall on whichever figure happens to be timed first.
+ * runs at one core's speed (as if the host gave the second vCPU a core of its own only after a while), which would
+ * otherwise fall on whichever figure happens to be timed first.
  */
 async function create(threads: number, warmMs = quick ? 200 : 1000): Promise<WasmBackend> {
   const be = await WasmBackend.create({ threads, participation });
