@@ -9,14 +9,13 @@
 import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBackend } from '../../src/kernels/create-backend.js';
 import { encodeWeight } from '../../src/kernels/weight-codec.js';
+import { launchChromium } from '../browser.js';
 import { maxAbsDiff, randomF32, rng } from './helpers.js';
 
-const CHROMIUM = process.env.PAGELLM_CHROMIUM ?? '/usr/bin/chromium';
 const PAGE = '<!doctype html><meta charset="utf-8"><title>kernels</title>';
 
 let browser: Browser;
@@ -24,10 +23,6 @@ let server: Server;
 let origin: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`this test needs a real browser and found none at ${CHROMIUM}: install Debian's chromium ` +
-      '(sudo apt-get install -y --no-install-recommends chromium; .ci/run does this) or point PAGELLM_CHROMIUM at one');
-  }
   const wasm = await readFile(new URL('../../build/kernels.wasm', import.meta.url));
   server = createServer((req, res) => {
     // Shared memory (SharedArrayBuffer) needs a cross-origin isolated page.
@@ -43,10 +38,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM, timeout: 60_000,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {

@@ -13,30 +13,21 @@
  *
  * Chromium missing is a failure with the command that installs it, never a skip.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { engineStateVersion } from '../../src/web/kv-cache-snapshot.js';
 import type { BlockCounts, DecodedSnapshot } from '../../src/web/assets/snapshot-codec.js';
+import { launchChromium } from '../browser.js';
 import { REPO_ROOT, scrapeMetrics, startTestServer, waitFor, type TestServer } from '../server/server-fixture.js';
 
-const CHROMIUM = process.env.PAGELLM_CHROMIUM ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync',
-];
 const ARTIFACTS = join(REPO_ROOT, 'test-artifacts');
 
 let browser: Browser;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`the dashboard tests need a real browser and found none at ${CHROMIUM}: install Debian's ` +
-      "chromium (sudo apt-get install -y --no-install-recommends chromium fonts-liberation; .ci/run does this) or " +
-      'point PAGELLM_CHROMIUM at a Chromium binary');
-  }
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60_000 });
+  browser = await launchChromium();
   mkdirSync(ARTIFACTS, { recursive: true });
 });
 
