@@ -120,6 +120,14 @@ async function compareWithMetrics(server: TestServer, page: Page): Promise<{ rea
   }
 }
 
+/** Requests the engine has received so far: queued, running, swapped or finished. */
+function requestsReceived(server: TestServer): number {
+  const engine = server.handle.engine;
+  const sch = engine.scheduler;
+  const f = engine.metrics.counters.requestsFinished;
+  return sch.waiting.length + sch.running.length + sch.swapped.length + f.stop + f.length + f.abort;
+}
+
 /** Starts `count` streaming completions; resolves when all are read to the end. */
 function startLoad(server: TestServer, prompts: readonly string[], maxTokens: number, n = 1): Promise<unknown> {
   // Errors become the promise's value, so a failed test never leaves an unhandled rejection behind.
@@ -152,8 +160,10 @@ describe('the dashboard in chromium', () => {
     const prompts = Array.from({ length: 10 }, (_, i) => `${STORY} Chapter ${i + 1}.`);
     const load = startLoad(server, prompts, 400);
     const fork = startLoad(server, [`${STORY} Then a big friendly dragon flew down from the sky and asked Lily to come and see his shiny red castle.`], 400, 2);
-    await waitFor(async () => server.handle.engine.scheduler.running.some((g) => g.seqs.length === 2 && g.seqs[1].getOutputLen() > 20),
-      20_000, 'the forked request to run');
+    // Every request must have reached the engine before it is held: an arrival while held changes its queues.
+    await waitFor(async () => requestsReceived(server) === prompts.length + 1 &&
+      server.handle.engine.scheduler.running.some((g) => g.seqs.length === 2 && g.seqs[1].getOutputLen() > 20),
+    120_000, 'every request to arrive and the forked request to run');
 
     let readings = 0;
     let sawRunning = false;
@@ -244,7 +254,7 @@ describe('the dashboard in chromium', () => {
     }
     await page.mouse.move(1, 1);
     expect(await Promise.all([load, fork])).toEqual([null, null]);
-    await waitFor(async () => !server.handle.engine.hasUnfinishedRequests(), 10_000, 'the engine to finish');
+    await waitFor(async () => !server.handle.engine.hasUnfinishedRequests(), 60_000, 'the engine to finish');
     const after = await compareWithMetrics(server, page);
     expect(after.reading.dom['num-running']).toBe(0);
     expect(after.reading.dom['gpu-cached']).toBeGreaterThan(0);
@@ -253,7 +263,7 @@ describe('the dashboard in chromium', () => {
     expect(await page.locator('.uplot').count()).toBe(5);
     expect(problems).toEqual([]);
     await page.close();
-  });
+  }, 240_000);
 
   it('serves the same page at /dashboard', async () => {
     const { page, problems } = await openDashboard(server, '/dashboard');
@@ -274,8 +284,9 @@ describe('a 20,000-block cache', () => {
       expect(big.handle.engine.numGpuBlocks + big.handle.engine.numCpuBlocks).toBe(20_000);
       const { page, problems } = await openDashboard(big);
       const load = startLoad(big, Array.from({ length: 16 }, (_, i) => `${i}: ${STORY}`), 200);
-      await waitFor(async () => big.handle.engine.scheduler.running.length > 0, 10_000, 'requests to run');
-      await new Promise((r) => setTimeout(r, 800));
+      // All 16 must have arrived before the engine is held: an arrival while held changes its queues.
+      await waitFor(async () => requestsReceived(big) === 16 && big.handle.engine.scheduler.running.length > 0,
+        120_000, 'all 16 requests to arrive and run');
       const { reading } = await compareWithMetrics(big, page);
       expect(reading.counts.gpu.total + reading.counts.cpu.total).toBe(20_000);
       expect(reading.dom['gpu-in-use']).toBeGreaterThan(0);
@@ -307,5 +318,5 @@ describe('a 20,000-block cache', () => {
     } finally {
       await big.close();
     }
-  });
+  }, 240_000);
 });
