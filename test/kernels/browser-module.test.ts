@@ -4,16 +4,17 @@
  * `WebAssembly.Memory` exactly as Node does (imports: env.memory and env.abort), and runs matrix products on the one-row,
  * few-row and batched paths. The results must equal the reference backend's within f32 rounding.
  *
- * Chromium missing is a failure with the command that installs it, never a skip.
+ * Without chromium the suite is reported as skipped with one line saying how to install it; .ci/run sets
+ * PAGELLM_REQUIRE_BROWSER=1, which makes it mandatory there.
  */
 import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createBackend } from '../../src/kernels/create-backend.js';
 import { encodeWeight } from '../../src/kernels/weight-codec.js';
-import { launchChromium } from '../browser.js';
+import { describeWithBrowser, launchChromium } from '../browser.js';
 import { maxAbsDiff, randomF32, rng } from './helpers.js';
 
 const PAGE = '<!doctype html><meta charset="utf-8"><title>kernels</title>';
@@ -52,7 +53,7 @@ interface BrowserRun {
   readonly outputs: number[][];
 }
 
-describe('build/kernels.wasm in chromium', () => {
+describeWithBrowser('build/kernels.wasm in chromium', () => {
   it('instantiates on shared memory and computes matmul like the reference backend (m = 1, 3, 16)', async () => {
     const r = rng(2026);
     const [n, k] = [37, 96];
