@@ -19,7 +19,7 @@ export interface CliResult {
 }
 
 /** Runs `pagellm args...` to completion (cwd: the repository root). */
-export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 60_000): Promise<CliResult> {
+export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 150_000): Promise<CliResult> {
   return new Promise((resolve) => {
     execFile(process.execPath, [BIN, ...args], {
       cwd: REPO_ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 16 << 20,

@@ -16,7 +16,7 @@ async function startServe(args: string[]): Promise<{ proc: ReturnType<typeof spa
     out += d.toString();
   });
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${out}`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${out}`)), 150_000);
     const check = (): void => {
       const m = /Serving the OpenAI-compatible API at (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(out);
       if (m !== null) {

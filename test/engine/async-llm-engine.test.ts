@@ -17,9 +17,13 @@ async function collect(it: AsyncIterable<RequestOutput>): Promise<RequestOutput[
   return outs;
 }
 
-/** Waits until the engine has no request left (the loop finishes its current step). */
+/** Waits until the engine has no request left (the loop finishes its current step); throws after 60 s. */
 async function idle(engine: AsyncLLMEngine): Promise<void> {
-  for (let i = 0; i < 1000 && engine.engine.hasUnfinishedRequests(); i++) await sleep(1);
+  const end = Date.now() + 60_000;
+  while (engine.engine.hasUnfinishedRequests()) {
+    if (Date.now() > end) throw new Error('the engine still has unfinished requests after 60 s');
+    await sleep(1);
+  }
 }
 
 describe('AsyncLLMEngine', () => {

@@ -65,14 +65,17 @@ describe('ThreadPool', () => {
       const ctl = new Int32Array(memory.buffer, ctlOffset, 16);
       const op = KERNEL_OPS.indexOf('stream_read');
       const wait = (ms: number) => { const t = performance.now(); while (performance.now() - t < ms) { /* busy */ } };
-      await new Promise((r) => setTimeout(r, 20)); // the worker is asleep by now
+      const asleep = async (): Promise<void> => { // until the worker announces its sleep (SLEEPERS, ctl[6])
+        while (Atomics.load(ctl, 6) < 1) await new Promise((r) => setTimeout(r, 5));
+      };
+      await asleep();
       Atomics.store(ctl, 8, 0);
       const joins = pool.workerJoins;
       pool.run(op, [65536, 64 * 4096, 1024], 2, () => wait(200), 1e6); // a 1 ms job
       expect(pool.workerJoins).toBe(joins + 1);
       expect(Atomics.load(ctl, 8)).toBeGreaterThan(0);
       // A short job is still not worth a wake-up at that cost: the caller runs it alone.
-      await new Promise((r) => setTimeout(r, 20));
+      await asleep();
       const joins2 = pool.workerJoins;
       pool.run(op, [65536, 64 * 4096, 1024], 2, () => wait(20), 50_000);
       expect(pool.workerJoins).toBe(joins2);
@@ -92,7 +95,7 @@ describe('ThreadPool', () => {
     ['node --import tsx', process.execPath, ['--import', 'tsx', fixture]],
     ['npx tsx', 'npx', ['tsx', fixture]],
   ])('workers do not keep the process alive without close() (%s)', async (_name, cmd, args) => {
-    const { stdout } = await run(cmd as string, args as string[], { cwd: root, timeout: 30_000 });
+    const { stdout } = await run(cmd as string, args as string[], { cwd: root, timeout: 120_000 });
     const result = JSON.parse(stdout.trim().split('\n').pop()!);
     expect(result.sum).toBe(16 * 512 * 256 * 0.5 * 2);
     expect(result.joins).toBeGreaterThan(0);

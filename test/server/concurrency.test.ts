@@ -18,7 +18,7 @@ async function waitIdle(): Promise<Map<string, number>> {
     m = await scrapeMetrics(server.url);
     return m.get('pagellm:num_requests_running') === 0 && m.get('pagellm:num_requests_waiting') === 0 &&
       m.get('pagellm:num_requests_swapped') === 0;
-  }, 20_000, 'the engine to become idle');
+  }, 60_000, 'the engine to become idle');
   return m;
 }
 
@@ -81,7 +81,7 @@ describe('concurrent clients', () => {
     const plain = controllers.map((c, i) => fetch(`${server.url}/v1/completions`, {
       method: 'POST', signal: c.signal, body: JSON.stringify({ ...long, prompt: `Tom and ${i}` }),
     }).then(() => 'answered', (e: Error) => e.name));
-    await waitFor(async () => (await scrapeMetrics(server.url)).get('pagellm:num_requests_running')! >= 4, 10_000,
+    await waitFor(async () => (await scrapeMetrics(server.url)).get('pagellm:num_requests_running')! >= 4, 60_000,
       'the non-streaming requests to run');
     controllers.forEach((c) => c.abort());
     expect(await Promise.all(plain)).toEqual(Array(4).fill('AbortError'));

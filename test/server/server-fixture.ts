@@ -63,7 +63,7 @@ export async function scrapeMetrics(url: string): Promise<Map<string, number>> {
 }
 
 /** Polls until `check` returns true (or throws after `timeoutMs`). */
-export async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+export async function waitFor(check: () => Promise<boolean>, timeoutMs = 60_000, what = 'condition'): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);

@@ -77,7 +77,7 @@ export class SseReader {
   }
 
   /** Waits for an event (from index `from` on) that satisfies `match`; throws after `timeoutMs`. */
-  async waitFor(match: (e: SseEvent) => boolean, timeoutMs = 10_000, from = 0): Promise<SseEvent> {
+  async waitFor(match: (e: SseEvent) => boolean, timeoutMs = 60_000, from = 0): Promise<SseEvent> {
     const end = Date.now() + timeoutMs;
     for (;;) {
       for (let i = from; i < this.events.length; i++) if (match(this.events[i])) return this.events[i];
