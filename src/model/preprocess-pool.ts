@@ -115,6 +115,11 @@ export class PreprocessPool {
     return this.submit({ op: 'decode', ids, skipSpecialTokens }, null) as Promise<string>;
   }
 
+  /** Jobs a worker is running now (renders, encodes, decodes); queued ones not counted. */
+  get numRunning(): number {
+    return this.slots.filter((s) => s.job !== null).length;
+  }
+
   /** Terminates the workers; queued and running jobs are rejected. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
