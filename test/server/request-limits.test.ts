@@ -55,6 +55,22 @@ function countTokenizations(server: TestServer): { readonly calls: number; resto
   return counter;
 }
 
+/** Appends `name` to `events` when `p` settles, passing its value on. */
+function noteWhenDone<T>(events: string[], name: string, p: Promise<T>): Promise<T> {
+  return p.then((v) => {
+    events.push(name);
+    return v;
+  });
+}
+
+/** Once a worker of `server` is busy (the request under test reached it), GET /health and note when it answered. */
+async function healthWhileBusy(server: TestServer, events: string[], what: string): Promise<void> {
+  await waitFor(async () => server.handle.context.preprocess.numRunning > 0, 60_000, what);
+  const health = await fetch(`${server.url}/health`);
+  events.push('health');
+  expect(health.status).toBe(200);
+}
+
 const chatBody = (template: string): string => JSON.stringify({
   messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 4, chat_template: template,
 });
@@ -100,16 +116,9 @@ describe('chat templates', () => {
 
   it('that run past the time limit are stopped while /health keeps answering, and the server renders on', async () => {
     const events: string[] = [];
-    const bomb = postRaw(trusted.url, '/v1/chat/completions',
-      chatBody('{% for i in range(90000) %}{% for j in range(90000) %}{% endfor %}{% endfor %}'))
-      .then((res) => {
-        events.push('bomb');
-        return res;
-      });
-    await waitFor(async () => trusted.handle.context.preprocess.numRunning > 0, 60_000, 'the bomb to be rendering');
-    const health = await fetch(`${trusted.url}/health`);
-    events.push('health');
-    expect(health.status).toBe(200);
+    const bomb = noteWhenDone(events, 'bomb', postRaw(trusted.url, '/v1/chat/completions',
+      chatBody('{% for i in range(90000) %}{% for j in range(90000) %}{% endfor %}{% endfor %}')));
+    await healthWhileBusy(trusted, events, 'the bomb to be rendering');
     const e = errorOf(await bomb);
     expect(events).toEqual(['health', 'bomb']);
     expect(e.code).toBe('chat_template_limit');
@@ -161,15 +170,9 @@ describe('prompt sizes', () => {
   it('long prompts are tokenized off the event loop: /health answers while they are', async () => {
     const events: string[] = [];
     const prompt = 'The little dog ran to the park. '.repeat(15_000 / 32);
-    const res = postRaw(strict.url, '/v1/completions', JSON.stringify({ prompt: Array(20).fill(prompt), max_tokens: 4 }))
-      .then((r) => {
-        events.push('prompts');
-        return r;
-      });
-    await waitFor(async () => strict.handle.context.preprocess.numRunning > 0, 60_000, 'the prompts to be tokenizing');
-    const health = await fetch(`${strict.url}/health`);
-    events.push('health');
-    expect(health.status).toBe(200);
+    const res = noteWhenDone(events, 'prompts', postRaw(strict.url, '/v1/completions',
+      JSON.stringify({ prompt: Array(20).fill(prompt), max_tokens: 4 })));
+    await healthWhileBusy(strict, events, 'the prompts to be tokenizing');
     const e = errorOf(await res);
     expect(events).toEqual(['health', 'prompts']);
     // Under the character limit but over the context once tokenized: refused naming the prompt.
