@@ -11,6 +11,9 @@ interface ServeCliOptions extends EngineCliOptions {
   port: number;
   apiKey?: string;
   disableLogStats?: boolean;
+  trustRequestChatTemplate?: boolean;
+  maxSeqsPerRequest?: number;
+  chatTemplateTimeout?: number;
 }
 
 /** Prints one log line on stdout, prefixed like vLLM's INFO / WARNING lines. */
@@ -33,7 +36,11 @@ export function createServeCommand(version: string): Command {
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
     .option('--port <port>', 'TCP port (0: any free port)', intAtLeast(0), 8000)
     .option('--api-key <key>', 'require "Authorization: Bearer <key>" on /v1 routes (env PAGELLM_API_KEY)')
-    .option('--disable-log-stats', 'do not log throughput and KV usage every 10 s');
+    .option('--disable-log-stats', 'do not log throughput and KV usage every 10 s')
+    .option('--trust-request-chat-template', 'accept "chat_template" sent in requests (refused with 400 otherwise)')
+    .option('--max-seqs-per-request <n>', 'most sequences one request may start, prompts × n (default: --max-num-seqs)',
+      intAtLeast(1))
+    .option('--chat-template-timeout <ms>', 'wall-clock limit of one chat-template render (default 5000)', intAtLeast(1));
   cmd.action(async (modelArg: string | undefined, opts: ServeCliOptions) => {
     let progress: ByteProgress | undefined;
     const engineArgs = engineArgsFromCli(opts, modelArg ?? opts.model, (done, total) => {
@@ -50,6 +57,9 @@ export function createServeCommand(version: string): Command {
         port: opts.port,
         apiKey: opts.apiKey ?? (process.env.PAGELLM_API_KEY || undefined),
         chatTemplate: opts.chatTemplate,
+        trustRequestChatTemplate: opts.trustRequestChatTemplate,
+        maxSeqsPerRequest: opts.maxSeqsPerRequest,
+        chatTemplateLimits: opts.chatTemplateTimeout !== undefined ? { timeoutMs: opts.chatTemplateTimeout } : undefined,
         allowRandomWeights: opts.allowRandomWeights,
         version,
       });

@@ -14,7 +14,7 @@ import { EngineMetrics, type EngineStats } from './metrics.js';
 import { ModelInputBuilder, type SampledSequence } from './model-input-builder.js';
 import { requestOutputFromSeqGroup, type RequestOutput } from './request-output.js';
 import { RandomGenerator } from '../model/random-generator.js';
-import { Sampler, type SamplerRowOutput, type SamplingRow, type TokenLogprob } from './sampler.js';
+import { checkSomeTokenAllowed, Sampler, type SamplerRowOutput, type SamplingRow, type TokenLogprob } from './sampler.js';
 import { SamplingParams, SamplingType, type SamplingParamsInit } from './sampling-params.js';
 import { Scheduler, type SchedulerOutputs } from './scheduler.js';
 import { resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit } from './scheduler-config.js';
@@ -190,6 +190,7 @@ export class LLMEngine {
       throw new InvalidRequestError(`bestOf (${p.bestOf}) is larger than maxNumSeqs ` +
         `(${this.schedulerConfig.maxNumSeqs}): the request could never be scheduled`);
     }
+    checkSomeTokenAllowed(p, this.vocabSize, this.eosTokenIds);
     const generator = p.samplingType === SamplingType.GREEDY ? null
       : p.seed !== null ? new RandomGenerator(p.seed) : this.rng.spawn();
     this.addGroup(requestId, prompt, p, options, generator, null);

@@ -1,4 +1,5 @@
 import type { RandomGenerator } from '../model/random-generator.js';
+import { SamplingParamsError } from './errors.js';
 import { SAMPLING_EPS, type SamplingParams } from './sampling-params.js';
 
 /**
@@ -48,6 +49,35 @@ export interface SamplerRowOutput {
 /** logits[id] += bias for every (id, bias); ids outside the vocabulary are ignored. */
 export function applyLogitBias(logits: Float64Array, bias: ReadonlyMap<number, number>): void {
   for (const [id, b] of bias) if (id < logits.length) logits[id] += b;
+}
+
+/** A logit bias at or below this bans its token (OpenAI: "values like -100 ... should result in a ban"). */
+export const BAN_BIAS = -100;
+
+/**
+ * The number of token ids in [0, vocabSize) that `params` leaves drawable at the first step: those without a
+ * {@link BAN_BIAS} logit bias and, while minTokens > 0, not a stop token id nor (unless ignoreEos) an EOS id.
+ * 0 means every token is banned: sampling would have to emit a banned token. O(bias entries + stop ids).
+ */
+export function countAllowedTokens(params: SamplingParams, vocabSize: number, eosTokenIds: readonly number[]): number {
+  const banned = new Set<number>();
+  for (const [id, b] of params.logitBias) if (b <= BAN_BIAS && id < vocabSize) banned.add(id);
+  if (params.minTokens > 0) {
+    for (const id of params.stopTokenIds) if (id < vocabSize) banned.add(id);
+    if (!params.ignoreEos) for (const id of eosTokenIds) if (id < vocabSize) banned.add(id);
+  }
+  return vocabSize - banned.size;
+}
+
+/**
+ * Refuses parameters that ban every token (see {@link countAllowedTokens}): vLLM would still emit one of them.
+ * @throws SamplingParamsError (field logitBias) when no token is left.
+ */
+export function checkSomeTokenAllowed(params: SamplingParams, vocabSize: number, eosTokenIds: readonly number[]): void {
+  if (countAllowedTokens(params, vocabSize, eosTokenIds) > 0) return;
+  throw new SamplingParamsError('logitBias', `every token of the vocabulary (${vocabSize} ids) is banned (a bias of ` +
+    `${BAN_BIAS}${params.minTokens > 0 ? ', or a stop or EOS token while min_tokens holds those back' : ''}), so no ` +
+    'token could be generated; leave at least one token unbanned');
 }
 
 /**

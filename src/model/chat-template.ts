@@ -52,18 +52,34 @@ export class ChatTemplate {
    */
   render(messages: readonly ChatMessage[], options: ChatTemplateRenderOptions = {}): string {
     try {
-      return this.template.render({
-        ...options.variables,
-        messages: messages.map((m) => ({ ...m })),
-        add_generation_prompt: options.addGenerationPrompt ?? true,
-        bos_token: this.specialTokens.bosToken ?? '',
-        eos_token: this.specialTokens.eosToken ?? '',
-        ...(options.tools !== undefined ? { tools: options.tools } : {}),
-      });
+      return this.template.render(chatTemplateContext(messages, options, this.specialTokens));
     } catch (e) {
       throw new ChatTemplateError(`chat template failed: ${(e as Error).message}`, { cause: e });
     }
   }
+}
+
+/**
+ * The variables a chat template is rendered with, as transformers' `apply_chat_template` passes them: `variables`
+ * (e.g. `enable_thinking`), then `messages`, `add_generation_prompt` (default true), `bos_token`, `eos_token` ('' when
+ * the model has none) and `tools` when given. Plain data: it can be sent to a render thread.
+ */
+export function chatTemplateContext(messages: readonly ChatMessage[], options: ChatTemplateRenderOptions,
+  specialTokens: { bosToken?: string; eosToken?: string }): Record<string, unknown> {
+  return {
+    ...options.variables,
+    messages: messages.map((m) => ({ ...m })),
+    add_generation_prompt: options.addGenerationPrompt ?? true,
+    bos_token: specialTokens.bosToken ?? '',
+    eos_token: specialTokens.eosToken ?? '',
+    ...(options.tools !== undefined ? { tools: options.tools } : {}),
+  };
+}
+
+/** BOS and EOS as text (the strings templates write), from the tokenizer's ids. */
+export function templateSpecialTokens(tok: Tokenizer): { bosToken?: string; eosToken?: string } {
+  const name = (id: number | undefined): string | undefined => (id === undefined ? undefined : tok.idToToken(id));
+  return { bosToken: name(tok.bosTokenId), eosToken: name(tok.eosTokenIds[0]) };
 }
 
 /**
@@ -74,9 +90,7 @@ export function resolveChatTemplate(model: { readonly chatTemplate?: string; rea
   modelName: string, override?: string): ChatTemplate {
   const source = override ?? model.chatTemplate;
   if (source === undefined || source.trim() === '') throw new ChatTemplateMissingError(modelName);
-  const tok = model.tokenizer;
-  const name = (id: number | undefined): string | undefined => (id === undefined ? undefined : tok.idToToken(id));
-  return new ChatTemplate(source, { bosToken: name(tok.bosTokenId), eosToken: name(tok.eosTokenIds[0]) });
+  return new ChatTemplate(source, templateSpecialTokens(model.tokenizer));
 }
 
 /** The default chat template of a tokenizer_config.json (a string, or the entry named "default" of a list). */

@@ -120,3 +120,23 @@ export class ChatTemplateError extends Error {
     this.name = 'ChatTemplateError';
   }
 }
+
+/**
+ * A chat template hit one of the limits it renders under (see ChatTemplateLimits): `limit` names which one —
+ * `time` (wall clock), `steps` (evaluation steps: loops, recursion), `items` (a list or range too long), `output`
+ * (a string longer than the prompt may be) or `memory` (the render thread's heap).
+ */
+export class ChatTemplateLimitError extends ChatTemplateError {
+  constructor(readonly limit: 'time' | 'steps' | 'items' | 'output' | 'memory', message: string) {
+    super(message);
+    this.name = 'ChatTemplateLimitError';
+  }
+}
+
+/** The preprocess worker pool was closed, or a worker failed outside a render (a pagellm bug or a broken model). */
+export class PreprocessWorkerError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'PreprocessWorkerError';
+  }
+}

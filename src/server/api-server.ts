@@ -6,6 +6,7 @@ import { maxConcurrency } from '../core/index.js';
 import { AsyncLLMEngine, DEFAULT_KV_CACHE_MEMORY, type EngineArgs, type LLMEngine } from '../engine/index.js';
 import { resolveChatTemplate } from '../model/chat-template.js';
 import { LlamaModel } from '../model/llama-model.js';
+import { PreprocessPool, type ChatTemplateLimits } from '../model/preprocess-pool.js';
 import { readModelSource, totalTensorBytes } from '../model/read-model-source.js';
 import { createApp } from './app.js';
 import type { PrometheusMetrics } from './prometheus-metrics.js';
@@ -37,6 +38,12 @@ export interface ServerOptions extends EngineArgs {
   readonly apiKey?: string;
   /** A chat template: a file path, or the Jinja text itself (vLLM's `--chat-template`). */
   readonly chatTemplate?: string;
+  /** Accept `chat_template` in requests (vLLM's --trust-request-chat-template; off: such requests get 400). */
+  readonly trustRequestChatTemplate?: boolean;
+  /** Limits every chat-template render runs under (defaults: DEFAULT_CHAT_TEMPLATE_LIMITS). */
+  readonly chatTemplateLimits?: Partial<ChatTemplateLimits>;
+  /** Sequences one request may start, prompts × max(n, best_of) (default: maxNumSeqs). */
+  readonly maxSeqsPerRequest?: number;
   /** Serve a model with random weights (responses are marked as such). */
   readonly allowRandomWeights?: boolean;
   /** Largest request body in bytes (default 4 MiB). */
@@ -136,11 +143,23 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     ? options.servedModelNames : [defaultServedModelName(options.model)];
   if (chatTemplate !== undefined) resolveChatTemplate(source, servedModelNames[0], chatTemplate); // parses or throws
 
-  const asyncEngine = await AsyncLLMEngine.fromEngineArgs(options);
+  const preprocess = await PreprocessPool.start({
+    model: options.model, tokenizerPath: options.tokenizerPath, limits: options.chatTemplateLimits,
+  });
+  let asyncEngine: AsyncLLMEngine;
+  try {
+    asyncEngine = await AsyncLLMEngine.fromEngineArgs(options);
+  } catch (err) {
+    await preprocess.close();
+    throw err;
+  }
   const engine = asyncEngine.engine;
   let app: FastifyInstance | undefined;
   try {
-    const context = new ServingContext({ asyncEngine, servedModelNames, chatTemplate });
+    const context = new ServingContext({
+      asyncEngine, servedModelNames, chatTemplate, preprocess,
+      trustRequestChatTemplate: options.trustRequestChatTemplate, maxSeqsPerRequest: options.maxSeqsPerRequest,
+    });
     const created = createApp(context, { apiKey: options.apiKey, bodyLimit: options.bodyLimit, version: options.version });
     app = created.app;
     await app.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 8000 });
@@ -162,6 +181,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
           // connections are closed.
           await context.waitForOpenResponses();
           await theApp.close();
+          await preprocess.close();
         })();
         return closing;
       },
@@ -169,6 +189,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   } catch (err) {
     await app?.close();
     await asyncEngine.close();
+    await preprocess.close();
     throw err;
   }
 }

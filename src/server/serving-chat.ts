@@ -37,7 +37,8 @@ export async function serveChatCompletion(ctx: ServingContext, body: ChatComplet
   const logprobs = wantLogprobs ? (topLogprobs ?? 0) : null;
   const stream = body.stream === true;
   const n = body.n ?? 1;
-  const { prompt, tokenIds } = ctx.renderChat(body.messages, {
+  ctx.limits.checkNumSeqs(1, n, null, 'n');
+  const { prompt, tokenIds } = await ctx.renderChat(body.messages, {
     addGenerationPrompt: body.add_generation_prompt ?? true,
     chatTemplate: body.chat_template,
     variables: body.chat_template_kwargs,
@@ -45,7 +46,8 @@ export async function serveChatCompletion(ctx: ServingContext, body: ChatComplet
   if (tokenIds.length === 0) throw new BadRequestError('the rendered chat prompt is empty', 'messages');
   const requested = body.max_completion_tokens ?? body.max_tokens;
   const maxTokens = ctx.resolveMaxTokens(tokenIds.length, requested, null,
-    body.max_completion_tokens !== undefined && body.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens');
+    body.max_completion_tokens !== undefined && body.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens',
+    'messages');
   const params = ctx.samplingParams(body, {
     maxTokens, logprobs, outputKind: stream ? RequestOutputKind.DELTA : RequestOutputKind.FINAL_ONLY,
   });

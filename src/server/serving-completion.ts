@@ -45,11 +45,18 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
     throw new BadRequestError('best_of must equal n when streaming', 'best_of');
   }
   const outputKind = stream ? RequestOutputKind.DELTA : RequestOutputKind.FINAL_ONLY;
-  const prompts: PreparedPrompt[] = normalizePrompts(body.prompt).map((p) => {
-    const tokenIds = p.tokenIds ?? ctx.tokenizer.encode(p.text!);
+  // Bounds first: how many sequences, then each prompt's length, before anything is tokenized.
+  const given = normalizePrompts(body.prompt);
+  ctx.limits.checkNumSeqs(given.length, n, body.best_of ?? null, given.length > 1 ? 'prompt' : 'n');
+  const texts = given.flatMap((p) => (p.text !== undefined ? [p.text] : []));
+  const encoded = await ctx.encode(texts, true, 'prompt');
+  let nextText = 0;
+  const prompts: PreparedPrompt[] = given.map((p) => {
+    const tokenIds = p.tokenIds ?? encoded[nextText++];
     if (p.tokenIds !== undefined) ctx.checkTokenIds(tokenIds, 'prompt');
     if (tokenIds.length === 0) throw new BadRequestError('the prompt is empty', 'prompt');
-    const maxTokens = ctx.resolveMaxTokens(tokenIds.length, body.max_tokens, DEFAULT_COMPLETION_MAX_TOKENS);
+    const maxTokens = ctx.resolveMaxTokens(tokenIds.length, body.max_tokens, DEFAULT_COMPLETION_MAX_TOKENS,
+      'max_tokens', 'prompt');
     const params = ctx.samplingParams(body, { maxTokens, logprobs, outputKind, bestOf: body.best_of });
     return { text: p.text, tokenIds, params };
   });

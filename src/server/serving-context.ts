@@ -4,12 +4,16 @@ import {
   SamplingParams, SamplingParamsError, type AsyncLLMEngine, type LLMEngine, type RequestOutput, type RequestOutputKind,
   type SamplingParamsInit,
 } from '../engine/index.js';
-import { resolveChatTemplate, type ChatMessage as TemplateMessage } from '../model/chat-template.js';
-import { ChatTemplateError, ChatTemplateMissingError } from '../model/errors.js';
+import {
+  chatTemplateContext, templateSpecialTokens, type ChatMessage as TemplateMessage,
+} from '../model/chat-template.js';
+import { ChatTemplateError, ChatTemplateLimitError, ChatTemplateMissingError } from '../model/errors.js';
 import type { ModelSource } from '../model/model-source.js';
+import type { PreprocessPool } from '../model/preprocess-pool.js';
 import type { Tokenizer } from '../model/tokenizer.js';
 import { BadRequestError, NotFoundError, OpenAIError, ServiceUnavailableError } from './errors.js';
 import type { ChatMessage, SamplingRequestFields } from './protocol.js';
+import { RequestLimits } from './request-limits.js';
 
 /** Everything the request handlers share. */
 export interface ServingContextOptions {
@@ -18,7 +22,22 @@ export interface ServingContextOptions {
   readonly servedModelNames: readonly string[];
   /** A chat template given on the command line (its text), used instead of the model's own. */
   readonly chatTemplate?: string;
+  /** The worker threads that render chat templates and tokenize big inputs (the context does not close it). */
+  readonly preprocess: PreprocessPool;
+  /** Accept `chat_template` in requests (vLLM's --trust-request-chat-template); refused with a 400 otherwise. */
+  readonly trustRequestChatTemplate?: boolean;
+  /** Sequences one request may start, prompts × max(n, best_of) (default: the engine's maxNumSeqs). */
+  readonly maxSeqsPerRequest?: number;
 }
+
+/**
+ * Texts up to this many characters (all of a request's together) are tokenized on the event loop: cheaper than a
+ * round trip to a worker, and a few milliseconds at most. Longer ones go to the preprocess pool.
+ */
+export const INLINE_TOKENIZE_CHARS = 4096;
+
+/** Token lists up to this length are detokenized on the event loop; longer ones in the preprocess pool. */
+export const INLINE_DETOKENIZE_TOKENS = 4096;
 
 /** camelCase SamplingParams field → the request field that sets it. */
 const PARAM_NAMES: Readonly<Record<string, string>> = {
@@ -46,7 +65,12 @@ export class ServingContext {
   readonly createdAt = Math.floor(Date.now() / 1000);
   /** True for weights made by `create-random-model`: responses are marked, see app.ts. */
   readonly randomWeights: boolean;
+  /** The bounds every request is checked against before expensive work. */
+  readonly limits: RequestLimits;
+  readonly preprocess: PreprocessPool;
+  readonly trustRequestChatTemplate: boolean;
   private readonly chatTemplateOverride: string | undefined;
+  private readonly specialTokens: { bosToken?: string; eosToken?: string };
   private readonly inFlight = new Set<string>();
   private openResponses = 0;
   private readonly idleWaiters: Array<() => void> = [];
@@ -67,6 +91,13 @@ export class ServingContext {
     this.vocabSize = this.engine.model.config.vocabSize;
     this.randomWeights = this.source.randomWeights === true;
     this.chatTemplateOverride = options.chatTemplate;
+    this.preprocess = options.preprocess;
+    this.trustRequestChatTemplate = options.trustRequestChatTemplate === true;
+    this.specialTokens = templateSpecialTokens(this.tokenizer);
+    this.limits = new RequestLimits(this.tokenizer, {
+      maxModelLen: this.maxModelLen,
+      maxSeqsPerRequest: options.maxSeqsPerRequest ?? this.engine.schedulerConfig.maxNumSeqs,
+    });
   }
 
   /** The name responses report. */
@@ -157,15 +188,16 @@ export class ServingContext {
   /**
    * The output budget of a request whose prompt has `promptLen` tokens: `requested`, or everything left of the
    * context when none was asked for (`defaultMax` caps that when given, as completions' default of 16).
+   * `promptParam` is the request field that held the prompt (`prompt` or `messages`).
    * @throws BadRequestError (code context_length_exceeded) when prompt + output exceed maxModelLen.
    */
   resolveMaxTokens(promptLen: number, requested: number | null | undefined, defaultMax: number | null,
-    param = 'max_tokens'): number {
+    param: string, promptParam: 'prompt' | 'messages'): number {
     const left = this.maxModelLen - promptLen;
     if (left <= 0) {
       throw new BadRequestError(`This model's maximum context length is ${this.maxModelLen} tokens. However, your ` +
-        `prompt has ${promptLen} tokens, leaving no room for a completion. Please shorten the prompt.`,
-      'messages', 'context_length_exceeded');
+        `prompt has ${promptLen} tokens, leaving no room for a completion. Please shorten the ${promptParam}.`,
+      promptParam, 'context_length_exceeded');
     }
     if (requested === undefined || requested === null) return defaultMax === null ? left : Math.min(defaultMax, left);
     if (promptLen + requested > this.maxModelLen) {
@@ -230,24 +262,56 @@ export class ServingContext {
   }
 
   /**
-   * Renders chat messages with the request's template, the server's `--chat-template`, or the model's own, and
-   * tokenizes the result without adding special tokens (the template writes them).
-   * @throws BadRequestError when there is no template, it fails, or a message holds a non-text part.
+   * Renders chat messages with the template — the request's `chat_template` (only with trustRequestChatTemplate),
+   * the server's `--chat-template`, or the model's own — in the preprocess pool, under its limits and with the
+   * output bounded by the prompt's character limit, then tokenizes the result without adding special tokens (the
+   * template writes them).
+   * @throws BadRequestError when the request sends a template the server does not trust, there is no template, it
+   *   fails or hits a limit, the result is too long, or a message holds a non-text part.
    */
-  renderChat(messages: readonly ChatMessage[], options: {
+  async renderChat(messages: readonly ChatMessage[], options: {
     addGenerationPrompt: boolean; chatTemplate?: string | null; variables?: Record<string, unknown> | null;
-  }): { prompt: string; tokenIds: number[] } {
+  }): Promise<{ prompt: string; tokenIds: number[] }> {
+    const fromRequest = options.chatTemplate ?? undefined;
+    if (fromRequest !== undefined && !this.trustRequestChatTemplate) {
+      throw new BadRequestError('this server does not accept chat templates in requests ("chat_template"); remove ' +
+        'it to use the server\'s template, or start the server with --trust-request-chat-template to allow them',
+      'chat_template', 'chat_template_not_trusted');
+    }
     const plain: TemplateMessage[] = messages.map((m, i) => ({ ...m, content: messageText(m, i) }));
+    const source = fromRequest ?? this.chatTemplateOverride ?? this.source.chatTemplate;
     try {
-      const template = resolveChatTemplate(this.source, this.modelName,
-        options.chatTemplate ?? this.chatTemplateOverride);
-      const prompt = template.render(plain, {
+      if (source === undefined || source.trim() === '') throw new ChatTemplateMissingError(this.modelName);
+      const context = chatTemplateContext(plain, {
         addGenerationPrompt: options.addGenerationPrompt, variables: options.variables ?? undefined,
-      });
-      return { prompt, tokenIds: this.tokenizer.encode(prompt, { addSpecialTokens: false }) };
+      }, this.specialTokens);
+      const prompt = await this.preprocess.render(source, context, this.limits.maxPromptChars);
+      const [tokenIds] = await this.encode([prompt], false, 'messages');
+      return { prompt, tokenIds };
     } catch (err) {
       throw this.toOpenAIError(err) ?? err;
     }
+  }
+
+  /**
+   * Tokenizes text prompts: each is first checked against the prompt's character limit (nothing is tokenized when
+   * one is too long), then all are encoded on the event loop when short together, else in the preprocess pool.
+   * @throws BadRequestError (context_length_exceeded, naming `param`) for a prompt over the character limit.
+   */
+  async encode(texts: readonly string[], addSpecialTokens: boolean, param: 'prompt' | 'messages'): Promise<number[][]> {
+    let chars = 0;
+    for (const t of texts) {
+      this.limits.checkPromptChars(t.length, param);
+      chars += t.length;
+    }
+    if (chars <= INLINE_TOKENIZE_CHARS) return texts.map((t) => this.tokenizer.encode(t, { addSpecialTokens }));
+    return this.preprocess.encode(texts, addSpecialTokens);
+  }
+
+  /** Text of token ids, on the event loop for short lists, else in the preprocess pool. */
+  async decode(ids: readonly number[], skipSpecialTokens: boolean): Promise<string> {
+    if (ids.length <= INLINE_DETOKENIZE_TOKENS) return this.tokenizer.decode(ids, { skipSpecialTokens });
+    return this.preprocess.decode(ids, skipSpecialTokens);
   }
 
   /**
@@ -330,8 +394,16 @@ export class ServingContext {
       return new BadRequestError(err.message);
     }
     if (err instanceof ChatTemplateMissingError) {
-      return new BadRequestError(`${err.message}. Start the server with --chat-template, or send "chat_template" ` +
-        'in the request.', 'messages', 'chat_template_missing');
+      return new BadRequestError(`${err.message}. Start the server with --chat-template` +
+        `${this.trustRequestChatTemplate ? ', or send "chat_template" in the request' : ''}.`, 'messages',
+      'chat_template_missing');
+    }
+    if (err instanceof ChatTemplateLimitError) {
+      return new BadRequestError(err.limit === 'output'
+        ? `${err.message}: a prompt for this model (maximum context length ${this.maxModelLen} tokens) is at most ` +
+          `${this.limits.maxPromptChars} characters`
+        : `${err.message} (the ${err.limit} limit every chat template renders under)`, 'messages',
+      'chat_template_limit');
     }
     if (err instanceof ChatTemplateError) return new BadRequestError(err.message, 'messages', 'chat_template_error');
     if (err instanceof RequestAbortedError || err instanceof EngineStateError) {

@@ -5,12 +5,14 @@ import type { ServingContext } from './serving-context.js';
 /**
  * POST /tokenize: a prompt (encoded with special tokens unless `add_special_tokens` is false) or chat messages
  * (rendered with the chat template, encoded without adding special tokens) → `{ count, max_model_len, tokens }`,
- * plus `token_strs` (each id's vocabulary piece) when `return_token_strs` is true.
+ * plus `token_strs` (each id's vocabulary piece) when `return_token_strs` is true. Prompts over the character limit
+ * are refused before tokenizing, as in completions; long ones are tokenized in the preprocess pool.
  *
  * Mirrors vLLM's `OpenAIServingTokenization.create_tokenize` (vllm/entrypoints/openai/serving_tokenization.py).
- * @throws BadRequestError when neither or both of prompt and messages are given, or chat has no template.
+ * @throws BadRequestError when neither or both of prompt and messages are given, chat has no template or its
+ *   template is refused or fails, or the prompt is too long.
  */
-export function serveTokenize(ctx: ServingContext, body: TokenizeRequest): unknown {
+export async function serveTokenize(ctx: ServingContext, body: TokenizeRequest): Promise<unknown> {
   ctx.checkModel(body.model);
   const hasPrompt = body.prompt !== undefined;
   const hasMessages = body.messages !== undefined;
@@ -19,11 +21,11 @@ export function serveTokenize(ctx: ServingContext, body: TokenizeRequest): unkno
   }
   let tokens: number[];
   if (hasPrompt) {
-    tokens = ctx.tokenizer.encode(body.prompt!, { addSpecialTokens: body.add_special_tokens ?? true });
+    [tokens] = await ctx.encode([body.prompt!], body.add_special_tokens ?? true, 'prompt');
   } else {
-    tokens = ctx.renderChat(body.messages!, {
+    tokens = (await ctx.renderChat(body.messages!, {
       addGenerationPrompt: body.add_generation_prompt ?? true, chatTemplate: body.chat_template,
-    }).tokenIds;
+    })).tokenIds;
   }
   return {
     count: tokens.length,
@@ -35,13 +37,13 @@ export function serveTokenize(ctx: ServingContext, body: TokenizeRequest): unkno
 
 /**
  * POST /detokenize: token ids → `{ prompt }`, the text they decode to with special tokens kept (so tokenize →
- * detokenize shows exactly what the model sees).
+ * detokenize shows exactly what the model sees); long lists are decoded in the preprocess pool.
  * Mirrors vLLM's `OpenAIServingTokenization.create_detokenize`.
  * @throws BadRequestError for an id outside the vocabulary.
  */
-export function serveDetokenize(ctx: ServingContext, body: DetokenizeRequest): unknown {
+export async function serveDetokenize(ctx: ServingContext, body: DetokenizeRequest): Promise<unknown> {
   ctx.checkModel(body.model);
   ctx.checkTokenIds(body.tokens, 'tokens');
-  const prompt = body.tokens.length === 0 ? '' : ctx.tokenizer.decode(body.tokens, { skipSpecialTokens: false });
+  const prompt = body.tokens.length === 0 ? '' : await ctx.decode(body.tokens, false);
   return { prompt };
 }

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { RandomGenerator } from '../../src/model/random-generator.js';
 import {
-  Sampler, applyMinP, applyPenalties, applyTopKTopP, logSumExp, processLogits, rankOf, sampleFromLogits, topKIds,
+  Sampler, applyMinP, checkSomeTokenAllowed, countAllowedTokens, applyPenalties, applyTopKTopP, logSumExp, processLogits, rankOf, sampleFromLogits, topKIds,
   type SamplingRow,
 } from '../../src/engine/sampler.js';
 import { SamplingParams, type SamplingParamsInit } from '../../src/engine/sampling-params.js';
+import { SamplingParamsError } from '../../src/engine/errors.js';
 
 const f64 = (xs: number[]): Float64Array => Float64Array.from(xs);
 const softmax = (xs: ArrayLike<number>): number[] => {
@@ -198,5 +199,31 @@ describe('RandomGenerator', () => {
     expect(new RandomGenerator(43).random()).not.toBe(new RandomGenerator(42).random());
     expect(new RandomGenerator(-5).random()).not.toBe(new RandomGenerator(5).random());
     expect(() => new RandomGenerator(0.5)).toThrow(RangeError);
+  });
+});
+
+describe('banned tokens', () => {
+  const ban = (ids: number[]): Record<number, number> => Object.fromEntries(ids.map((id) => [id, -100]));
+  it('counts the tokens a request leaves drawable: bias -100 bans; min_tokens holds back stop and EOS ids', () => {
+    expect(countAllowedTokens(new SamplingParams({ logitBias: ban([0, 1, 5]) }), 4, [2])).toBe(2);
+    expect(countAllowedTokens(new SamplingParams({ logitBias: { 0: -99.5, 1: -100 } }), 4, [2])).toBe(3);
+    const minTokens = new SamplingParams({ logitBias: ban([0, 1]), stopTokenIds: [3], minTokens: 2, maxTokens: 4 });
+    expect(countAllowedTokens(minTokens, 4, [2])).toBe(0);
+    expect(countAllowedTokens(new SamplingParams({ ...minTokens.toInit(), ignoreEos: true }), 4, [2])).toBe(1);
+  });
+
+  it('refuses parameters that ban the whole vocabulary, naming logitBias', () => {
+    expect(() => checkSomeTokenAllowed(new SamplingParams({ logitBias: ban([0, 1, 2]) }), 4, [2])).not.toThrow();
+    const err = (() => {
+      try {
+        checkSomeTokenAllowed(new SamplingParams({ logitBias: ban([0, 1, 2, 3]) }), 4, [2]);
+      } catch (e) {
+        return e;
+      }
+      return null;
+    })();
+    expect(err).toBeInstanceOf(SamplingParamsError);
+    expect((err as SamplingParamsError).field).toBe('logitBias');
+    expect((err as Error).message).toMatch(/every token of the vocabulary \(4 ids\) is banned/);
   });
 });

@@ -5,12 +5,12 @@ import { PLAIN_TEMPLATE, postRaw, readGolden, startTestServer, type TestServer }
 const golden = readGolden();
 /** Started with --chat-template. */
 let withTemplate: TestServer;
-/** Started without one: stories260K has no template of its own. */
+/** Started without one (stories260K has none of its own), accepting templates sent in requests. */
 let without: TestServer;
 
 beforeAll(async () => {
   withTemplate = await startTestServer({ chatTemplate: PLAIN_TEMPLATE });
-  without = await startTestServer();
+  without = await startTestServer({ trustRequestChatTemplate: true });
 });
 afterAll(async () => {
   await withTemplate.close();
@@ -102,7 +102,7 @@ describe('POST /v1/chat/completions', () => {
     expect(e.code).toBe('chat_template_missing');
     expect(e.message).toMatch(/no chat template/);
     expect(e.message).toMatch(/--chat-template/);
-    // The same request with a template in the body works.
+    // The same request with a template in the body works (the server trusts request templates).
     const raw = await postRaw(without.url, '/v1/chat/completions', JSON.stringify({
       messages, max_tokens: 56, temperature: 0, chat_template: PLAIN_TEMPLATE,
     }));
