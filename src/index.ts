@@ -22,14 +22,17 @@ export {
 } from './engine/index.js';
 export { loadModel, type LoadModelOptions, type LoadedModel } from './model/load-model.js';
 export type { ModelSource } from './model/model-source.js';
+export type { ModelConfig, Architecture, Llama3RopeScaling } from './model/model-config.js';
+export type { Tokenizer } from './model/tokenizer.js';
+export type { ForwardBatch, CausalLM } from './model/forward-batch.js';
 export { LlamaModel, UnsupportedArchitectureError, type LlamaModelOptions } from './model/llama-model.js';
 export {
-  ModelLoadError, ModelFormatError, UnknownModelFormatError, TruncatedFileError, UnsupportedTensorTypeError,
+  type ModelErrorLocation, ModelLoadError, ModelFormatError, UnknownModelFormatError, TruncatedFileError, UnsupportedTensorTypeError,
   TensorShapeError, MissingTensorError, MissingMetadataError, UnsupportedModelError, TokenizerLoadError,
   ChatTemplateMissingError, ChatTemplateError,
 } from './model/errors.js';
 export {
   createBackend, KernelError, KernelLoadError, ArenaOutOfMemoryError,
-  type KernelBackend, type BackendKind, type BackendOptions, type KvCacheDType,
+  type KernelBackend, type BackendKind, type BackendOptions, type KvCacheDType, type KvCacheLayer,
 } from './kernels/index.js';
 export { NoFreeBlocksError } from './core/index.js';
