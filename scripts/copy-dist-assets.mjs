@@ -15,4 +15,3 @@ if (!existsSync(join(root, 'dist'))) {
   throw new Error('dist/ does not exist: run `tsc -p tsconfig.build.json` first (`npm run build:dist` does both)');
 }
 for (const [from, to] of copies) cpSync(join(root, from), join(root, to), { recursive: true });
-console.log(`copied ${copies.map(([from]) => from).join(', ')} into dist/`);
