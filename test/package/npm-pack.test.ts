@@ -3,7 +3,7 @@
 // server (`npx pagellm serve`, over HTTP, stopped with SIGTERM). The compiled code in dist/ is built once, here.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -36,14 +36,13 @@ function groupAlive(pgid: number): boolean {
   }
 }
 
-/** The library example of the README's "As a library" section, with the model given by absolute path. */
-const LIBRARY_EXAMPLE = `import { LLM } from 'pagellm';
-
-const llm = await LLM.create({ model: ${JSON.stringify(STORIES_DIR)}, kvCacheMemory: 64 << 20 });
-const [out] = await llm.generate('Once upon a time', { temperature: 0, maxTokens: 56 });
-console.log(out.outputs[0].text);
-await llm.close();
-`;
+/** The first example of the README's "As a library" section, with the model's path made absolute. */
+function readmeLibraryExample(): string {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  const example = /```js\n([\s\S]*?)```/.exec(readme.slice(readme.indexOf('## As a library')))?.[1];
+  if (example === undefined) throw new Error('README.md has no ```js example under "## As a library"');
+  return example.replace("'/path/to/shared/models/stories260K'", JSON.stringify(STORIES_DIR));
+}
 
 /** A TypeScript user of the three entry points: it type-checks only when each one's `types` resolve. */
 const TYPED_CONSUMER = `import { LLM, SamplingParams, EngineConfigError, type EngineArgs, type RequestOutput } from 'pagellm';
@@ -95,13 +94,19 @@ describe('the npm package', () => {
       .toEqual([]);
   });
 
-  it('runs the library example: import { LLM } from \'pagellm\', the golden greedy text', async () => {
-    writeFileSync(join(dir, 'example.mjs'), LIBRARY_EXAMPLE);
-    expect(LIBRARY_EXAMPLE.trim().split('\n').length).toBeLessThanOrEqual(10);
+  it('runs the README\'s library example (import { LLM } from \'pagellm\'): the golden greedy text', async () => {
+    const example = readmeLibraryExample();
+    expect(example).toContain("import { LLM } from 'pagellm';");
+    expect(example).toContain(JSON.stringify(STORIES_DIR));
+    expect(example.trim().split('\n').length).toBeLessThanOrEqual(10);
+    writeFileSync(join(dir, 'example.mjs'), example);
     expect(await run(process.execPath, ['example.mjs'], dir)).toBe(`${golden.text}\n`);
   }, RUN_TIMEOUT_MS);
 
-  it('gives TypeScript users the types of pagellm, pagellm/server and pagellm/core', async () => {
+  it('exports pagellm/server and pagellm/core, with the types of all three entry points', async () => {
+    const loaded = await run(process.execPath, ['--input-type=module', '-e', "const s = await import('pagellm/server'); " +
+      "const c = await import('pagellm/core'); console.log(typeof s.startServer, typeof c.BlockSpaceManager);"], dir);
+    expect(loaded).toBe('function function\n');
     writeFileSync(join(dir, 'consumer.mts'), TYPED_CONSUMER);
     const tsc = join(REPO_ROOT, 'node_modules/typescript/bin/tsc');
     await run(process.execPath, [tsc, '--noEmit', '--strict', '--target', 'es2022', '--module', 'nodenext',
