@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'build/**', 'assembly/**', 'dist/**', 'src/web/vendor/**'] },
+  { ignores: ['node_modules/**', 'build/**', 'assembly/**', 'dist/**', 'docs/api/**', 'src/web/vendor/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -8,6 +8,7 @@
  *
  * Usage: npx tsx bench/server-memory.ts [--requests 10000] [--concurrency 32] [--kv-cache-memory 64MiB]
  *   [--max-tokens 16] [--threads 2] [--model path]
+ * The server is bin/pagellm.mjs, which runs the compiled dist/: `npm run build:dist` after changing src/.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';

@@ -48,7 +48,7 @@ export abstract class TokenBlock implements PooledBlock {
   }
 
   /**
-   * Appends `src[start..end)` after {@link checkAppend} (nothing changes when it throws), copying the block first
+   * Appends `src[start..end)` after `checkAppend` (nothing changes when it throws), copying the block first
    * if its physical id is shared.
    */
   appendTokenIdsRange(src: readonly number[], start: number, end: number): void {

@@ -198,7 +198,7 @@ export class LLMEngine {
 
   /**
    * Queues a beam search over one prompt (vLLM's `LLM.beam_search` semantics, see beam-search.ts). Its output is
-   * only returned when it finishes; {@link getBeamSearchOutput} gives the ranked beams.
+   * only returned when it finishes; its `outputs` are the ranked beams, best first.
    * @throws as {@link addRequest}, and SamplingParamsError for bad beam options.
    */
   addBeamSearchRequest(requestId: string, prompt: PromptInput, init: BeamSearchParamsInit,

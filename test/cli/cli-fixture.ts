@@ -1,4 +1,7 @@
-/** Runs the real `pagellm` command (bin/pagellm.mjs) in a child process. */
+/**
+ * Runs the real `pagellm` command in a child process, from the TypeScript sources (test/cli/pagellm-source.mjs; the
+ * compiled bin/pagellm.mjs is checked from an installed tarball by test/package/npm-pack.test.ts).
+ */
 import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { sharedDir } from '../../src/cli/default-model.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-export const BIN = join(REPO_ROOT, 'bin/pagellm.mjs');
+export const BIN = join(REPO_ROOT, 'test/cli/pagellm-source.mjs');
 export const STORIES_DIR = join(sharedDir(), 'models/stories260K');
 export const TINY_BPE_TOKENIZER = join(REPO_ROOT, 'test/fixtures/tiny-bpe/tokenizer.json');
 

@@ -1,0 +1,19 @@
+/**
+ * pagellm's OpenAI-compatible server as a library (`import { startServer } from 'pagellm/server'`): load a model
+ * and serve `/v1/completions`, `/v1/chat/completions`, `/metrics` and the KV-cache dashboard from your own process,
+ * then `close()` it. The same server `pagellm serve` starts. Mirrors vLLM's `vllm.entrypoints.openai.api_server`.
+ * @packageDocumentation
+ */
+export {
+  startServer, summarize, loadChatTemplateArgument, defaultServedModelName, RandomWeightsRefusedError,
+  ChatTemplateArgumentError, type ServerOptions, type ServerHandle, type ServerSummary,
+} from './api-server.js';
+export { startupLogLines } from './startup-log.js';
+export { createApp, DEFAULT_BODY_LIMIT, type AppOptions } from './app.js';
+export { ServingContext, type ServingContextOptions } from './serving-context.js';
+export { PrometheusMetrics } from './prometheus-metrics.js';
+export {
+  OpenAIError, BadRequestError, AuthenticationError, NotFoundError, RequestTooLargeError, ServiceUnavailableError,
+  InternalServerError, type ErrorResponseBody,
+} from './errors.js';
+export type { EngineArgs } from '../engine/index.js';

@@ -1,0 +1,159 @@
+// pagellm as its users get it: `npm pack` of this checkout, installed with npm into an empty folder, then used there
+// as a library (`import { LLM } from 'pagellm'`, with its types), as a command (`npx pagellm --help`) and as a
+// server (`npx pagellm serve`, over HTTP, stopped with SIGTERM). The compiled code in dist/ is built once, here.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readGolden, REPO_ROOT, STORIES_DIR, waitFor } from '../server/server-fixture.js';
+
+const golden = readGolden();
+const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const NPX = process.platform === 'win32' ? 'npx.cmd' : 'npx';
+const SETUP_TIMEOUT_MS = 600_000;
+const RUN_TIMEOUT_MS = 180_000;
+
+/** Runs a command to completion and resolves with its stdout; rejects with its status and output when it fails. */
+function run(file: string, args: readonly string[], cwd: string, timeoutMs = RUN_TIMEOUT_MS): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(file, args, { cwd, timeout: timeoutMs, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+      if (err !== null) reject(new Error(`${file} ${args.join(' ')} failed (${err.message}):\n${stdout}\n${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/** Whether any process of the process group `pgid` is still there. */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw err;
+  }
+}
+
+/** The first example of the README's "As a library" section, with the model's path made absolute. */
+function readmeLibraryExample(): string {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  const example = /```js\n([\s\S]*?)```/.exec(readme.slice(readme.indexOf('## As a library')))?.[1];
+  if (example === undefined) throw new Error('README.md has no ```js example under "## As a library"');
+  return example.replace("'/path/to/shared/models/stories260K'", JSON.stringify(STORIES_DIR));
+}
+
+/** A TypeScript user of the three entry points: it type-checks only when each one's `types` resolve. */
+const TYPED_CONSUMER = `import { LLM, SamplingParams, EngineConfigError, type EngineArgs, type RequestOutput } from 'pagellm';
+import { startServer, type ServerHandle } from 'pagellm/server';
+import { AllocStatus, BlockSpaceManager } from 'pagellm/core';
+
+const args: EngineArgs = { model: 'model.gguf', kvCacheMemory: 1 << 20 };
+export async function firstText(): Promise<string> {
+  const outputs: RequestOutput[] = await (await LLM.create(args)).generate('x', new SamplingParams({ maxTokens: 1 }));
+  return outputs[0].outputs[0].text;
+}
+export const serve = (): Promise<ServerHandle> => startServer({ ...args, port: 0 });
+export const manager = new BlockSpaceManager({ blockSize: 16, numGpuBlocks: 4, numCpuBlocks: 0 });
+export const statuses: AllocStatus[] = [AllocStatus.OK];
+export const isConfigError = (e: unknown): boolean => e instanceof EngineConfigError;
+`;
+
+describe('the npm package', () => {
+  let dir = '';
+  let packedFiles: string[] = [];
+  let server: ChildProcess | undefined;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'pagellm-npm-pack-'));
+    // The one build: tsc into dist/ and the run-time files copied beside it (build/kernels.wasm exists since install;
+    // --ignore-scripts keeps `prepare` from rebuilding it while other test files read it).
+    await run(NPM, ['run', 'build:dist'], REPO_ROOT, SETUP_TIMEOUT_MS);
+    const packOutput = await run(NPM, ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], REPO_ROOT);
+    const packed = JSON.parse(packOutput) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    packedFiles = packed[0].files.map((f) => f.path);
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'pagellm-user', private: true, type: 'module' }));
+    await run(NPM, ['install', '--prefer-offline', '--no-audit', '--no-fund', join(dir, packed[0].filename)], dir,
+      SETUP_TIMEOUT_MS);
+  }, SETUP_TIMEOUT_MS * 2);
+
+  afterAll(() => {
+    // A server that did not stop (a failed assertion before SIGTERM): end its whole process group.
+    if (server?.pid !== undefined && groupAlive(server.pid)) process.kill(-server.pid, 'SIGKILL');
+    if (dir !== '') rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('packs dist/, the kernels, the command and the README, and nothing of the sources, tests or benchmarks', () => {
+    for (const path of ['package.json', 'README.md', 'bin/pagellm.mjs', 'build/kernels.wasm', 'dist/index.js',
+      'dist/index.d.ts', 'dist/server/index.js', 'dist/server/index.d.ts', 'dist/core/index.js', 'dist/core/index.d.ts',
+      'dist/cli/main.js', 'dist/kernels/kernel-worker.mjs', 'dist/web/assets/index.html', 'dist/web/assets/dashboard.js']) {
+      expect(packedFiles).toContain(path);
+    }
+    expect(packedFiles.filter((p) => /^(src|test|bench|scripts|assembly|docs)\//.test(p) || p.endsWith('.tsbuildinfo')))
+      .toEqual([]);
+  });
+
+  it('runs the README\'s library example (import { LLM } from \'pagellm\'): the golden greedy text', async () => {
+    const example = readmeLibraryExample();
+    expect(example).toContain("import { LLM } from 'pagellm';");
+    expect(example).toContain(JSON.stringify(STORIES_DIR));
+    expect(example.trim().split('\n').length).toBeLessThanOrEqual(10);
+    writeFileSync(join(dir, 'example.mjs'), example);
+    expect(await run(process.execPath, ['example.mjs'], dir)).toBe(`${golden.text}\n`);
+  }, RUN_TIMEOUT_MS);
+
+  it('exports pagellm/server and pagellm/core, with the types of all three entry points', async () => {
+    const loaded = await run(process.execPath, ['--input-type=module', '-e', "const s = await import('pagellm/server'); " +
+      "const c = await import('pagellm/core'); console.log(typeof s.startServer, typeof c.BlockSpaceManager);"], dir);
+    expect(loaded).toBe('function function\n');
+    writeFileSync(join(dir, 'consumer.mts'), TYPED_CONSUMER);
+    const tsc = join(REPO_ROOT, 'node_modules/typescript/bin/tsc');
+    await run(process.execPath, [tsc, '--noEmit', '--strict', '--target', 'es2022', '--module', 'nodenext',
+      '--moduleResolution', 'nodenext', '--skipLibCheck', 'consumer.mts'], dir);
+  }, RUN_TIMEOUT_MS);
+
+  it('runs `npx pagellm --help` from the installed package', async () => {
+    const help = await run(NPX, ['pagellm', '--help'], dir);
+    expect(help).toMatch(/^Usage: pagellm \[options\] \[command\]/);
+    expect(help).toMatch(/\n {2}serve /);
+  }, RUN_TIMEOUT_MS);
+
+  it('serves with `npx pagellm serve` (health, dashboard, a completion) and stops on SIGTERM', async () => {
+    // Its own process group (npx → sh → node), signalled as a terminal signals the foreground job.
+    const proc = spawn(NPX, ['pagellm', 'serve', '--model', STORIES_DIR, '--port', '0', '--threads', '2',
+      '--kv-cache-memory', '8MiB'], { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    server = proc;
+    let log = '';
+    proc.stdout.on('data', (d: Buffer) => { log += d.toString(); });
+    proc.stderr.on('data', (d: Buffer) => { log += d.toString(); });
+    const closed = once(proc, 'close');
+    const url = await new Promise<string>((resolve, reject) => {
+      const check = (): void => {
+        const m = /Serving the OpenAI-compatible API at (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(log);
+        if (m !== null) resolve(m[1]);
+      };
+      proc.stdout.on('data', check);
+      proc.on('exit', () => reject(new Error(`npx pagellm serve exited before serving:\n${log}`)));
+    });
+
+    const health = await fetch(`${url}/health`);
+    expect(health.status).toBe(200);
+    const page = await fetch(`${url}/`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toMatch(/<html/i);
+    const res = await fetch(`${url}/v1/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: golden.prompt, max_tokens: golden.tokens, temperature: 0 }),
+    });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { choices: Array<{ text: string }> }).choices[0].text).toBe(golden.text);
+
+    process.kill(-proc.pid!, 'SIGTERM');
+    await closed; // every holder of its output pipes (npm, sh, node) has exited
+    expect(log).toMatch(/received SIGTERM: shutting down/);
+    expect(log).toMatch(/shutdown complete/);
+    // Nothing left in its process group (the last members may still be in the middle of exiting).
+    await waitFor(async () => !groupAlive(proc.pid!), 60_000, 'the npx pagellm serve process group to exit');
+  }, RUN_TIMEOUT_MS);
+});
