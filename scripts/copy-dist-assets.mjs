@@ -1,5 +1,6 @@
 // Copies the files the compiled code in dist/ loads at run time beside it, where the sources find them in src/:
-// the kernel worker (a plain-JavaScript worker thread, new URL('./kernel-worker.mjs', import.meta.url)) and the
+// the worker threads (plain JavaScript: new URL('./kernel-worker.mjs', import.meta.url), and the preprocess
+// worker that renders chat templates and tokenizes off the event loop) and the
 // dashboard page's assets (new URL('./assets/', import.meta.url)). Runs after `tsc -p tsconfig.build.json` in
 // `npm run build:dist`. build/kernels.wasm is found from dist/kernels/ as ../../build/kernels.wasm, as from src/.
 import { cpSync, existsSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const copies = [
   ['src/kernels/kernel-worker.mjs', 'dist/kernels/kernel-worker.mjs'],
+  ['src/model/preprocess-worker.mjs', 'dist/model/preprocess-worker.mjs'],
   ['src/web/assets', 'dist/web/assets'],
 ];
 if (!existsSync(join(root, 'dist'))) {

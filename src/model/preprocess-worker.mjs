@@ -1,12 +1,13 @@
 // Worker thread of the preprocess pool (preprocess-pool.ts): renders chat templates with @huggingface/jinja under
 // step, list-size and output-length budgets, and tokenizes / detokenizes with the model's tokenizer, so that neither
-// runs on the server's event loop. Plain JavaScript so it starts without a TypeScript loader; the tokenizer (the
-// project's TypeScript) is loaded through tsx only when the pool asks for one. Wall time and memory are bounded by
-// the pool (it terminates this thread on timeout; resourceLimits cap its heap).
+// runs on the server's event loop. Plain JavaScript so it starts without a TypeScript loader; the tokenizer is the
+// compiled module beside this file in dist/, or the TypeScript source through tsx when run from src/. Wall time and
+// memory are bounded by the pool (it terminates this thread on timeout; resourceLimits cap its heap).
 //
 // Messages in:  { id, op: 'render', source, context, limits: { maxSteps, maxItems, maxOutputChars } }
 //               { id, op: 'encode', texts, addSpecialTokens }   { id, op: 'decode', ids, skipSpecialTokens }
 // Messages out: { ready: true } once, then { id, ok: true, value } or { id, ok: false, error: { kind, limit?, message } }
+import { existsSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
 
@@ -107,9 +108,14 @@ function render(source, context, limits) {
 
 let tokenizer = null;
 if (workerData?.model !== undefined) {
-  const { register } = await import('tsx/esm/api');
-  register();
-  const { readModelSource } = await import('./read-model-source.ts');
+  // Compiled (dist/): the JavaScript beside this file. From the sources: the TypeScript, through tsx.
+  let compiled = new URL('./read-model-source.js', import.meta.url);
+  if (!existsSync(compiled)) {
+    const { register } = await import('tsx/esm/api');
+    register();
+    compiled = new URL('./read-model-source.ts', import.meta.url);
+  }
+  const { readModelSource } = await import(compiled.href);
   const options = workerData.tokenizerPath !== undefined ? { tokenizerPath: workerData.tokenizerPath } : {};
   tokenizer = (await readModelSource(workerData.model, options)).tokenizer;
 }
