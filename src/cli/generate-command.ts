@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { LLM } from '../engine/index.js';
+import { LLM, SamplingParams } from '../engine/index.js';
 import { readModelSource } from '../model/read-model-source.js';
 import { RandomWeightsRefusedError } from '../server/api-server.js';
 import { createByteProgress, type ByteProgress } from './byte-progress.js';
@@ -49,6 +49,11 @@ export function createGenerateCommand(): Command {
     const prompts = [...positional, ...(opts.prompt ?? [])];
     if (prompts.length === 0) throw new CliUsageError('give at least one prompt: pagellm generate "Once upon a time"');
     checkModelPath(opts.model, '--model <path> or PAGELLM_MODEL');
+    // Checked before the weights load, so a bad combination (--n 2 at --temperature 0) fails at once.
+    const params = new SamplingParams({
+      ...samplingInitFromCli(opts, opts.maxTokens ?? GENERATE_DEFAULT_MAX_TOKENS),
+      n: opts.n,
+    });
     const random = await checkRandomWeights(opts.model, opts.allowRandomWeights === true);
     let progress: ByteProgress | undefined;
     const llm = await LLM.create(engineArgsFromCli(opts, opts.model, (done, total) => {
@@ -56,10 +61,7 @@ export function createGenerateCommand(): Command {
       progress.set(done, total);
     })).finally(() => progress?.stop());
     try {
-      const outputs = await llm.generate(prompts, {
-        ...samplingInitFromCli(opts, opts.maxTokens ?? GENERATE_DEFAULT_MAX_TOKENS),
-        n: opts.n,
-      });
+      const outputs = await llm.generate(prompts, params);
       for (const [i, out] of outputs.entries()) {
         for (const o of out.outputs) {
           if (opts.json === true) {
