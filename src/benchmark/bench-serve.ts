@@ -22,12 +22,20 @@ export interface ServedModel {
 
 /**
  * The model to benchmark: the entry of GET /v1/models named `name`, or the first entry when `name` is undefined.
- * A named model the list does not hold is returned with an unknown max_model_len (the server's own error then
- * reaches the user from the next request).
- * @throws BenchmarkServerError when the list cannot be fetched, or lists no model and none was named.
+ * A named model the list does not hold, or a server that answers GET /v1/models with an error status, gives the
+ * named model with an unknown max_model_len (the server's own error then reaches the user from the next request).
+ * @throws BenchmarkServerError when the server cannot be reached, or when no model was named and the list fails or
+ *   holds none.
  */
 export async function resolveServedModel(client: HttpClient, name?: string): Promise<ServedModel> {
-  const res = await client.json<{ data?: Array<{ id?: unknown; max_model_len?: unknown }> }>('GET', '/v1/models');
+  type ModelList = { data?: Array<{ id?: unknown; max_model_len?: unknown }> };
+  let res: ModelList;
+  try {
+    res = await client.json<ModelList>('GET', '/v1/models');
+  } catch (e) {
+    if (name !== undefined && e instanceof BenchmarkServerError && e.status !== null) return { id: name, maxModelLen: null };
+    throw e;
+  }
   const entries = Array.isArray(res.data) ? res.data : [];
   const entry = name === undefined ? entries[0] : entries.find((e) => e.id === name);
   const id = name ?? entry?.id;

@@ -105,7 +105,9 @@ describe('bench serve against pagellm', () => {
 
   it('clips requests longer than the server\'s max_model_len to it, and reports how many and to what', async () => {
     const before = lines.length;
-    const r = await runBenchServe(options({ datasetName: 'random', numPrompts: '2', randomInputLen: '500', randomOutputLen: '100' }));
+    // A named model's max_model_len is read from its entry in GET /v1/models too.
+    const r = await runBenchServe(options({ datasetName: 'random', numPrompts: '2', randomInputLen: '500', randomOutputLen: '100',
+      model: 'stories260K' }));
     expect(r.completed).toBe(2);
     expect(r.lengthClipping).toEqual({ maxModelLen: 512, numClipped: 2, longestRequested: 600 });
     // ⌊512 · 500 / 600⌋ = 426 prompt tokens, 86 output tokens.
