@@ -1,4 +1,5 @@
 import { BenchmarkOptionsError, WorkloadError } from './errors.js';
+import { ClippedLogNormal } from './length-distribution.js';
 import type { EndpointKind } from './streaming-request.js';
 import {
   SHAREGPT_LIKE_DEFAULTS, WORKLOAD_NAMES, validateWorkloadSpec, type WorkloadName, type WorkloadSpec,
@@ -55,36 +56,39 @@ export interface BenchServeFlag {
  * pass `cmd.opts()` to parseBenchServeOptions.
  */
 export const BENCH_SERVE_FLAGS: readonly BenchServeFlag[] = [
-  { flags: '--base-url <url>', description: 'server root URL (default http://127.0.0.1:8000)' },
-  { flags: '--endpoint <kind>', description: 'completions (token-id prompts) or chat (text prompts) (default completions)' },
+  { flags: '--base-url <url>', description: 'server root URL (default: http://127.0.0.1:8000)' },
+  { flags: '--endpoint <kind>', description: 'completions (token-id prompts) or chat (text prompts) (default: completions)' },
   { flags: '--model <name>', description: 'model name sent in requests (default: the first of GET /v1/models)' },
   { flags: '--api-key <key>', description: 'sent as "Authorization: Bearer <key>" (default: env OPENAI_API_KEY if set)' },
-  { flags: '--dataset-name <name>', description: 'workload: random, sharegpt-like or prefix-repetition (default sharegpt-like)' },
-  { flags: '--num-prompts <n>', description: 'number of requests (default 100)' },
-  { flags: '--request-rate <r>', description: 'requests per second, Poisson arrivals; inf sends all at once (default inf)' },
+  { flags: '--dataset-name <name>', description: 'workload: random, sharegpt-like or prefix-repetition (default: sharegpt-like)' },
+  { flags: '--num-prompts <n>', description: 'number of requests (default: 100); any longer than the server\'s ' +
+    'max_model_len is clipped to it' },
+  { flags: '--request-rate <r>', description: 'requests per second, Poisson arrivals; inf sends all at once (default: inf)' },
   { flags: '--max-concurrency <n>', description: 'most requests in flight at once (default: unlimited)' },
-  { flags: '--seed <n>', description: 'seed of the workload and the arrival times (default 0)' },
+  { flags: '--seed <n>', description: 'seed of the workload and the arrival times (default: 0)' },
   { flags: '--no-ignore-eos', description: 'do not send ignore_eos (outputs may then end early at EOS)' },
-  { flags: '--temperature <t>', description: 'sampling temperature (default 0: greedy)' },
-  { flags: '--metric-percentiles <list>', description: 'comma-separated percentiles to report (default 99)' },
+  { flags: '--temperature <t>', description: 'sampling temperature; 0 is greedy (default: 0)' },
+  { flags: '--metric-percentiles <list>', description: 'comma-separated percentiles to report (default: 99)' },
   { flags: '--no-scrape-metrics', description: 'do not sample the server\'s /metrics during the run' },
-  { flags: '--metrics-interval <ms>', description: 'ms between /metrics samples (default 250)' },
+  { flags: '--metrics-interval <ms>', description: 'ms between /metrics samples (default: 250)' },
   { flags: '--result-file <path>', description: 'write the JSON result to this file' },
   { flags: '--disable-progress', description: 'no progress bar (default: shown when stderr is a terminal)' },
   { flags: '--extra-body <json>', description: 'JSON object merged into every request body' },
-  { flags: '--random-input-len <n>', description: 'random: prompt tokens (default 128)' },
-  { flags: '--random-output-len <n>', description: 'random: output tokens (default 128)' },
-  { flags: '--random-range-ratio <r>', description: 'random: lengths uniform in len·[1−r, 1+r], r in [0, 1) (default 0)' },
-  { flags: '--sharegpt-input-mean <n>', description: 'sharegpt-like: mean prompt tokens (default 161.31)' },
-  { flags: '--sharegpt-output-mean <n>', description: 'sharegpt-like: mean output tokens (default 337.99)' },
-  { flags: '--sharegpt-input-sigma <s>', description: 'sharegpt-like: log-normal σ of prompt lengths (default 1.0)' },
-  { flags: '--sharegpt-output-sigma <s>', description: 'sharegpt-like: log-normal σ of output lengths (default 0.8)' },
-  { flags: '--sharegpt-max-input-len <n>', description: 'sharegpt-like: longest prompt, tokens (default 1024)' },
-  { flags: '--sharegpt-max-output-len <n>', description: 'sharegpt-like: longest output, tokens (default 1024)' },
-  { flags: '--prefix-repetition-prefix-len <n>', description: 'prefix-repetition: shared prefix tokens (default 512)' },
-  { flags: '--prefix-repetition-suffix-len <n>', description: 'prefix-repetition: unique suffix tokens (default 64)' },
-  { flags: '--prefix-repetition-num-prefixes <n>', description: 'prefix-repetition: distinct prefixes (default 1)' },
-  { flags: '--prefix-repetition-output-len <n>', description: 'prefix-repetition: output tokens (default 64)' },
+  { flags: '--random-input-len <n>', description: 'random: prompt tokens (default: 128)' },
+  { flags: '--random-output-len <n>', description: 'random: output tokens (default: 128)' },
+  { flags: '--random-range-ratio <r>', description: 'random: lengths uniform in len·[1−r, 1+r], r in [0, 1) (default: 0)' },
+  { flags: '--sharegpt-input-mean <n>', description: 'sharegpt-like: mean prompt tokens (default: 161.31; a lower ' +
+    '--sharegpt-max-input-len lowers it)' },
+  { flags: '--sharegpt-output-mean <n>', description: 'sharegpt-like: mean output tokens (default: 337.99; a lower ' +
+    '--sharegpt-max-output-len lowers it)' },
+  { flags: '--sharegpt-input-sigma <s>', description: 'sharegpt-like: log-normal σ of prompt lengths (default: 1.0)' },
+  { flags: '--sharegpt-output-sigma <s>', description: 'sharegpt-like: log-normal σ of output lengths (default: 0.8)' },
+  { flags: '--sharegpt-max-input-len <n>', description: 'sharegpt-like: longest prompt, tokens (default: 1024)' },
+  { flags: '--sharegpt-max-output-len <n>', description: 'sharegpt-like: longest output, tokens (default: 1024)' },
+  { flags: '--prefix-repetition-prefix-len <n>', description: 'prefix-repetition: shared prefix tokens (default: 512)' },
+  { flags: '--prefix-repetition-suffix-len <n>', description: 'prefix-repetition: unique suffix tokens (default: 64)' },
+  { flags: '--prefix-repetition-num-prefixes <n>', description: 'prefix-repetition: distinct prefixes (default: 1)' },
+  { flags: '--prefix-repetition-output-len <n>', description: 'prefix-repetition: output tokens (default: 64)' },
 ];
 
 /** Flag spelling of a camelCase key. */
@@ -128,6 +132,28 @@ class Reader {
     if (typeof v !== 'boolean') throw new BenchmarkOptionsError(flagOf(key), `expected true or false, got ${JSON.stringify(v)}`);
     return v;
   }
+}
+
+/**
+ * The sharegpt-like mean length of prompts (`which` = input) or outputs: the flag's value when given, else the mean
+ * of the default law (the default mean at the default maximum, with this σ) clipped to the maximum in use, so a lower
+ * `--sharegpt-max-*-len` lowers the mean with it instead of leaving a mean the maximum cannot reach.
+ * @throws BenchmarkOptionsError naming the mean flag when a given mean is not strictly between the bounds.
+ */
+function shareGptMean(r: Reader, which: 'input' | 'output', defaultMean: number, sigma: number, min: number,
+  defaultMax: number, max: number): number {
+  const key = which === 'input' ? 'sharegptInputMean' : 'sharegptOutputMean';
+  if (r.raw(key) === undefined) {
+    return max === defaultMax ? defaultMean : new ClippedLogNormal(defaultMean, sigma, min, defaultMax).meanClippedTo(min, max);
+  }
+  const mean = r.positive(key, defaultMean);
+  if (mean <= min || mean >= max) {
+    const maxFlag = which === 'input' ? '--sharegpt-max-input-len' : '--sharegpt-max-output-len';
+    throw new BenchmarkOptionsError(flagOf(key), `a mean of ${mean} ${which} tokens cannot be reached by lengths ` +
+      `between ${min} and ${max} (${maxFlag} ${max}): give a mean strictly between the two, raise ${maxFlag}, or ` +
+      `leave ${flagOf(key)} out and the default mean follows ${maxFlag}`);
+  }
+  return mean;
 }
 
 /** Keys parseBenchServeOptions understands (anything else is an error, to catch typos in programmatic use). */
@@ -216,16 +242,16 @@ export function parseBenchServeOptions(values: BenchServeCliValues,
     };
   } else if (name === 'sharegpt-like') {
     const d = SHAREGPT_LIKE_DEFAULTS;
+    const inputSigma = r.positive('sharegptInputSigma', d.inputSigma);
+    const outputSigma = r.positive('sharegptOutputSigma', d.outputSigma);
+    const maxInputLen = r.int('sharegptMaxInputLen', d.maxInputLen, d.minInputLen + 1);
+    const maxOutputLen = r.int('sharegptMaxOutputLen', d.maxOutputLen, d.minOutputLen + 1);
     workload = {
-      kind: 'sharegpt-like', numPrompts,
-      inputMean: r.positive('sharegptInputMean', d.inputMean),
-      outputMean: r.positive('sharegptOutputMean', d.outputMean),
-      inputSigma: r.positive('sharegptInputSigma', d.inputSigma),
-      outputSigma: r.positive('sharegptOutputSigma', d.outputSigma),
+      kind: 'sharegpt-like', numPrompts, inputSigma, outputSigma, maxInputLen, maxOutputLen,
       minInputLen: d.minInputLen,
-      maxInputLen: r.int('sharegptMaxInputLen', d.maxInputLen, d.minInputLen + 1),
       minOutputLen: d.minOutputLen,
-      maxOutputLen: r.int('sharegptMaxOutputLen', d.maxOutputLen, d.minOutputLen + 1),
+      inputMean: shareGptMean(r, 'input', d.inputMean, inputSigma, d.minInputLen, d.maxInputLen, maxInputLen),
+      outputMean: shareGptMean(r, 'output', d.outputMean, outputSigma, d.minOutputLen, d.maxOutputLen, maxOutputLen),
     };
   } else {
     workload = {
@@ -235,6 +261,10 @@ export function parseBenchServeOptions(values: BenchServeCliValues,
       numPrefixes: r.int('prefixRepetitionNumPrefixes', 1, 1),
       outputLen: r.int('prefixRepetitionOutputLen', 64, 1),
     };
+    if (workload.prefixLen + workload.suffixLen < 1) {
+      throw new BenchmarkOptionsError('--prefix-repetition-prefix-len',
+        'the prompt would be empty: give --prefix-repetition-prefix-len or --prefix-repetition-suffix-len above 0');
+    }
   }
   try {
     validateWorkloadSpec(workload);

@@ -3,8 +3,9 @@ import { dirname } from 'node:path';
 import { SeededNormal } from '../model/random-model.js';
 import { aggregateResults, formatResult, resultToJson, type BenchmarkConfig, type BenchmarkResult } from './benchmark-result.js';
 import type { BenchServeOptions } from './bench-serve-options.js';
-import { BenchmarkOptionsError, BenchmarkServerError } from './errors.js';
+import { BenchmarkServerError } from './errors.js';
 import { HttpClient } from './http-client.js';
+import { describeClipping } from './length-clipping.js';
 import { arrivalOffsetsMs, runLoad } from './load-generator.js';
 import { createRequestProgress } from './request-progress.js';
 import { ServerMetricsSampler, type ServerMetricsReport } from './server-metrics-sampler.js';
@@ -12,14 +13,37 @@ import { sendStreamingRequest, type StreamingRequestInput } from './streaming-re
 import { discoverTokenPool, textPromptOfLength } from './token-pool.js';
 import { generateWorkload, type Workload } from './workload.js';
 
-/** The first model GET /v1/models lists. @throws BenchmarkServerError when it fails or lists none. */
-export async function firstServedModel(client: HttpClient): Promise<string> {
-  const res = await client.json<{ data?: Array<{ id?: unknown }> }>('GET', '/v1/models');
-  const id = res.data?.[0]?.id;
+/** A model the server serves, as GET /v1/models lists it. */
+export interface ServedModel {
+  readonly id: string;
+  /** Its longest prompt + output in tokens, when the listing reports `max_model_len` (vLLM's and pagellm's do). */
+  readonly maxModelLen: number | null;
+}
+
+/**
+ * The model to benchmark: the entry of GET /v1/models named `name`, or the first entry when `name` is undefined.
+ * A named model the list does not hold, or a server that answers GET /v1/models with an error status, gives the
+ * named model with an unknown max_model_len (the server's own error then reaches the user from the next request).
+ * @throws BenchmarkServerError when the server cannot be reached, or when no model was named and the list fails or
+ *   holds none.
+ */
+export async function resolveServedModel(client: HttpClient, name?: string): Promise<ServedModel> {
+  type ModelList = { data?: Array<{ id?: unknown; max_model_len?: unknown }> };
+  let res: ModelList;
+  try {
+    res = await client.json<ModelList>('GET', '/v1/models');
+  } catch (e) {
+    if (name !== undefined && e instanceof BenchmarkServerError && e.status !== null) return { id: name, maxModelLen: null };
+    throw e;
+  }
+  const entries = Array.isArray(res.data) ? res.data : [];
+  const entry = name === undefined ? entries[0] : entries.find((e) => e.id === name);
+  const id = name ?? entry?.id;
   if (typeof id !== 'string') {
     throw new BenchmarkServerError(client.url('/v1/models'), 200, 'the server lists no model; pass --model');
   }
-  return id;
+  const len = entry?.max_model_len;
+  return { id, maxModelLen: typeof len === 'number' && Number.isSafeInteger(len) && len > 0 ? len : null };
 }
 
 /** Seed of the arrival-time stream, kept apart from the workload's so changing the rate keeps the prompts. */
@@ -29,8 +53,9 @@ const ARRIVAL_SEED_SALT = 0x6d2b79f5;
  * `pagellm bench serve`: sends a workload to a running OpenAI-compatible server and measures it, like vLLM's
  * `vllm bench serve` (benchmarks/benchmark_serving.py):
  *
- * 1. resolves the model (GET /v1/models unless given) and a pool of ordinary token ids (POST /tokenize);
- * 2. generates the seeded workload (random, sharegpt-like or prefix-repetition): token-id prompts for completions,
+ * 1. resolves the model and its max_model_len (GET /v1/models) and a pool of ordinary token ids (POST /tokenize);
+ * 2. generates the seeded workload (random, sharegpt-like or prefix-repetition), each request clipped to the
+ *    server's max_model_len (less the chat template's tokens for chat; reported): token-id prompts for completions,
  *    text of the same length (POST /detokenize) for chat, each with `max_tokens` = its output length and
  *    `ignore_eos` so outputs have exactly that length;
  * 3. sends one small test request (not part of the results) so a server that rejects the request shape fails fast;
@@ -39,21 +64,26 @@ const ARRIVAL_SEED_SALT = 0x6d2b79f5;
  * 5. prints the report, writes the JSON result when asked, and returns it.
  *
  * @throws BenchmarkServerError when the server cannot be reached or a set-up call fails (model list, /tokenize,
- *   the test request); BenchmarkOptionsError when the workload needs longer sequences than the server's
- *   max_model_len. Failed benchmark requests do not throw: they are counted in the result.
+ *   the test request); WorkloadError when the server's max_model_len is below 2 tokens. Failed benchmark requests
+ *   do not throw: they are counted in the result.
  */
 export async function runBenchServe(options: BenchServeOptions): Promise<BenchmarkResult> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   const client = new HttpClient(options.baseUrl, options.apiKey);
   try {
-    const model = options.model ?? await firstServedModel(client);
+    const served = await resolveServedModel(client, options.model);
+    const model = served.id;
     const pool = await discoverTokenPool(client, model);
-    const workload = generateWorkload(options.workload, pool.tokenIds, options.seed);
-    checkFitsModel(workload, pool.maxModelLen);
+    const maxModelLen = served.maxModelLen ?? pool.maxModelLen;
+    const templateTokens = options.endpoint === 'chat' && maxModelLen !== null ? await chatTemplateTokens(client, model) : 0;
+    const workload = generateWorkload(options.workload, pool.tokenIds, options.seed,
+      maxModelLen === null ? null : maxModelLen - templateTokens);
     const inputs = await buildInputs(client, model, workload, options);
     log(`bench serve: ${workload.requests.length} requests (${options.workload.kind}) to ${client.url('')} ` +
       `model ${model}, ${options.endpoint}, rate ${Number.isFinite(options.requestRate) ? `${options.requestRate}/s` : 'inf'}` +
       `${options.maxConcurrency !== undefined ? `, max concurrency ${options.maxConcurrency}` : ''}, seed ${options.seed}`);
+    const clipped = describeClipping(workload.clipping, workload.requests.length);
+    if (clipped !== null) log(`bench serve: ${clipped}`);
 
     await testRequest(client, model, pool.tokenIds, options);
 
@@ -82,7 +112,7 @@ export async function runBenchServe(options: BenchServeOptions): Promise<Benchma
       requestRate: options.requestRate, maxConcurrency: options.maxConcurrency ?? null, ignoreEos: options.ignoreEos,
       percentiles: options.percentiles,
     };
-    const result = aggregateResults(config, results, durationMs, server, date);
+    const result = aggregateResults(config, results, durationMs, server, date, workload.clipping);
     for (const line of formatResult(result).split('\n')) log(line);
     if (options.resultFile !== undefined) {
       mkdirSync(dirname(options.resultFile), { recursive: true });
@@ -104,15 +134,22 @@ export function unavailableServerReport(intervalMs: number): ServerMetricsReport
   };
 }
 
-/** @throws BenchmarkOptionsError when some request needs more than the server's max_model_len. */
-function checkFitsModel(workload: Workload, maxModelLen: number | null): void {
-  if (maxModelLen === null) return;
-  const longest = workload.requests.reduce((m, r) => Math.max(m, r.inputLen + r.outputLen), 0);
-  const over = workload.requests.filter((r) => r.inputLen + r.outputLen > maxModelLen).length;
-  if (over > 0) {
-    throw new BenchmarkOptionsError('--dataset-name', `${over} of ${workload.requests.length} requests need more than ` +
-      `the server's max_model_len of ${maxModelLen} tokens (longest: ${longest} prompt + output tokens); lower the ` +
-      'workload\'s lengths (e.g. --sharegpt-max-input-len / --sharegpt-max-output-len) or raise --max-model-len');
+/**
+ * Tokens the chat template adds around one user message (POST /tokenize with `messages`, minus the message's own
+ * tokens), so chat requests can be fitted to max_model_len with the template's tokens on top; 0 when the server
+ * cannot say (no chat template: the test request then reports that).
+ */
+async function chatTemplateTokens(client: HttpClient, model: string): Promise<number> {
+  const content = 'Once upon a time';
+  try {
+    const chat = await client.json<{ tokens: number[] }>('POST', '/tokenize',
+      { model, messages: [{ role: 'user', content }], add_generation_prompt: true });
+    const plain = await client.json<{ tokens: number[] }>('POST', '/tokenize',
+      { model, prompt: content, add_special_tokens: false });
+    return Math.max(0, chat.tokens.length - plain.tokens.length);
+  } catch (e) {
+    if (e instanceof BenchmarkServerError && e.status !== null) return 0;
+    throw e;
   }
 }
 

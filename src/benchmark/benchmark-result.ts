@@ -1,3 +1,4 @@
+import type { LengthClipping } from './length-clipping.js';
 import type { ServerMetricsReport } from './server-metrics-sampler.js';
 import { summarize, type MetricSummary } from './statistics.js';
 import type { EndpointKind, RequestResult } from './streaming-request.js';
@@ -61,6 +62,8 @@ export interface BenchmarkResult {
   readonly e2elMs: MetricSummary;
   /** Completed requests whose output length differs from max_tokens (with ignoreEos this should be 0). */
   readonly outputLenMismatches: number;
+  /** How the workload was fitted to the server's max_model_len (requests clipped, to what). */
+  readonly lengthClipping: LengthClipping;
   /** What /metrics said (all null when the server has none). */
   readonly server: ServerMetricsReport;
   /** Distinct error messages of failed requests, with their counts (at most 20). */
@@ -77,9 +80,11 @@ export function requestTpotMs(r: RequestResult): number {
  * Aggregates request results into a {@link BenchmarkResult}: throughputs over `durationMs`, latency summaries over
  * the successful requests (TPOT over those with ≥ 2 output tokens, as vLLM), error tallies.
  * Mirrors vLLM's `calculate_metrics`.
+ * @param lengthClipping what fitting the workload to max_model_len did (default: nothing clipped, limit unknown).
  */
 export function aggregateResults(config: BenchmarkConfig, results: readonly RequestResult[], durationMs: number,
-  server: ServerMetricsReport, date: Date): BenchmarkResult {
+  server: ServerMetricsReport, date: Date,
+  lengthClipping: LengthClipping = { maxModelLen: null, numClipped: 0, longestRequested: 0 }): BenchmarkResult {
   const ok = results.filter((r) => r.success);
   const durationS = durationMs / 1000;
   const totalInput = ok.reduce((a, r) => a + r.promptLen, 0);
@@ -104,6 +109,7 @@ export function aggregateResults(config: BenchmarkConfig, results: readonly Requ
     itlMs: summarize(ok.flatMap((r) => r.itlMs), p),
     e2elMs: summarize(ok.map((r) => r.latencyMs), p),
     outputLenMismatches: ok.filter((r) => r.outputLen !== r.expectedOutputLen).length,
+    lengthClipping,
     server,
     errors: [...errorCounts].slice(0, 20).map(([message, count]) => ({ message, count })),
     requests: results.map((r) => ({
@@ -138,6 +144,9 @@ export function formatResult(r: BenchmarkResult): string {
   out.push(line('Maximum request concurrency:', r.config.maxConcurrency ?? 'none'));
   out.push(line('Request rate (req/s):', Number.isFinite(r.config.requestRate) ? r.config.requestRate : 'inf'));
   out.push(line('Benchmark duration (s):', num(r.durationS)));
+  if (r.lengthClipping.numClipped > 0) {
+    out.push(line(`Requests clipped to max_model_len ${r.lengthClipping.maxModelLen}:`, r.lengthClipping.numClipped));
+  }
   out.push(line('Total input tokens:', r.totalInputTokens));
   out.push(line('Total generated tokens:', r.totalOutputTokens));
   if (r.outputLenMismatches > 0) out.push(line('Outputs shorter/longer than max_tokens:', r.outputLenMismatches));

@@ -66,6 +66,14 @@ export class ClippedLogNormal {
     return min * normalCdf(a) + max * (1 - normalCdf(b)) + inner;
   }
 
+  /**
+   * The mean of this law's lengths clipped to [min, max] instead of its own bounds, tokens: what the mean becomes
+   * when only the bounds change and the shape (μ, σ) stays.
+   */
+  meanClippedTo(min: number, max: number): number {
+    return ClippedLogNormal.clippedMean(this.mu, this.sigma, min, max);
+  }
+
   /** The median of the unclipped law, e^μ, in tokens. */
   get unclippedMedian(): number {
     return Math.exp(this.mu);

@@ -1,5 +1,6 @@
 import { SeededNormal } from '../model/random-model.js';
 import { WorkloadError } from './errors.js';
+import { clipRequestLengths, type LengthClipping } from './length-clipping.js';
 import { ClippedLogNormal, type RandomSource } from './length-distribution.js';
 
 /** The workloads `bench serve` can send. */
@@ -95,6 +96,8 @@ export interface Workload {
   readonly spec: WorkloadSpec;
   readonly seed: number;
   readonly requests: readonly WorkloadRequest[];
+  /** How the drawn lengths were fitted to the server's max_model_len (see length-clipping.ts). */
+  readonly clipping: LengthClipping;
 }
 
 function checkInt(name: string, v: number, min: number): void {
@@ -177,24 +180,34 @@ export function sampleRequestLengths(spec: WorkloadSpec, rng: RandomSource): Req
 }
 
 /**
- * Generates a workload: lengths from {@link sampleRequestLengths}, then prompt token ids drawn uniformly from
- * `tokenPool` (ordinary tokens of the server's vocabulary, see token-pool.ts). prefix-repetition prompts share
- * their prefix's ids exactly and end in a suffix of their own. Deterministic for a given seed and pool.
+ * Generates a workload: lengths from {@link sampleRequestLengths}, fitted to `maxModelLen` by
+ * {@link clipRequestLengths}, then prompt token ids drawn uniformly from `tokenPool` (ordinary tokens of the server's
+ * vocabulary, see token-pool.ts). prefix-repetition prompts share their prefix's ids exactly and end in a suffix of
+ * their own; when clipping shortens their prompts, the shared prefix gives way first (every request is clipped
+ * alike, so the prefixes stay shared). Deterministic for a given seed, pool and maxModelLen.
  *
  * @param seed any integer (its low 32 bits seed the generator).
- * @throws WorkloadError for an invalid spec or an empty pool.
+ * @param maxModelLen the server's longest prompt + output, tokens; null: lengths are not clipped.
+ * @throws WorkloadError for an invalid spec, an empty pool or a maxModelLen below 2.
  */
-export function generateWorkload(spec: WorkloadSpec, tokenPool: readonly number[], seed: number): Workload {
+export function generateWorkload(spec: WorkloadSpec, tokenPool: readonly number[], seed: number,
+  maxModelLen: number | null = null): Workload {
   if (tokenPool.length === 0) throw new WorkloadError('the token pool is empty: no token ids to build prompts from');
   const rng = new SeededNormal(seed);
-  const lengths = sampleRequestLengths(spec, rng);
+  const { lengths, clipping } = clipRequestLengths(sampleRequestLengths(spec, rng), maxModelLen);
   const draw = (n: number): number[] => Array.from({ length: n }, () => tokenPool[uniformInt(rng, 0, tokenPool.length - 1)]);
   const prefixes = spec.kind === 'prefix-repetition'
     ? Array.from({ length: spec.numPrefixes }, () => draw(spec.prefixLen)) : [];
+  const suffixLen = spec.kind === 'prefix-repetition' ? spec.suffixLen : 0;
   const requests = lengths.map((l, index): WorkloadRequest => {
-    const promptTokenIds = l.prefixIndex === null ? draw(l.inputLen)
-      : [...prefixes[l.prefixIndex], ...draw(l.inputLen - prefixes[l.prefixIndex].length)];
+    let promptTokenIds: number[];
+    if (l.prefixIndex === null) {
+      promptTokenIds = draw(l.inputLen);
+    } else {
+      const prefix = prefixes[l.prefixIndex].slice(0, Math.max(0, l.inputLen - suffixLen));
+      promptTokenIds = [...prefix, ...draw(l.inputLen - prefix.length)];
+    }
     return { ...l, index, promptTokenIds };
   });
-  return { spec, seed, requests };
+  return { spec, seed, requests, clipping };
 }

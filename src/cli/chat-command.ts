@@ -2,15 +2,20 @@ import { createInterface } from 'node:readline';
 import { Command } from 'commander';
 import { AsyncLLMEngine, RequestOutputKind, SamplingParams } from '../engine/index.js';
 import { resolveChatTemplate, type ChatMessage } from '../model/chat-template.js';
+import { ChatTemplateMissingError } from '../model/errors.js';
 import { readModelSource } from '../model/read-model-source.js';
 import { RandomWeightsRefusedError, defaultServedModelName, loadChatTemplateArgument } from '../server/api-server.js';
 import { createByteProgress, type ByteProgress } from './byte-progress.js';
-import { addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
+import { CliUsageError } from './cli-usage-error.js';
+import { addChatTemplateOption, addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
+import { checkModelPath } from './input-path.js';
 import { addSamplingOptions, samplingInitFromCli, type SamplingCliOptions } from './sampling-cli-options.js';
 
 /** Options of `pagellm chat`. */
 interface ChatCliOptions extends EngineCliOptions, SamplingCliOptions {
   system?: string;
+  /** A chat template: a file path, or the Jinja text itself. */
+  chatTemplate?: string;
 }
 
 /**
@@ -24,13 +29,23 @@ export function createChatCommand(): Command {
   const cmd = new Command('chat')
     .description('chat with the model on the terminal (streaming replies)')
     .option('--system <prompt>', 'a system message to start the conversation with');
+  addChatTemplateOption(cmd);
   addSamplingOptions(cmd, undefined);
   addEngineOptions(cmd);
   cmd.action(async (opts: ChatCliOptions) => {
+    checkModelPath(opts.model, '--model <path> or PAGELLM_MODEL');
     const source = await readModelSource(opts.model);
-    if (source.randomWeights === true && !opts.allowRandomWeights) throw new RandomWeightsRefusedError(opts.model);
+    if (source.randomWeights === true && opts.allowRandomWeights !== true) throw new RandomWeightsRefusedError(opts.model);
     const override = opts.chatTemplate === undefined ? undefined : loadChatTemplateArgument(opts.chatTemplate);
-    const template = resolveChatTemplate(source, defaultServedModelName(opts.model), override);
+    let template;
+    try {
+      template = resolveChatTemplate(source, defaultServedModelName(opts.model), override);
+    } catch (err) {
+      if (!(err instanceof ChatTemplateMissingError)) throw err;
+      throw new CliUsageError(`${opts.model} has no chat template (it is a base model); pass one with ` +
+        '--chat-template <file-or-template> (a Jinja file, or the template text itself), or use pagellm generate ' +
+        'for plain completions');
+    }
 
     let progress: ByteProgress | undefined;
     const asyncEngine = await AsyncLLMEngine.fromEngineArgs(engineArgsFromCli(opts, opts.model, (done, total) => {

@@ -3,6 +3,7 @@ import { convertToGguf, type GgufOutputDType } from '../model/convert.js';
 import { readModelSourceSync } from '../model/read-model-source.js';
 import { formatBytes } from '../server/format-bytes.js';
 import { createByteProgress } from './byte-progress.js';
+import { checkInputFile, checkModelPath } from './input-path.js';
 
 /** Options of `pagellm convert`. */
 interface ConvertCliOptions {
@@ -27,6 +28,8 @@ export function createConvertCommand(): Command {
       .default('f32'))
     .option('--name <name>', 'general.name written into the file (default: the input file name)')
     .action((input: string, opts: ConvertCliOptions) => {
+      checkModelPath(input, 'the <input> argument (pagellm convert <input> --out model.gguf)');
+      if (opts.tokenizer !== undefined) checkInputFile(opts.tokenizer, '--tokenizer');
       const source = readModelSourceSync(input, { tokenizerPath: opts.tokenizer });
       const totalF32 = source.tensors.reduce((a, t) => a + 4 * t.shape.reduce((x, y) => x * y, 1), 0);
       const progress = createByteProgress('converting', totalF32);

@@ -4,6 +4,7 @@ import type { Architecture } from '../model/model-config.js';
 import type { GgufOutputDType } from '../model/convert.js';
 import { formatBytes } from '../server/format-bytes.js';
 import { createByteProgress } from './byte-progress.js';
+import { checkInputFile } from './input-path.js';
 import { anyInt, numberIn } from './option-parsers.js';
 
 /** Options of `pagellm create-random-model`. */
@@ -36,9 +37,11 @@ export function createCreateRandomModelCommand(): Command {
     .requiredOption('--out <file>', 'GGUF file to write')
     .addOption(new Option('--architecture <arch>', 'build this architecture at the config\'s shape')
       .choices(['llama', 'mistral', 'qwen2', 'qwen3']))
-    .option('--std <x>', 'standard deviation of the random matrix entries (default 0.02)', numberIn(0, 10))
+    .option('--std <x>', 'standard deviation of the random matrix entries (default: 0.02)', numberIn(0, 10))
     .option('--chat-template <template>', 'a chat template to embed (overrides tokenizer_config.json\'s)')
     .action((opts: CreateRandomModelCliOptions) => {
+      checkInputFile(opts.config, '--config');
+      checkInputFile(opts.tokenizer, '--tokenizer');
       const progress = createByteProgress('generating weights', undefined);
       try {
         const options: CreateRandomModelOptions = {

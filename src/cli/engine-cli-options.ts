@@ -4,14 +4,13 @@ import { defaultModelPath } from './default-model.js';
 import { anyInt, byteSize, intAtLeast } from './option-parsers.js';
 
 /**
- * The engine flags `serve`, `generate`, `chat` and `info` share, with vLLM's names (vllm/engine/arg_utils.py
- * `EngineArgs.add_cli_args`): what commander hands the command after parsing and checking them.
+ * The engine flags `serve`, `generate` and `chat` share, with vLLM's names (vllm/engine/arg_utils.py
+ * `EngineArgs.add_cli_args`): what commander hands the command after parsing and checking them. Flags that only
+ * one command uses (`--served-model-name`, `--host`, `--chat-template`, ...) are added by that command.
  */
 export interface EngineCliOptions {
   /** Model file or folder (llama2.c folder, .gguf file, Hugging Face folder). */
   model: string;
-  /** Names the API accepts in `model` (the first is reported); default: the model folder or file name. */
-  servedModelName?: string[];
   /** Tokens per KV block. */
   blockSize: number;
   /** Bytes of KV cache in the compute tier (`Device.GPU`). */
@@ -32,10 +31,8 @@ export interface EngineCliOptions {
   threads?: number;
   /** Global seed for requests that give none. */
   seed?: number;
-  /** A chat template: a file path, or the Jinja text itself. */
-  chatTemplate?: string;
   /** Run a model whose weights are random (made by `create-random-model`); its text is meaningless. */
-  allowRandomWeights: boolean;
+  allowRandomWeights?: boolean;
   /** Kernel backend: the WebAssembly SIMD one, or the plain TypeScript reference (slow, for debugging). */
   backend: 'wasm' | 'reference';
 }
@@ -48,21 +45,21 @@ export function addEngineOptions(cmd: Command): Command {
   return cmd
     .option('--model <path>', 'model file or folder (llama2.c folder, .gguf, Hugging Face folder); env PAGELLM_MODEL',
       defaultModelPath())
-    .option('--served-model-name <names...>', 'model name(s) the API answers to (default: the model\'s folder/file name)')
     .option('--block-size <tokens>', 'tokens per KV cache block', intAtLeast(1), 16)
-    .option('--kv-cache-memory <bytes>', 'KV cache budget in the compute tier, e.g. 512MiB, 2GiB (default 512MiB)', byteSize)
+    .option('--kv-cache-memory <bytes>', 'KV cache budget in the compute tier, e.g. 512MiB, 2GiB (default: 512MiB)',
+      byteSize)
     .option('--num-gpu-blocks-override <n>', 'exact number of KV blocks in the compute tier (overrides --kv-cache-memory)',
       intAtLeast(1))
-    .option('--swap-space <bytes>', 'host swap tier for preempted sequences, e.g. 256MiB (default 0: no swap; requests ' +
-      'with n > 1 that must be preempted then fail)', byteSize)
-    .option('--max-num-seqs <n>', 'most sequences in one batch (default 256)', intAtLeast(1))
+    .option('--swap-space <bytes>', 'host swap tier for preempted sequences, e.g. 256MiB; without it, requests with ' +
+      'n > 1 that must be preempted fail (default: 0, no swap)', byteSize)
+    .option('--max-num-seqs <n>', 'most sequences in one batch (default: 256)', intAtLeast(1))
     .option('--max-num-batched-tokens <n>', 'most tokens in one step (default: max(512, max-num-seqs) with chunked ' +
       'prefill, else max(max-model-len, 2048))', intAtLeast(1))
     .option('--max-model-len <tokens>', 'longest prompt + output in tokens (default: the model\'s context length)',
       intAtLeast(1))
-    .option('--enable-prefix-caching', 'share KV blocks of identical prompt prefixes (default on)')
+    .option('--enable-prefix-caching', 'share KV blocks of identical prompt prefixes (default: on)')
     .option('--no-enable-prefix-caching', 'turn prefix caching off')
-    .option('--enable-chunked-prefill', 'split long prefills into chunks mixed with decodes (default on)')
+    .option('--enable-chunked-prefill', 'split long prefills into chunks mixed with decodes (default: on)')
     .option('--no-enable-chunked-prefill', 'turn chunked prefill off')
     .addOption(new Option('--preemption-mode <mode>',
       'how to preempt when blocks run out (default: swap for groups with n > 1, else recompute)')
@@ -72,11 +69,15 @@ export function addEngineOptions(cmd: Command): Command {
     .addOption(new Option('--scheduling-policy <policy>', 'fcfs or priority (requests carry a priority)')
       .choices(['fcfs', 'priority']).default('fcfs'))
     .option('--threads <n>', 'kernel threads, the main thread included (default: the number of CPU cores)', intAtLeast(1))
-    .option('--seed <n>', 'seed for requests that give none', anyInt)
-    .option('--chat-template <file-or-template>', 'Jinja chat template (a file path or the template text)')
-    .option('--allow-random-weights', 'run a model with random weights (create-random-model); its text is meaningless',
-      false)
+    .option('--seed <n>', 'seed of the random sampling generator; a request\'s own seed wins (default: 0)', anyInt)
+    .option('--allow-random-weights', 'run a model with random weights (create-random-model); its text is meaningless')
     .addOption(new Option('--backend <kind>', 'kernel backend').choices(['wasm', 'reference']).default('wasm'));
+}
+
+/** Adds `--chat-template` (`serve` and `chat`: the commands that render chat messages). */
+export function addChatTemplateOption(cmd: Command): Command {
+  return cmd.option('--chat-template <file-or-template>',
+    'Jinja chat template, a file path or the template text (default: the model\'s own)');
 }
 
 /**

@@ -1,9 +1,11 @@
 import { Command } from 'commander';
-import { LLM } from '../engine/index.js';
+import { LLM, SamplingParams } from '../engine/index.js';
 import { readModelSource } from '../model/read-model-source.js';
 import { RandomWeightsRefusedError } from '../server/api-server.js';
 import { createByteProgress, type ByteProgress } from './byte-progress.js';
+import { CliUsageError } from './cli-usage-error.js';
 import { addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
+import { checkModelPath } from './input-path.js';
 import { collect, intAtLeast } from './option-parsers.js';
 import { addSamplingOptions, samplingInitFromCli, type SamplingCliOptions } from './sampling-cli-options.js';
 
@@ -16,11 +18,6 @@ interface GenerateCliOptions extends EngineCliOptions, SamplingCliOptions {
 
 /** `generate`'s default output budget per sequence, in tokens. */
 export const GENERATE_DEFAULT_MAX_TOKENS = 64;
-
-/** A command-line usage error of pagellm's own (beyond what commander checks). */
-export class CliUsageError extends Error {
-  override readonly name = 'CliUsageError';
-}
 
 /**
  * Refuses a model with random weights unless `allow` is set: their text is meaningless and must not be presented
@@ -51,17 +48,20 @@ export function createGenerateCommand(): Command {
   cmd.action(async (positional: string[], opts: GenerateCliOptions) => {
     const prompts = [...positional, ...(opts.prompt ?? [])];
     if (prompts.length === 0) throw new CliUsageError('give at least one prompt: pagellm generate "Once upon a time"');
-    const random = await checkRandomWeights(opts.model, opts.allowRandomWeights);
+    checkModelPath(opts.model, '--model <path> or PAGELLM_MODEL');
+    // Checked before the weights load, so a bad combination (--n 2 at --temperature 0) fails at once.
+    const params = new SamplingParams({
+      ...samplingInitFromCli(opts, opts.maxTokens ?? GENERATE_DEFAULT_MAX_TOKENS),
+      n: opts.n,
+    });
+    const random = await checkRandomWeights(opts.model, opts.allowRandomWeights === true);
     let progress: ByteProgress | undefined;
     const llm = await LLM.create(engineArgsFromCli(opts, opts.model, (done, total) => {
       progress ??= createByteProgress('loading weights', total);
       progress.set(done, total);
     })).finally(() => progress?.stop());
     try {
-      const outputs = await llm.generate(prompts, {
-        ...samplingInitFromCli(opts, opts.maxTokens ?? GENERATE_DEFAULT_MAX_TOKENS),
-        n: opts.n,
-      });
+      const outputs = await llm.generate(prompts, params);
       for (const [i, out] of outputs.entries()) {
         for (const o of out.outputs) {
           if (opts.json === true) {

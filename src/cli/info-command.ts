@@ -6,6 +6,7 @@ import type { KvCacheDType } from '../kernels/backend.js';
 import { readModelSource, totalTensorBytes } from '../model/read-model-source.js';
 import { formatBytes } from '../server/format-bytes.js';
 import { defaultModelPath } from './default-model.js';
+import { checkModelPath } from './input-path.js';
 import { byteSize, intAtLeast } from './option-parsers.js';
 
 /** Options of `pagellm info`. */
@@ -112,16 +113,18 @@ export function createInfoCommand(): Command {
     .description('show a model\'s architecture, weight bytes, KV bytes per block, blocks that fit and maximum concurrency')
     .argument('[model]', 'model file or folder (default: $PAGELLM_MODEL or ../shared/models/stories260K)')
     .option('--block-size <tokens>', 'tokens per KV cache block', intAtLeast(1), 16)
-    .option('--kv-cache-memory <bytes>', 'KV cache budget, e.g. 512MiB (default 512MiB)', byteSize)
+    .option('--kv-cache-memory <bytes>', 'KV cache budget, e.g. 512MiB (default: 512MiB)', byteSize)
     .option('--num-gpu-blocks-override <n>', 'exact number of KV blocks', intAtLeast(1))
-    .option('--swap-space <bytes>', 'host swap tier, e.g. 256MiB (default 0)', byteSize)
+    .option('--swap-space <bytes>', 'host swap tier, e.g. 256MiB (default: 0)', byteSize)
     .addOption(new Option('--kv-cache-dtype <dtype>', 'KV cache element type (auto = fp32)')
       .choices(['auto', 'fp32', 'fp16', 'int8']).default('auto'))
     .option('--max-model-len <tokens>', 'tokens per request for the concurrency line (default: the model\'s context)',
       intAtLeast(1))
     .option('--json', 'print the figures as JSON')
     .action(async (modelArg: string | undefined, opts: InfoCliOptions) => {
-      const info = await modelInfo(modelArg ?? defaultModelPath(), opts);
+      const model = modelArg ?? defaultModelPath();
+      checkModelPath(model, 'the first argument (pagellm info <model>) or PAGELLM_MODEL');
+      const info = await modelInfo(model, opts);
       process.stdout.write(opts.json === true ? `${JSON.stringify(info, null, 2)}\n` : `${modelInfoLines(info).join('\n')}\n`);
     });
 }

@@ -42,8 +42,19 @@ export function buildProgram(): Command {
 }
 
 /**
+ * What the user reads for an error: its message alone (class names stay in the code), and for a file the system
+ * could not find, the path and what to check instead of `ENOENT: … stat`.
+ */
+export function errorMessage(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const e = err as NodeJS.ErrnoException;
+  if (e.code === 'ENOENT' && typeof e.path === 'string') return `no file or folder at ${e.path}; check the path`;
+  return e.message;
+}
+
+/**
  * Runs the CLI on `argv` (process.argv form: node, script, args...) and returns the exit status: 0 on success,
- * 1 when a command failed (its message is printed on stderr, without a stack trace for pagellm's own typed errors),
+ * 1 when a command failed (its message alone is printed on stderr; PAGELLM_DEBUG=1 prints the stack trace too),
  * commander's status for usage errors.
  */
 export async function main(argv: readonly string[]): Promise<number> {
@@ -56,9 +67,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       // Help and version exit 0; usage errors were already printed by commander.
       return err.exitCode;
     }
-    const e = err as Error;
     const debug = process.env.PAGELLM_DEBUG === '1';
-    process.stderr.write(`error: ${debug && e.stack !== undefined ? e.stack : `${e.name}: ${e.message}`}\n`);
+    process.stderr.write(`error: ${debug && err instanceof Error && err.stack !== undefined ? err.stack : errorMessage(err)}\n`);
     return 1;
   }
 }

@@ -16,12 +16,13 @@ export interface SamplingCliOptions {
 /**
  * Adds the sampling flags (vLLM's / OpenAI's names): --max-tokens, --temperature (default 1), --top-p (1),
  * --top-k (-1: off), --min-p (0), --stop (repeatable), --ignore-eos.
- * @param defaultMaxTokens shown in help; undefined means "the rest of the context".
+ * @param defaultMaxTokens shown in help (the command applies it: the flag is left undefined when not given);
+ *   undefined means "the rest of the context".
  */
 export function addSamplingOptions(cmd: Command, defaultMaxTokens: number | undefined): Command {
   return cmd
-    .option('--max-tokens <n>', `most tokens to generate per sequence (default ${defaultMaxTokens ?? 'the rest of the context'})`,
-      intAtLeast(1), defaultMaxTokens)
+    .option('--max-tokens <n>', `most tokens to generate per sequence (default: ${defaultMaxTokens ?? 'the rest of the context'})`,
+      intAtLeast(1))
     .option('--temperature <t>', 'sampling temperature; 0 is greedy', numberIn(0, 100), 1)
     .option('--top-p <p>', 'nucleus sampling: keep the most likely tokens up to this probability mass', numberIn(1e-9, 1), 1)
     .option('--top-k <k>', 'keep the k most likely tokens (-1: all)', intAtLeast(-1), -1)

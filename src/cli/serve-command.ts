@@ -2,11 +2,16 @@ import { Command } from 'commander';
 import { startServer, type ServerHandle } from '../server/api-server.js';
 import { startupLogLines } from '../server/startup-log.js';
 import { createByteProgress, type ByteProgress } from './byte-progress.js';
-import { addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
+import { addChatTemplateOption, addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
+import { checkModelPath } from './input-path.js';
 import { intAtLeast } from './option-parsers.js';
 
 /** Options of `pagellm serve` beyond the engine's. */
 interface ServeCliOptions extends EngineCliOptions {
+  /** Names the API accepts in `model` (the first is reported); default: the model folder or file name. */
+  servedModelName?: string[];
+  /** A chat template: a file path, or the Jinja text itself. */
+  chatTemplate?: string;
   host: string;
   port: number;
   apiKey?: string;
@@ -33,6 +38,8 @@ export function createServeCommand(version: string): Command {
     .description('start the OpenAI-compatible HTTP server')
     .argument('[model]', 'model file or folder (same as --model)');
   addEngineOptions(cmd)
+    .option('--served-model-name <names...>', 'model name(s) the API answers to (default: the model\'s folder/file name)');
+  addChatTemplateOption(cmd)
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
     .option('--port <port>', 'TCP port (0: any free port)', intAtLeast(0), 8000)
     .option('--api-key <key>', 'require "Authorization: Bearer <key>" on /v1 routes (env PAGELLM_API_KEY)')
@@ -43,6 +50,7 @@ export function createServeCommand(version: string): Command {
     .option('--chat-template-timeout <ms>', 'wall-clock limit of one chat-template render (default 5000)', intAtLeast(1));
   cmd.action(async (modelArg: string | undefined, opts: ServeCliOptions) => {
     let progress: ByteProgress | undefined;
+    checkModelPath(modelArg ?? opts.model, '--model <path>, as the first argument or with PAGELLM_MODEL');
     const engineArgs = engineArgsFromCli(opts, modelArg ?? opts.model, (done, total) => {
       progress ??= createByteProgress('loading weights', total);
       progress.set(done, total);

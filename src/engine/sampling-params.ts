@@ -109,7 +109,8 @@ function describe(v: unknown): string {
  * Mirrors vLLM's `SamplingParams` (vllm/sampling_params.py); field names are its names in camelCase.
  *
  * @throws SamplingParamsError naming the field when a value is of the wrong type or out of range, when an unknown
- *   field is given, or when bestOf > 1 is asked with greedy sampling.
+ *   field is given, or when more than one sequence (n or bestOf > 1) is asked with greedy sampling (the error
+ *   names the field the caller gave: n, unless bestOf was given).
  */
 export class SamplingParams {
   readonly n: number;
@@ -257,8 +258,11 @@ export class SamplingParams {
     if (this.temperature < SAMPLING_EPS) {
       // Greedy: vLLM's _verify_greedy_sampling, and the filters are no-ops.
       if (this.bestOf > 1) {
-        throw new SamplingParamsError('bestOf',
-          `must be 1 when using greedy sampling (temperature 0), got ${this.bestOf}; raise the temperature`);
+        // Name the field the caller sent: bestOf defaults to n, so a caller asking for n > 1 never wrote bestOf.
+        const field = init.bestOf === undefined || init.bestOf === null ? 'n' : 'bestOf';
+        throw new SamplingParamsError(field, `${this.bestOf} sequences were asked for, but greedy sampling ` +
+          `(temperature ${this.temperature}) gives the same sequence every time; set ${field} to 1, or raise the ` +
+          'temperature above 0 to get different sequences');
       }
       topP = 1;
       topK = -1;

@@ -4,6 +4,7 @@ import {
   BENCH_SERVE_FLAGS, parseBenchServeOptions, type BenchServeCliValues,
 } from '../../src/benchmark/bench-serve-options.js';
 import { BenchmarkOptionsError } from '../../src/benchmark/errors.js';
+import { ClippedLogNormal } from '../../src/benchmark/length-distribution.js';
 import { SHAREGPT_LIKE_DEFAULTS } from '../../src/benchmark/workload.js';
 
 /** Parses argv through a commander command built from BENCH_SERVE_FLAGS, as the CLI wires it. */
@@ -58,6 +59,31 @@ describe('parseBenchServeOptions', () => {
     expect(s.workload).toMatchObject({ inputMean: 40, outputMean: 60, inputSigma: 0.5, outputSigma: 0.6, maxInputLen: 200, maxOutputLen: 300 });
   });
 
+  it('a maximum given without its mean lowers the default mean with it (the default law clipped there)', () => {
+    const d = SHAREGPT_LIKE_DEFAULTS;
+    const o = parseBenchServeOptions({ sharegptMaxOutputLen: '300', sharegptMaxInputLen: '100' }, {}).workload;
+    expect(o).toMatchObject({ kind: 'sharegpt-like', maxOutputLen: 300, maxInputLen: 100 });
+    if (o.kind !== 'sharegpt-like') throw new Error('expected sharegpt-like');
+    const law = (mean: number, sigma: number) => new ClippedLogNormal(mean, sigma, 4, 1024);
+    expect(o.outputMean).toBeCloseTo(law(d.outputMean, d.outputSigma).meanClippedTo(4, 300), 9);
+    expect(o.outputMean).toBeCloseTo(224.467, 2);
+    expect(o.inputMean).toBeCloseTo(76.406, 2);
+    // The same unclipped law: its median e^μ is the default's.
+    expect(new ClippedLogNormal(o.outputMean, d.outputSigma, 4, 300).unclippedMedian)
+      .toBeCloseTo(law(d.outputMean, d.outputSigma).unclippedMedian, 3);
+    // At the default maximum the mean is exactly the paper's; a given mean is kept.
+    expect(parseBenchServeOptions({ sharegptMaxOutputLen: '1024' }, {}).workload).toMatchObject({ outputMean: d.outputMean });
+    expect(parseBenchServeOptions({ sharegptMaxOutputLen: '300', sharegptOutputMean: '120' }, {}).workload)
+      .toMatchObject({ outputMean: 120 });
+  });
+
+  it('says which flags to change when a given mean is outside its bounds', () => {
+    expect(() => parseBenchServeOptions({ sharegptMaxOutputLen: '300', sharegptOutputMean: '400' }, {})).toThrow(
+      '--sharegpt-output-mean: a mean of 400 output tokens cannot be reached by lengths between 4 and 300 ' +
+      '(--sharegpt-max-output-len 300): give a mean strictly between the two, raise --sharegpt-max-output-len, or ' +
+      'leave --sharegpt-output-mean out and the default mean follows --sharegpt-max-output-len');
+  });
+
   it('takes the API key from OPENAI_API_KEY when no flag gives one', () => {
     expect(parseBenchServeOptions({}, { OPENAI_API_KEY: 'env-key' }).apiKey).toBe('env-key');
     expect(parseBenchServeOptions({ apiKey: 'flag' }, { OPENAI_API_KEY: 'env-key' }).apiKey).toBe('flag');
@@ -81,8 +107,10 @@ describe('parseBenchServeOptions', () => {
       [{ temperature: '-1' }, '--temperature'],
       [{ metricsInterval: '1' }, '--metrics-interval'],
       [{ datasetName: 'random', randomRangeRatio: '1' }, '--random-range-ratio'],
-      [{ sharegptMaxOutputLen: '300' }, '--dataset-name'],
-      [{ datasetName: 'prefix-repetition', prefixRepetitionPrefixLen: '0', prefixRepetitionSuffixLen: '0' }, '--dataset-name'],
+      [{ sharegptMaxOutputLen: '300', sharegptOutputMean: '337.99' }, '--sharegpt-output-mean'],
+      [{ sharegptInputMean: '4' }, '--sharegpt-input-mean'],
+      [{ datasetName: 'prefix-repetition', prefixRepetitionPrefixLen: '0', prefixRepetitionSuffixLen: '0' },
+        '--prefix-repetition-prefix-len'],
       [{ numPromts: '5' }, '--num-promts'],
       [{ ignoreEos: 'yes' }, '--ignore-eos'],
     ];

@@ -6,8 +6,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseBenchServeOptions, runBenchServe, type BenchServeCliValues } from '../../src/benchmark/index.js';
-import { BenchmarkOptionsError, BenchmarkServerError } from '../../src/benchmark/errors.js';
+import { parseBenchServeOptions, resultToJson, runBenchServe, type BenchServeCliValues } from '../../src/benchmark/index.js';
+import { BenchmarkServerError } from '../../src/benchmark/errors.js';
 import { startServer, type ServerHandle } from '../../src/server/api-server.js';
 import { sharedDir } from '../../src/cli/default-model.js';
 
@@ -103,11 +103,31 @@ describe('bench serve against pagellm', () => {
     for (const q of r.requests) expect(q.promptLen).toBeGreaterThan(1);
   });
 
-  it('refuses a workload longer than the server\'s max_model_len before sending it', async () => {
-    await expect(runBenchServe(options({ datasetName: 'random', numPrompts: '2', randomInputLen: '500', randomOutputLen: '100' })))
-      .rejects.toThrow(BenchmarkOptionsError);
-    await expect(runBenchServe(options({ datasetName: 'random', numPrompts: '2', randomInputLen: '500', randomOutputLen: '100' })))
-      .rejects.toThrow(/max_model_len of 512/);
+  it('clips requests longer than the server\'s max_model_len to it, and reports how many and to what', async () => {
+    const before = lines.length;
+    // A named model's max_model_len is read from its entry in GET /v1/models too.
+    const r = await runBenchServe(options({ datasetName: 'random', numPrompts: '2', randomInputLen: '500', randomOutputLen: '100',
+      model: 'stories260K' }));
+    expect(r.completed).toBe(2);
+    expect(r.lengthClipping).toEqual({ maxModelLen: 512, numClipped: 2, longestRequested: 600 });
+    // ⌊512 · 500 / 600⌋ = 426 prompt tokens, 86 output tokens.
+    expect(r.totalInputTokens).toBe(2 * 426);
+    expect(r.totalOutputTokens).toBe(2 * 86);
+    expect(r.outputLenMismatches).toBe(0);
+    const printed = lines.slice(before);
+    expect(printed).toContain('bench serve: 2 of 2 requests were longer than the server\'s max_model_len and were ' +
+      'clipped to 512 prompt + output tokens (longest asked: 600), keeping each request\'s prompt : output ratio');
+    expect(printed.some((l) => /^Requests clipped to max_model_len 512:\s+2$/.test(l))).toBe(true);
+    expect(JSON.parse(resultToJson(r))).toMatchObject({ lengthClipping: { maxModelLen: 512, numClipped: 2 } });
+  });
+
+  it('chat: clips to max_model_len less the chat template\'s own tokens, so every request fits', async () => {
+    const r = await runBenchServe(options({ endpoint: 'chat', datasetName: 'random', numPrompts: '2',
+      randomInputLen: '500', randomOutputLen: '100' }));
+    // The test template adds one token (BOS) around the message.
+    expect(r.lengthClipping).toEqual({ maxModelLen: 511, numClipped: 2, longestRequested: 600 });
+    expect(r.completed).toBe(2);
+    for (const q of r.requests) expect(q.promptLen + q.outputLen).toBeLessThanOrEqual(512);
   });
 
   it('fails fast with the server\'s message for a wrong model, and for no server at all', async () => {

@@ -109,6 +109,27 @@ describe('generateWorkload', () => {
     expect(w.requests.map((r) => r.prefixIndex)).not.toEqual(Array.from({ length: 30 }, (_, i) => i % 3));
   });
 
+  it('fits requests to maxModelLen, keeping prefix-repetition prefixes shared and suffixes whole', () => {
+    // The `bench serve` defaults against a 512-token server: 512 + 64 prompt tokens + 64 output = 640 > 512.
+    const spec: WorkloadSpec = { kind: 'prefix-repetition', numPrompts: 6, prefixLen: 512, suffixLen: 64, numPrefixes: 2, outputLen: 64 };
+    const w = generateWorkload(spec, pool, 5, 512);
+    expect(w.clipping).toEqual({ maxModelLen: 512, numClipped: 6, longestRequested: 640 });
+    const unclipped = generateWorkload(spec, pool, 5);
+    expect(unclipped.clipping).toEqual({ maxModelLen: null, numClipped: 0, longestRequested: 640 });
+    for (const [i, r] of w.requests.entries()) {
+      expect([r.inputLen, r.outputLen, r.promptTokenIds.length]).toEqual([460, 52, 460]); // ⌊512 · 576 / 640⌋
+      // The first 396 ids are the unclipped prefix's first 396; the 64-token suffix is the request's own.
+      const full = unclipped.requests.find((u) => u.prefixIndex === r.prefixIndex)!;
+      expect(r.promptTokenIds.slice(0, 396)).toEqual(full.promptTokenIds.slice(0, 396));
+      for (const other of w.requests.slice(i + 1)) {
+        if (other.prefixIndex === r.prefixIndex) expect(other.promptTokenIds.slice(0, 396)).toEqual(r.promptTokenIds.slice(0, 396));
+        expect(other.promptTokenIds.slice(396)).not.toEqual(r.promptTokenIds.slice(396));
+      }
+    }
+    // Unclipped prompts are exactly what they were before clipping existed (same ids for the same seed).
+    expect(generateWorkload(spec, pool, 5, 640).requests).toEqual(unclipped.requests);
+  });
+
   it('refuses an empty pool', () => {
     expect(() => generateWorkload({ kind: 'random', numPrompts: 1, inputLen: 4, outputLen: 4, rangeRatio: 0 }, [], 0))
       .toThrow(WorkloadError);

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { PLAIN_TEMPLATE, readGolden } from '../server/server-fixture.js';
-import { BIN, REPO_ROOT } from './cli-fixture.js';
+import { BIN, REPO_ROOT, STORIES_DIR } from './cli-fixture.js';
 
 const golden = readGolden();
 
@@ -29,6 +29,8 @@ describe('pagellm chat', () => {
   it('refuses a model without a chat template, saying how to give one', async () => {
     const r = await chat([], `${golden.prompt}\n`);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/no chat template/);
+    expect(r.stderr).toBe(`error: ${STORIES_DIR} has no chat template (it is a base model); pass one with ` +
+      '--chat-template <file-or-template> (a Jinja file, or the template text itself), or use pagellm generate for ' +
+      'plain completions\n');
   });
 });

@@ -38,6 +38,35 @@ export function spawnCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): 
   return spawn(process.execPath, [BIN, ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env } });
 }
 
+/**
+ * Starts `pagellm serve --port 0 --threads 1 args...` and resolves, once it prints its URL, with the process, that
+ * URL and its log so far (stdout and stderr). Rejects when it exits first or prints no URL within 60 s.
+ */
+export async function startServe(args: readonly string[]):
+  Promise<{ proc: ChildProcessWithoutNullStreams; url: string; log: () => string }> {
+  const proc = spawnCli(['serve', '--port', '0', '--threads', '1', ...args]);
+  let out = '';
+  proc.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  proc.stderr.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${out}`)), 150_000);
+    const check = (): void => {
+      const m = /Serving the OpenAI-compatible API at (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(out);
+      if (m !== null) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    };
+    proc.stdout.on('data', check);
+    proc.on('exit', () => reject(new Error(`serve exited:\n${out}`)));
+  });
+  return { proc, url, log: () => out };
+}
+
 /** A temporary folder and its cleanup. */
 export function tempDir(prefix: string): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), `pagellm-${prefix}-`));

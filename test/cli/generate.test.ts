@@ -42,18 +42,11 @@ describe('pagellm generate', () => {
   });
 
   it('refuses bad usage with status 1 and a message', async () => {
-    const none = await runCli(['generate', '--threads', '1']);
-    expect(none.code).toBe(1);
-    expect(none.stderr).toMatch(/give at least one prompt/);
     const zero = await runCli(['generate', 'x', '--max-tokens', '0']);
     expect(zero.code).toBe(1);
     expect(zero.stderr).toMatch(/--max-tokens <n>.*expected an integer ≥ 1/);
     const size = await runCli(['generate', 'x', '--kv-cache-memory', '5parsecs']);
     expect(size.code).toBe(1);
     expect(size.stderr).toMatch(/unknown size unit "parsecs"/);
-    const missing = await runCli(['generate', 'x', '--model', '/nonexistent/model']);
-    expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/nonexistent/);
-    expect(missing.stderr).not.toMatch(/\n\s+at /); // no stack trace
   });
 });

@@ -23,7 +23,9 @@ describe('random-weight models are never presented as answers', () => {
     expect(gen.stdout).toBe('');
     const serve = await runCli(['serve', model, '--port', '0', '--threads', '1']);
     expect(serve.code).toBe(1);
-    expect(serve.stderr).toMatch(/RandomWeightsRefusedError/);
+    expect(serve.stderr).toBe(`error: ${model} has random weights (made by create-random-model): its text is ` +
+      'meaningless and must not be served as answers. Pass --allow-random-weights to serve it anyway (for ' +
+      'benchmarks); responses are then marked.\n');
     const info = await runCli(['info', model]);
     expect(info.stdout).toMatch(/random weights: YES/);
     await expect(startServer({ model, port: 0, threads: 1 })).rejects.toBeInstanceOf(RandomWeightsRefusedError);

@@ -1,34 +1,9 @@
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { readGolden } from '../server/server-fixture.js';
-import { spawnCli } from './cli-fixture.js';
+import { startServe } from './cli-fixture.js';
 
 const golden = readGolden();
-
-/** Starts `pagellm serve` on a free port and resolves with the process, its URL and its log so far. */
-async function startServe(args: string[]): Promise<{ proc: ReturnType<typeof spawnCli>; url: string; log: () => string }> {
-  const proc = spawnCli(['serve', '--port', '0', '--threads', '1', ...args]);
-  let out = '';
-  proc.stdout.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  proc.stderr.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${out}`)), 150_000);
-    const check = (): void => {
-      const m = /Serving the OpenAI-compatible API at (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(out);
-      if (m !== null) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    };
-    proc.stdout.on('data', check);
-    proc.on('exit', () => reject(new Error(`serve exited:\n${out}`)));
-  });
-  return { proc, url, log: () => out };
-}
 
 describe('pagellm serve', () => {
   it('logs its startup figures, serves, and shuts down cleanly on SIGTERM with a stream in flight', async () => {

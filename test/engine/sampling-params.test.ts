@@ -89,7 +89,8 @@ describe('SamplingParams', () => {
     [{ logitBias: { x: 1 } }, 'logitBias', 'token ids'],
     [{ outputKind: 'streaming' }, 'outputKind', 'one of'],
     [{ topk: 3 }, 'topk', 'unknown field'],
-    [{ temperature: 0, bestOf: 2, n: 1 }, 'bestOf', 'greedy'],
+    [{ temperature: 0, bestOf: 2, n: 1 }, 'bestOf', 'set bestOf to 1, or raise the temperature'],
+    [{ temperature: 0, n: 2 }, 'n', 'set n to 1, or raise the temperature'],
   ])('rejects %j naming %s', (init, field, words) => {
     const e = errorOf(init);
     expect(e.field).toBe(field);

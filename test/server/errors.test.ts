@@ -72,6 +72,10 @@ describe('bad input gets its status and OpenAI\'s error shape, and the server ke
     await expectError(await post('/v1/completions', { prompt: 'x', max_tokens: 0 }), 400, 'max_tokens');
     await expectError(await post('/v1/completions', { prompt: 'x', logprobs: 21 }), 400, 'logprobs');
     await expectError(await post('/v1/completions', { prompt: 'x', n: 2, best_of: 1 }), 400, 'best_of');
+    await expectError(await post('/v1/completions', { prompt: 'x', n: 2, temperature: 0 }), 400, 'n',
+      /^invalid sampling parameter n: 2 sequences were asked for, but greedy sampling \(temperature 0\) gives the same sequence every time; set n to 1/);
+    await expectError(await post('/v1/completions', { prompt: 'x', n: 1, best_of: 3, temperature: 0 }), 400, 'best_of',
+      /set bestOf to 1/);
     await expectError(await post('/v1/completions', { prompt: [1, 600] }), 400, 'prompt', /outside this model's vocabulary/);
     await expectError(await post('/v1/completions', { prompt: 'x', logit_bias: { 9999: 1 } }), 400, 'logit_bias');
     await expectError(await post('/v1/chat/completions', { messages: [] }), 400, 'messages');
