@@ -20,7 +20,7 @@ form.addEventListener('submit', async (event) => {
     return;
   }
   if (res.ok) {
-    location.reload();
+    window.location.reload();
     return;
   }
   const body = await res.json().catch(() => null);
