@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
+import { rawRequest } from '../server/raw-http.js';
 import { readGolden } from '../server/server-fixture.js';
 import { spawnCli } from './cli-fixture.js';
 
@@ -65,6 +66,40 @@ describe('pagellm serve', () => {
     expect(code).toBe(0);
     expect(log()).toMatch(/received SIGTERM: shutting down \(draining 1 requests in flight for at most 30 s; new requests get 503\)/);
     expect(log()).toMatch(/shutdown complete/);
+  });
+
+  it('passes the security flags to the server (key, public metrics, CORS origins, allowed hosts)', async () => {
+    const { proc, url } = await startServe(['--api-key', 'k1', '--metrics-public', '--allowed-origins', 'http://a.example',
+      '--allowed-hosts', 'llm.internal,other.internal']);
+    try {
+      expect((await fetch(`${url}/metrics`)).status).toBe(200);
+      expect((await fetch(`${url}/v1/models`)).status).toBe(401);
+      expect((await fetch(`${url}/v1/models`, { headers: { authorization: 'Bearer k1' } })).status).toBe(200);
+      const preflight = await fetch(`${url}/v1/completions`, {
+        method: 'OPTIONS', headers: { origin: 'http://a.example', 'access-control-request-method': 'POST' },
+      });
+      expect(preflight.status).toBe(204);
+      expect(preflight.headers.get('access-control-allow-origin')).toBe('http://a.example');
+      const port = new URL(url).port;
+      const viaName = await rawRequest(Number(port), 'GET /health HTTP/1.1\r\nHost: other.internal');
+      expect(viaName.status).toBe(200);
+      expect((await rawRequest(Number(port), 'GET /health HTTP/1.1\r\nHost: evil.example')).status).toBe(403);
+    } finally {
+      const exited = once(proc, 'exit');
+      proc.kill('SIGTERM');
+      await exited;
+    }
+  });
+
+  it('refuses CORS options without --allowed-origins', async () => {
+    const proc = spawnCli(['serve', '--port', '0', '--allowed-methods', 'GET']);
+    let err = '';
+    proc.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
+    const [code] = await once(proc, 'exit');
+    expect(code).toBe(1);
+    expect(err).toMatch(/CORS, which is off until --allowed-origins names the origins to allow/);
   });
 
   it('states the default KV budget and exits on SIGINT', async () => {
