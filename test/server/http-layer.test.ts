@@ -164,8 +164,8 @@ describe('errors of the HTTP layer come in OpenAI\'s shape', () => {
     expect((await fetch(`${server.url}/v1/models`)).status).toBe(200);
   });
 
-  it('a body sent too slowly is cut by the request timeout with 408', async () => {
-    const slow = await startTestServer({ requestTimeoutMs: 400 });
+  it('a body sent too slowly is cut by the request timeout with 408; an idle keep-alive connection is closed', async () => {
+    const slow = await startTestServer({ requestTimeoutMs: 400, keepAliveTimeoutMs: 1000 });
     try {
       const socket = await openSocket(slow.handle.port);
       const answer = readUntilClose(socket);
@@ -185,6 +185,13 @@ describe('errors of the HTTP layer come in OpenAI\'s shape', () => {
       expect((await fetch(`${slow.url}/v1/completions`, {
         method: 'POST', headers: { 'content-type': 'application/json' }, body,
       })).status).toBe(200);
+      // Keep-alive: the answer says how long the connection may idle, and the server closes it after that.
+      const idle = await openSocket(slow.handle.port);
+      const closed = readUntilClose(idle);
+      idle.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+      const kept = parseResponse(await closed);
+      expect(kept.status).toBe(200);
+      expect(kept.headers['keep-alive']).toBe('timeout=1');
     } finally {
       await slow.close();
     }
