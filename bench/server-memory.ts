@@ -81,7 +81,7 @@ async function main(): Promise<void> {
     const prompt = `${prompts[i % prompts.length]} ${i % 97}`;
     const kind = i % 20;
     const post = (path: string, body: unknown, signal?: AbortSignal): Promise<Response> =>
-      fetch(`${url}${path}`, { method: 'POST', body: JSON.stringify(body), signal });
+      fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal });
     if (kind === 0) { // a bad request
       const r = await post('/v1/completions', { prompt, temperature: 'hot' });
       await r.text();

@@ -50,3 +50,25 @@ export function byteSize(value: string): number {
 export function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
 }
+
+/**
+ * A list option that may be repeated, given as separate values (`--x a b`), comma-separated (`--x a,b`) or as a JSON
+ * list (`--x '["a","b"]'`, vLLM's form).
+ */
+export function listValues(value: string, previous: string[] | undefined): string[] {
+  let items: unknown;
+  if (value.trim().startsWith('[')) {
+    try {
+      items = JSON.parse(value);
+    } catch {
+      throw new InvalidArgumentError('expected a JSON list of strings, e.g. \'["a", "b"]\'.');
+    }
+    if (!Array.isArray(items) || !items.every((x) => typeof x === 'string')) {
+      throw new InvalidArgumentError('expected a JSON list of strings, e.g. \'["a", "b"]\'.');
+    }
+  } else {
+    items = value.split(',');
+  }
+  const out = (items as string[]).map((x) => x.trim()).filter((x) => x.length > 0);
+  return [...(previous ?? []), ...out];
+}

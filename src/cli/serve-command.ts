@@ -4,7 +4,7 @@ import { startupLogLines } from '../server/startup-log.js';
 import { createByteProgress, type ByteProgress } from './byte-progress.js';
 import { addChatTemplateOption, addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
 import { checkModelPath } from './input-path.js';
-import { intAtLeast } from './option-parsers.js';
+import { intAtLeast, listValues, numberIn } from './option-parsers.js';
 
 /** Options of `pagellm serve` beyond the engine's. */
 interface ServeCliOptions extends EngineCliOptions {
@@ -15,6 +15,15 @@ interface ServeCliOptions extends EngineCliOptions {
   host: string;
   port: number;
   apiKey?: string;
+  metricsPublic?: boolean;
+  allowedHosts?: string[];
+  allowedOrigins?: string[];
+  allowedMethods?: string[];
+  allowedHeaders?: string[];
+  allowCredentials?: boolean;
+  requestTimeout: number;
+  keepAliveTimeout: number;
+  drainTimeout: number;
   disableLogStats?: boolean;
   trustRequestChatTemplate?: boolean;
   maxSeqsPerRequest?: number;
@@ -30,8 +39,8 @@ function log(line: string): void {
 /**
  * `pagellm serve [model]`: loads the model (a progress bar on a terminal), starts the OpenAI-compatible server,
  * prints the startup summary (model, weight bytes, threads, KV cache, maximum concurrency, URL), logs throughput
- * and KV usage every 10 s while there is traffic, and shuts down cleanly on SIGINT / SIGTERM (a second signal
- * exits at once). Mirrors `vllm serve` (vllm/entrypoints/openai/api_server.py, cli_args.py).
+ * and KV usage every 10 s while there is traffic, and shuts down cleanly on SIGINT / SIGTERM: new requests get 503
+ * while those in flight finish (up to --drain-timeout), then the server closes (a second signal exits at once). Mirrors `vllm serve` (vllm/entrypoints/openai/api_server.py, cli_args.py).
  */
 export function createServeCommand(version: string): Command {
   const cmd = new Command('serve')
@@ -42,12 +51,26 @@ export function createServeCommand(version: string): Command {
   addChatTemplateOption(cmd)
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
     .option('--port <port>', 'TCP port (0: any free port)', intAtLeast(0), 8000)
-    .option('--api-key <key>', 'require "Authorization: Bearer <key>" on /v1 routes (env PAGELLM_API_KEY)')
+    .option('--api-key <key>', 'require "Authorization: Bearer <key>" on every route but /health; the dashboard ' +
+      'asks for it once (env PAGELLM_API_KEY)')
+    .option('--metrics-public', 'serve /metrics without the API key')
+    .option('--allowed-hosts <hosts...>', 'Host names to answer to besides localhost, 127.0.0.1, [::1] and --host ' +
+      '(DNS-rebinding protection; "*": any; on 0.0.0.0 no check unless given)', listValues)
+    .option('--allowed-origins <origins...>', 'enable CORS for these origins ("*": any)', listValues)
+    .option('--allowed-methods <methods...>', 'CORS: methods allowed cross-origin (default GET, POST)', listValues)
+    .option('--allowed-headers <headers...>', 'CORS: request headers allowed cross-origin (default Authorization, ' +
+      'Content-Type)', listValues)
+    .option('--allow-credentials', 'CORS: allow credentials (cookies) cross-origin')
+    .option('--request-timeout <seconds>', 'time to receive a whole request, headers and body (408 after)',
+      numberIn(0.01, 86_400), 60)
+    .option('--keep-alive-timeout <seconds>', 'idle time of a keep-alive connection', numberIn(0.01, 86_400), 5)
+    .option('--drain-timeout <seconds>', 'on SIGINT/SIGTERM, how long requests in flight may finish before they are ' +
+      'ended with 503', numberIn(0, 86_400), 30)
     .option('--disable-log-stats', 'do not log throughput and KV usage every 10 s')
     .option('--trust-request-chat-template', 'accept "chat_template" sent in requests (refused with 400 otherwise)')
     .option('--max-seqs-per-request <n>', 'most sequences one request may start, prompts × n (default: --max-num-seqs)',
       intAtLeast(1))
-    .option('--chat-template-timeout <ms>', 'wall-clock limit of one chat-template render (default 5000)', intAtLeast(1));
+    .option('--chat-template-timeout <ms>', 'wall-clock limit of one chat-template render (default: 5000)', intAtLeast(1));
   cmd.action(async (modelArg: string | undefined, opts: ServeCliOptions) => {
     let progress: ByteProgress | undefined;
     checkModelPath(modelArg ?? opts.model, '--model <path>, as the first argument or with PAGELLM_MODEL');
@@ -55,6 +78,11 @@ export function createServeCommand(version: string): Command {
       progress ??= createByteProgress('loading weights', total);
       progress.set(done, total);
     });
+    if (opts.allowedOrigins === undefined &&
+      (opts.allowedMethods !== undefined || opts.allowedHeaders !== undefined || opts.allowCredentials === true)) {
+      cmd.error('error: --allowed-methods, --allowed-headers and --allow-credentials configure CORS, which is off ' +
+        'until --allowed-origins names the origins to allow');
+    }
     log(`pagellm ${version} starting: model ${engineArgs.model}`);
     let handle: ServerHandle;
     try {
@@ -64,6 +92,14 @@ export function createServeCommand(version: string): Command {
         host: opts.host,
         port: opts.port,
         apiKey: opts.apiKey ?? (process.env.PAGELLM_API_KEY || undefined),
+        metricsPublic: opts.metricsPublic,
+        allowedHosts: opts.allowedHosts,
+        cors: opts.allowedOrigins === undefined ? undefined : {
+          allowedOrigins: opts.allowedOrigins, allowedMethods: opts.allowedMethods,
+          allowedHeaders: opts.allowedHeaders, allowCredentials: opts.allowCredentials,
+        },
+        requestTimeoutMs: opts.requestTimeout * 1000,
+        keepAliveTimeoutMs: opts.keepAliveTimeout * 1000,
         chatTemplate: opts.chatTemplate,
         trustRequestChatTemplate: opts.trustRequestChatTemplate,
         maxSeqsPerRequest: opts.maxSeqsPerRequest,
@@ -76,7 +112,7 @@ export function createServeCommand(version: string): Command {
     }
     // Signal handlers go in before the URL is printed: a client may act on that line at once.
     let stopStats = (): void => undefined;
-    const shutdown = waitForShutdownSignal(handle, () => stopStats());
+    const shutdown = waitForShutdownSignal(handle, opts.drainTimeout * 1000, () => stopStats());
     for (const line of startupLogLines(handle.summary, handle.url)) log(line);
     if (opts.disableLogStats !== true) stopStats = startStatsLogger(handle);
     await shutdown;
@@ -84,8 +120,11 @@ export function createServeCommand(version: string): Command {
   return cmd;
 }
 
-/** Resolves once a SIGINT/SIGTERM has shut the server down; a second signal exits at once with status 1. */
-function waitForShutdownSignal(handle: ServerHandle, stopStats: () => void): Promise<void> {
+/**
+ * Resolves once a SIGINT/SIGTERM has shut the server down: it drains (503 for new requests, those in flight finish
+ * within `drainTimeoutMs`), then closes. A second signal exits at once with status 1.
+ */
+function waitForShutdownSignal(handle: ServerHandle, drainTimeoutMs: number, stopStats: () => void): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let shuttingDown = false;
     const onSignal = (signal: NodeJS.Signals): void => {
@@ -94,9 +133,10 @@ function waitForShutdownSignal(handle: ServerHandle, stopStats: () => void): Pro
         process.exit(1);
       }
       shuttingDown = true;
-      log(`received ${signal}: shutting down (aborting ${handle.context.numInFlight} requests in flight)`);
+      log(`received ${signal}: shutting down (draining ${handle.context.numInFlight} requests in flight for at most ` +
+        `${drainTimeoutMs / 1000} s; new requests get 503)`);
       stopStats();
-      handle.close().then(() => {
+      handle.drain(drainTimeoutMs).then(() => {
         process.off('SIGINT', onSignal);
         process.off('SIGTERM', onSignal);
         log('shutdown complete');

@@ -1,7 +1,7 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { BeamSearchParamsInit } from './beam-search.js';
 import { createLLMEngine, type EngineArgs } from './engine-args.js';
-import { EngineStateError, RequestAbortedError } from './errors.js';
+import { EngineStateError, RequestAbortedError, StepFailedError } from './errors.js';
 import type { LLMEngine, PromptInput } from './llm-engine.js';
 import type { EngineStats } from './metrics.js';
 import type { RequestOutput } from './request-output.js';
@@ -67,7 +67,8 @@ class RequestStream {
  * The engine for servers: requests come and go at any time, each one's outputs are an async iterator, and the step
  * loop runs in the background while there is work, handing the event loop back (setImmediate) between steps so
  * HTTP traffic, streaming writes and timers keep flowing. A consumer that stops iterating (break, return, a closed
- * connection) aborts its request and frees its blocks.
+ * connection) aborts its request and frees its blocks. A step that fails (StepFailedError) ends the streams of its
+ * batch with that error and the loop goes on; any other error stops the engine.
  *
  * Mirrors vLLM's `AsyncLLMEngine` (vllm/engine/async_llm_engine.py): `generate`, `abort`, the background loop.
  */
@@ -90,8 +91,9 @@ export class AsyncLLMEngine {
    * `finished: true`. Validation errors are thrown here, before anything is queued.
    *
    * @throws the engine's validation errors (SamplingParamsError, InvalidRequestError, DuplicateRequestError);
-   *   EngineStateError after a step failed or the engine was closed. The iterator throws RequestAbortedError when
-   *   `signal` aborts, and the step's error if a step fails.
+   *   EngineStateError after the engine was closed or failed outside a step's batch. The iterator throws
+   *   RequestAbortedError when `signal` aborts, and StepFailedError when a step computing this request failed (the
+   *   engine goes on serving the other requests).
    */
   generate(prompt: PromptInput, params?: SamplingParams | SamplingParamsInit,
     options: AsyncGenerateOptions = {}): AsyncGenerator<RequestOutput> {
@@ -188,6 +190,15 @@ export class AsyncLLMEngine {
       try {
         outputs = this.engine.step();
       } catch (e) {
+        if (e instanceof StepFailedError) {
+          // Only the failed batch is lost (the engine aborted it); the loop goes on with the other requests.
+          for (const id of e.requestIds) {
+            this.streams.get(id)?.fail(e);
+            this.streams.delete(id);
+          }
+          await yieldToEventLoop();
+          continue;
+        }
         const err = e instanceof Error ? e : new Error(String(e));
         this.failure = err;
         for (const [id, stream] of this.streams) {

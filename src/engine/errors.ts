@@ -43,3 +43,15 @@ export class EngineStateError extends EngineError {
 export class RequestAbortedError extends EngineError {
   override readonly name = 'RequestAbortedError';
 }
+
+/**
+ * A step failed after its batch was scheduled (a kernel fault, an exception in the forward pass or the sampler).
+ * Only that batch's requests are lost: the engine aborted them (their blocks are freed) before throwing, and keeps
+ * serving the others. `requestIds` lists them; `cause` is the original error.
+ */
+export class StepFailedError extends EngineError {
+  override readonly name = 'StepFailedError';
+  constructor(message: string, readonly requestIds: readonly string[], options?: ErrorOptions) {
+    super(message, options);
+  }
+}

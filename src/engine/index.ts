@@ -5,7 +5,7 @@
  */
 export {
   EngineError, SamplingParamsError, EngineConfigError, DuplicateRequestError, InvalidRequestError, EngineStateError,
-  RequestAbortedError,
+  RequestAbortedError, StepFailedError,
 } from './errors.js';
 export {
   SamplingParams, SamplingType, RequestOutputKind, SAMPLING_EPS, type SamplingParamsInit,

@@ -8,7 +8,7 @@ import {
 } from './beam-search.js';
 import { createSequenceDetokenizer } from './detokenizer.js';
 import {
-  DuplicateRequestError, EngineConfigError, EngineStateError, InvalidRequestError, SamplingParamsError,
+  DuplicateRequestError, EngineConfigError, EngineStateError, InvalidRequestError, SamplingParamsError, StepFailedError,
 } from './errors.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import { ModelInputBuilder, type SampledSequence } from './model-input-builder.js';
@@ -294,6 +294,10 @@ export class LLMEngine {
   /**
    * Runs one iteration: schedule, swap/copy blocks, forward, sample, process outputs. Returns the outputs of the
    * requests that produced a token, finished, or were dropped in this step.
+   *
+   * @throws EngineStateError after {@link close}; StepFailedError when anything after scheduling throws (cache
+   *   operations, the forward pass, sampling): the batch's requests are then aborted and their blocks freed before
+   *   the error is thrown, so the engine stays consistent and later steps serve the other requests.
    */
   step(): RequestOutput[] {
     if (this.closed) throw new EngineStateError('the engine is closed');
@@ -302,40 +306,66 @@ export class LLMEngine {
     this.recordSchedule(so);
     const outputs: RequestOutput[] = [];
     for (const g of so.ignoredSeqGroups) outputs.push(this.finishGroup(g, t0));
-
     if (so.scheduledSeqGroups.length > 0) {
-      // vLLM's worker: cache operations before the forward pass.
-      this.cacheEngine.swapIn(so.blocksToSwapIn);
-      this.cacheEngine.swapOut(so.blocksToSwapOut);
-      this.cacheEngine.copy(so.blocksToCopy);
-
-      const input = this.inputBuilder.build(so.scheduledSeqGroups);
-      const logits = this.model.forward(input.batch, this.cacheEngine.gpuCache);
-
-      for (const s of so.scheduledSeqGroups) {
-        s.seqGroup.updateNumComputedTokens(s.tokenChunkSize);
-        if (s.isPrefill) this.metrics.counters.numPromptTokensComputed += s.tokenChunkSize - s.numCachedTokens;
-      }
-      if (this.enablePrefixCaching) this.blockManager.markBlocksAsComputed();
-
-      const rows = input.sampled.map((s) => this.samplingRowOf(s));
-      const results = input.sampled.length > 0 ? this.sampler.sample(logits, this.vocabSize, rows) : [];
-      const tSample = now();
-      const touched = this.processSamples(input.sampled, results, tSample);
-
-      for (const g of this.scheduler.freeFinishedSeqGroups()) {
-        outputs.push(this.finishGroup(g, tSample));
-        touched.delete(g);
-      }
-      for (const g of touched) {
-        const out = g.beamSearch === null ? requestOutputFromSeqGroup(g) : null;
-        if (out !== null) outputs.push(out);
+      try {
+        this.runBatch(so, outputs);
+      } catch (e) {
+        throw this.failBatch(so, e);
       }
     }
     this.metrics.counters.numSteps++;
     const usage = 1 - this.blockManager.getNumFreeGpuBlocks() / Math.max(1, this.numGpuBlocks);
     if (usage > this.metrics.counters.peakGpuCacheUsage) this.metrics.counters.peakGpuCacheUsage = usage;
     return outputs;
+  }
+
+  /** The scheduled batch: cache operations, forward, sample, process; appends the requests' outputs to `outputs`. */
+  private runBatch(so: SchedulerOutputs, outputs: RequestOutput[]): void {
+    // vLLM's worker: cache operations before the forward pass.
+    this.cacheEngine.swapIn(so.blocksToSwapIn);
+    this.cacheEngine.swapOut(so.blocksToSwapOut);
+    this.cacheEngine.copy(so.blocksToCopy);
+
+    const input = this.inputBuilder.build(so.scheduledSeqGroups);
+    const logits = this.model.forward(input.batch, this.cacheEngine.gpuCache);
+
+    for (const s of so.scheduledSeqGroups) {
+      s.seqGroup.updateNumComputedTokens(s.tokenChunkSize);
+      if (s.isPrefill) this.metrics.counters.numPromptTokensComputed += s.tokenChunkSize - s.numCachedTokens;
+    }
+    if (this.enablePrefixCaching) this.blockManager.markBlocksAsComputed();
+
+    const rows = input.sampled.map((s) => this.samplingRowOf(s));
+    const results = input.sampled.length > 0 ? this.sampler.sample(logits, this.vocabSize, rows) : [];
+    const tSample = now();
+    const touched = this.processSamples(input.sampled, results, tSample);
+
+    for (const g of this.scheduler.freeFinishedSeqGroups()) {
+      outputs.push(this.finishGroup(g, tSample));
+      touched.delete(g);
+    }
+    for (const g of touched) {
+      const out = g.beamSearch === null ? requestOutputFromSeqGroup(g) : null;
+      if (out !== null) outputs.push(out);
+    }
+  }
+
+  /**
+   * Aborts every request of a batch whose step threw and wraps the error. Aborting frees their blocks; blocks the
+   * failed step registered in the prefix cache were not marked computed yet, so freeing them also drops them from
+   * the cache and no later request reuses KV the step may have left half written.
+   */
+  private failBatch(so: SchedulerOutputs, cause: unknown): StepFailedError {
+    const requestIds: string[] = [];
+    for (const s of so.scheduledSeqGroups) {
+      const id = s.seqGroup.requestId;
+      if (requestIds.includes(id)) continue;
+      requestIds.push(id);
+      if (this.groups.has(id)) this.abortRequest(id);
+    }
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    return new StepFailedError(`the step computing requests ${requestIds.join(', ')} failed and they were aborted: ` +
+      `${reason}`, requestIds, { cause });
   }
 
   /** A snapshot of the engine's queues, KV usage and counters. */

@@ -8,7 +8,7 @@ import { resolveChatTemplate } from '../model/chat-template.js';
 import { LlamaModel } from '../model/llama-model.js';
 import { PreprocessPool, type ChatTemplateLimits } from '../model/preprocess-pool.js';
 import { readModelSource, totalTensorBytes } from '../model/read-model-source.js';
-import { createApp } from './app.js';
+import { createApp, type CorsOptions } from './app.js';
 import type { PrometheusMetrics } from './prometheus-metrics.js';
 import { ServingContext } from './serving-context.js';
 
@@ -34,8 +34,18 @@ export interface ServerOptions extends EngineArgs {
   readonly host?: string;
   /** TCP port (default 8000; 0 picks a free one). */
   readonly port?: number;
-  /** Require `Authorization: Bearer <apiKey>` on /v1 routes. */
+  /** Require `Authorization: Bearer <apiKey>` on every route but /health (the dashboard signs in once). */
   readonly apiKey?: string;
+  /** Serve /metrics without the API key. */
+  readonly metricsPublic?: boolean;
+  /** More Host names to answer to besides the loopback names and the bound host (`*`: any); see HostAllowList. */
+  readonly allowedHosts?: readonly string[];
+  /** CORS for browser clients (off when absent). */
+  readonly cors?: CorsOptions;
+  /** ms to receive a whole request, headers and body (default 60 s): slower ones get 408. */
+  readonly requestTimeoutMs?: number;
+  /** ms an idle keep-alive connection stays open (default 5 s). */
+  readonly keepAliveTimeoutMs?: number;
   /** A chat template: a file path, or the Jinja text itself (vLLM's `--chat-template`). */
   readonly chatTemplate?: string;
   /** Accept `chat_template` in requests (vLLM's --trust-request-chat-template; off: such requests get 400). */
@@ -69,6 +79,12 @@ export interface ServerHandle {
    * Idempotent.
    */
   close(): Promise<void>;
+  /**
+   * Graceful shutdown (SIGTERM): the listener stays open and answers every new request with 503 while the requests
+   * in flight run to their end; when the last one ended, or after `timeoutMs`, {@link close} (which ends the rest
+   * with 503). Idempotent.
+   */
+  drain(timeoutMs: number): Promise<void>;
 }
 
 /** The figures of the startup log. Sizes in bytes, lengths in tokens. */
@@ -160,7 +176,11 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       asyncEngine, servedModelNames, chatTemplate, preprocess,
       trustRequestChatTemplate: options.trustRequestChatTemplate, maxSeqsPerRequest: options.maxSeqsPerRequest,
     });
-    const created = createApp(context, { apiKey: options.apiKey, bodyLimit: options.bodyLimit, version: options.version });
+    const created = createApp(context, {
+      apiKey: options.apiKey, metricsPublic: options.metricsPublic, host: options.host,
+      allowedHosts: options.allowedHosts, cors: options.cors, bodyLimit: options.bodyLimit,
+      requestTimeoutMs: options.requestTimeoutMs, keepAliveTimeoutMs: options.keepAliveTimeoutMs, version: options.version,
+    });
     app = created.app;
     await app.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 8000 });
     const address = app.server.address();
@@ -169,21 +189,32 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     const urlHost = host.includes(':') ? `[${host}]` : host;
     const summary = summarize(engine, options, servedModelNames);
     let closing: Promise<void> | null = null;
+    let draining: Promise<void> | null = null;
     const theApp = app;
+    const close = (): Promise<void> => {
+      closing ??= (async () => {
+        created.startDraining();
+        context.abortAll();
+        await asyncEngine.close();
+        // Let the aborted responses write their last bytes (503 bodies, error events, [DONE]) before the
+        // connections are closed.
+        await context.waitForOpenResponses();
+        await theApp.close();
+        await preprocess.close();
+      })();
+      return closing;
+    };
     return {
       app: theApp, asyncEngine, engine, context, metrics: created.metrics, url: `http://${urlHost}:${port}`, port,
       summary,
-      close(): Promise<void> {
-        closing ??= (async () => {
-          context.abortAll();
-          await asyncEngine.close();
-          // Let the aborted responses write their last bytes (503 bodies, error events, [DONE]) before the
-          // connections are closed.
-          await context.waitForOpenResponses();
-          await theApp.close();
-          await preprocess.close();
+      close,
+      drain(timeoutMs: number): Promise<void> {
+        draining ??= (async () => {
+          created.startDraining();
+          await context.waitForOpenResponses(timeoutMs);
+          await close();
         })();
-        return closing;
+        return draining;
       },
     };
   } catch (err) {

@@ -1,23 +1,56 @@
-import { timingSafeEqual } from 'node:crypto';
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { AuthenticationError, BadRequestError, NotFoundError, ServiceUnavailableError, toOpenAIError } from './errors.js';
+import cors from '@fastify/cors';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { ApiKeyAuth } from './api-key-auth.js';
+import {
+  BadRequestError, MethodNotAllowedError, NotFoundError, ServiceUnavailableError, clientErrorResponse, toOpenAIError,
+} from './errors.js';
+import { HostAllowList } from './host-allow-list.js';
+import { httpGuards } from './http-guards.js';
 import { PrometheusMetrics } from './prometheus-metrics.js';
 import {
   chatCompletionRequestSchema, completionRequestSchema, detokenizeRequestSchema, tokenizeRequestSchema,
   type ChatCompletionRequest, type CompletionRequest, type DetokenizeRequest, type TokenizeRequest,
 } from './protocol.js';
+import { RouteMethods } from './route-methods.js';
 import { serveChatCompletion } from './serving-chat.js';
 import { serveCompletion } from './serving-completion.js';
 import type { ServingContext } from './serving-context.js';
 import { serveDetokenize, serveTokenize } from './serving-tokenization.js';
-import { dashboardPlugin } from '../web/dashboard-plugin.js';
+import { dashboardPlugin, type DashboardAccess } from '../web/dashboard-plugin.js';
+
+/** Cross-origin access for browser clients (vLLM's `--allowed-origins`, `--allowed-methods`, ...). */
+export interface CorsOptions {
+  /** Origins allowed to call the API (`https://app.example`), or `*` for any. */
+  readonly allowedOrigins: readonly string[];
+  /** Methods a cross-origin request may use (default GET, POST). */
+  readonly allowedMethods?: readonly string[];
+  /** Request headers a cross-origin request may send (default Authorization, Content-Type). */
+  readonly allowedHeaders?: readonly string[];
+  /** Let browsers send credentials (cookies) cross-origin (default false). */
+  readonly allowCredentials?: boolean;
+}
 
 /** Options of {@link createApp}. */
 export interface AppOptions {
-  /** When set, every /v1 route requires `Authorization: Bearer <apiKey>` (401 otherwise). */
+  /**
+   * When set, every route except `GET /health` (and `/metrics` with `metricsPublic`) requires
+   * `Authorization: Bearer <apiKey>` (401 otherwise); the dashboard also takes a session cookie from its login page.
+   */
   readonly apiKey?: string;
+  /** Serve `/metrics` without the API key (for a Prometheus scraper without credentials). */
+  readonly metricsPublic?: boolean;
+  /** The interface the server listens on (default 127.0.0.1); decides the Host allow-list, see {@link HostAllowList}. */
+  readonly host?: string;
+  /** More Host names to answer to (`*`: any). */
+  readonly allowedHosts?: readonly string[];
+  /** CORS for browser clients; off when absent. */
+  readonly cors?: CorsOptions;
   /** Largest accepted request body in bytes (default 4 MiB); larger bodies get 413. */
   readonly bodyLimit?: number;
+  /** ms to receive a whole request, headers and body (default 60 s); a slower one gets 408 and is closed. */
+  readonly requestTimeoutMs?: number;
+  /** ms an idle keep-alive connection stays open between requests (default 5 s). */
+  readonly keepAliveTimeoutMs?: number;
   /** Where unexpected (500) errors are reported (default: stderr). */
   readonly logError?: (message: string) => void;
   /** The pagellm version reported by GET /version. */
@@ -26,27 +59,60 @@ export interface AppOptions {
 
 /** Default request body limit: 4 MiB (a prompt of ~1M characters or ~500k token ids). */
 export const DEFAULT_BODY_LIMIT = 4 * 1024 * 1024;
+/** Default time to receive a whole request: 60 s. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+/** Default idle time of a keep-alive connection: 5 s (vLLM's uvicorn `timeout_keep_alive`). */
+export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 5_000;
+
+/** What {@link createApp} builds. */
+export interface App {
+  readonly app: FastifyInstance;
+  readonly metrics: PrometheusMetrics;
+  /** Starts answering every new request with 503 (the requests in flight go on); see ServerHandle.drain. */
+  startDraining(): void;
+}
 
 /**
  * The OpenAI-compatible HTTP API on fastify, over a {@link ServingContext}:
  *
  * - `GET /health` (200 while serving, 503 while shutting down), `GET /version`, `GET /v1/models`,
  * - `POST /v1/completions`, `POST /v1/chat/completions` (JSON or SSE streaming),
- * - `POST /tokenize`, `POST /detokenize`, `GET /metrics` (Prometheus text).
+ * - `POST /tokenize`, `POST /detokenize`, `GET /metrics` (Prometheus text), and the dashboard (dashboard-plugin.ts).
  *
- * Request bodies are checked against JSON schemas (no type coercion); every failure is answered in OpenAI's error
- * shape with its status (400 / 401 / 404 / 413 / 503; 500 only for a pagellm bug), and nothing a client sends can
- * stop the server. Bodies are read as JSON whatever their Content-Type says, so `curl -d` works without a header.
+ * Faces untrusted clients: the Host header is checked (DNS rebinding), the API key guards every route but
+ * `/health` (see {@link httpGuards}), only `application/json` bodies are read (415 otherwise, so a cross-site form
+ * or text/plain post cannot reach the API), a request must arrive within the request timeout (408), CORS is off
+ * unless configured. Request bodies are checked against JSON schemas (no type coercion); every failure, the HTTP
+ * layer's included (400 malformed request, 405 with Allow, 408, 413, 415, 431), is answered in OpenAI's error shape
+ * with its status (500 only for a pagellm bug), and nothing a client sends can stop the server.
  *
  * Mirrors vLLM's api_server.py routes (vllm/entrypoints/openai/api_server.py).
  */
-export function createApp(ctx: ServingContext, options: AppOptions = {}): { app: FastifyInstance; metrics: PrometheusMetrics } {
+export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
   const logError = options.logError ?? ((m: string) => process.stderr.write(`${m}\n`));
+  const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const app = Fastify({
     logger: false,
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     return503OnClosing: false,
     forceCloseConnections: true,
+    requestTimeout,
+    keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+    // Node checks the timeouts every connectionsCheckingInterval ms (30 s by default): often enough to keep to them.
+    http: {
+      headersTimeout: Math.min(requestTimeout, 60_000),
+      connectionsCheckingInterval: Math.min(1000, Math.max(50, Math.floor(requestTimeout / 4))),
+    },
+    clientErrorHandler: (err, socket) => {
+      const response = clientErrorResponse(err as { code?: string });
+      if (response !== null && socket.writable) socket.end(response);
+      else socket.destroy();
+    },
+    frameworkErrors: (err, _request, rawReply) => {
+      const reply = rawReply as unknown as FastifyReply;
+      void reply.code(400).header('content-type', 'application/json; charset=utf-8')
+        .send(new BadRequestError(`malformed request URL: ${err.message}`, null, 'malformed_url').toBody());
+    },
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false, verbose: true } },
   });
 
@@ -64,9 +130,12 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): { app:
     removeListener();
   });
 
-  // Every body is JSON, whatever the Content-Type.
+  const routes = new RouteMethods();
+  app.addHook('onRoute', (route) => routes.add(route.method, route.url));
+
+  // Only JSON bodies: any other type (a cross-site form or text/plain post needs no CORS preflight) gets 415.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') {
       done(new BadRequestError('the request body is empty; send a JSON object', null, 'invalid_json'), undefined);
@@ -80,16 +149,11 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): { app:
     }
   });
 
-  const expectedKey = options.apiKey === undefined ? undefined : Buffer.from(`Bearer ${options.apiKey}`);
-  app.addHook('onRequest', async (request: FastifyRequest) => {
-    if (expectedKey === undefined || !request.url.startsWith('/v1')) return;
-    const given = Buffer.from(request.headers.authorization ?? '');
-    if (given.length !== expectedKey.length || !timingSafeEqual(given, expectedKey)) {
-      throw new AuthenticationError(request.headers.authorization === undefined
-        ? 'missing API key: send the header "Authorization: Bearer <key>" (the server was started with --api-key)'
-        : 'invalid API key');
-    }
-  });
+  const auth = options.apiKey === undefined ? null : new ApiKeyAuth(options.apiKey);
+  const hosts = HostAllowList.forBinding(options.host ?? '127.0.0.1', options.allowedHosts);
+  let draining = false;
+  if (options.cors !== undefined) void app.register(cors, corsPluginOptions(options.cors));
+  void app.register(httpGuards, { auth, hosts, routes, corsEnabled: options.cors !== undefined, isDraining: () => draining });
 
   app.setErrorHandler((err, _request, reply) => {
     const e = toOpenAIError(err, (x) => ctx.toOpenAIError(x));
@@ -98,6 +162,7 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): { app:
       reply.raw.destroy();
       return;
     }
+    if (e instanceof MethodNotAllowedError) void reply.header('allow', e.allow.join(', '));
     void reply.code(e.status).header('content-type', 'application/json; charset=utf-8').send(e.toBody());
   });
   app.setNotFoundHandler((request, reply) => {
@@ -105,7 +170,7 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): { app:
     void reply.code(404).send(e.toBody());
   });
 
-  app.get('/health', async (_request, reply) => {
+  app.get('/health', { config: { access: 'public' } }, async (_request, reply) => {
     if (ctx.isClosing || engine.isClosed) throw new ServiceUnavailableError('the server is shutting down');
     return reply.code(200).send({ status: 'ok' });
   });
@@ -136,13 +201,32 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): { app:
   app.post<{ Body: DetokenizeRequest }>('/detokenize', { schema: { body: detokenizeRequestSchema } },
     async (request) => serveDetokenize(ctx, request.body));
 
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', { config: options.metricsPublic === true ? { access: 'public' } : {} }, async (_request, reply) => {
     metrics.update(engine.getStats());
     const { contentType, body } = await metrics.render();
     return reply.header('content-type', contentType).send(body);
   });
 
-  void app.register(dashboardPlugin, { engine });
+  const access: DashboardAccess | undefined = auth === null ? undefined : {
+    isAllowed: (request) => auth.hasBearer(request.headers.authorization) || auth.hasSession(request.headers.cookie),
+    login: (key) => (auth.isKey(key) ? auth.sessionCookie() : null),
+  };
+  void app.register(dashboardPlugin, { engine, access });
 
-  return { app, metrics };
+  return {
+    app, metrics, startDraining: () => {
+      draining = true;
+    },
+  };
+}
+
+/** @fastify/cors's options from vLLM's flags; `*` in allowedOrigins allows any origin. */
+function corsPluginOptions(c: CorsOptions): Parameters<typeof cors>[1] {
+  return {
+    origin: c.allowedOrigins.includes('*') ? '*' : [...c.allowedOrigins],
+    methods: [...(c.allowedMethods ?? ['GET', 'POST'])],
+    allowedHeaders: [...(c.allowedHeaders ?? ['Authorization', 'Content-Type'])],
+    credentials: c.allowCredentials === true,
+    strictPreflight: true,
+  };
 }

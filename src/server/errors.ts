@@ -6,12 +6,16 @@
  * ```
  *
  * Each class fixes its HTTP status: 400 bad request (malformed JSON, wrong types, out-of-range values, a prompt
- * longer than the model's context, a chat request to a model without a chat template), 401 missing or wrong API
- * key, 404 unknown model or route, 413 request body too large, 503 server shutting down or engine unavailable.
+ * longer than the model's context, a chat request to a model without a chat template, a malformed HTTP request),
+ * 401 missing or wrong API key, 403 a Host header the server does not answer to, 404 unknown model or route, 405
+ * wrong method on a known route, 408 a request not received in time, 413 request body too large, 415 a body that is
+ * not JSON, 431 headers too large, 503 server shutting down or engine unavailable.
  *
  * Mirrors vLLM's `ErrorResponse` / `create_error_response` (vllm/entrypoints/openai/protocol.py and serving_engine.py);
  * the body follows OpenAI's shape (an `error` object) so the official clients raise their typed errors.
  */
+
+import { STATUS_CODES } from 'node:http';
 
 /** The JSON body of an error response. */
 export interface ErrorResponseBody {
@@ -82,6 +86,30 @@ export class RequestTooLargeError extends OpenAIError {
   }
 }
 
+/** 403: the request's Host is not one this server answers to (DNS-rebinding protection, `--allowed-hosts`). */
+export class HostNotAllowedError extends OpenAIError {
+  override readonly name: string = 'HostNotAllowedError';
+  constructor(message: string) {
+    super(403, 'permission_error', message, null, 'host_not_allowed');
+  }
+}
+
+/** 405: the route exists but not for this method; `allow` lists the methods it answers (the `Allow` header). */
+export class MethodNotAllowedError extends OpenAIError {
+  override readonly name: string = 'MethodNotAllowedError';
+  constructor(message: string, readonly allow: readonly string[]) {
+    super(405, 'invalid_request_error', message, null, 'method_not_allowed');
+  }
+}
+
+/** 415: the body is not `application/json` (the only type the API reads). */
+export class UnsupportedMediaTypeError extends OpenAIError {
+  override readonly name: string = 'UnsupportedMediaTypeError';
+  constructor(message: string) {
+    super(415, 'invalid_request_error', message, null, 'unsupported_media_type');
+  }
+}
+
 /** 503: the server is shutting down or its engine has stopped; retry elsewhere or later. */
 export class ServiceUnavailableError extends OpenAIError {
   override readonly name: string = 'ServiceUnavailableError';
@@ -120,7 +148,8 @@ interface FastifyLikeError {
 /**
  * Converts anything thrown while handling a request into an {@link OpenAIError}:
  * OpenAIError passes through; fastify's JSON-schema validation errors become 400 naming the field; fastify's body
- * errors keep their status (400 malformed or empty JSON, 413 too large, 415 unsupported media type); errors
+ * errors keep their status (400 malformed or empty JSON, 413 too large, 415 unsupported media type), as do other
+ * errors carrying a 4xx `statusCode` (401 an authentication error); errors
  * `classify` recognises (the engine's validation errors) become what it returns; anything else is a 500.
  */
 export function toOpenAIError(err: unknown, classify?: (err: unknown) => OpenAIError | undefined): OpenAIError {
@@ -136,17 +165,45 @@ export function toOpenAIError(err: unknown, classify?: (err: unknown) => OpenAIE
     return new RequestTooLargeError(`${e.message ?? 'Request body is too large'}; send a smaller request`);
   }
   if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-    return new OpenAIError(415, 'invalid_request_error',
-      'unsupported Content-Type: send the request body as application/json', null, 'unsupported_media_type');
+    return new UnsupportedMediaTypeError('unsupported Content-Type: send the request body as JSON with the header ' +
+      '"Content-Type: application/json"');
   }
   if (e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err instanceof SyntaxError) {
     return new BadRequestError(`malformed JSON in request body: ${e.message ?? 'cannot parse'}`, null, 'invalid_json');
   }
+  if (e.statusCode === 401) return new AuthenticationError(e.message ?? 'missing or invalid API key');
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
     return new OpenAIError(e.statusCode, 'invalid_request_error', e.message ?? 'bad request');
   }
   const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
   return new InternalServerError(message);
+}
+
+/**
+ * The raw HTTP answer to a request Node's parser rejected before fastify saw it (fastify's `clientErrorHandler`):
+ * 408 when the request was not received within the request timeout (a slow body or slow headers), 431 headers
+ * too large, 413 a chunk extension too large, 400 anything else malformed (a bad Transfer-Encoding, a bad
+ * Content-Length, an invalid request line), each with an OpenAI error body; the connection is closed after it.
+ * Returns null when nothing can be sent (the client reset the connection).
+ */
+export function clientErrorResponse(err: { code?: string }): string | null {
+  if (err.code === 'ECONNRESET') return null;
+  let e: OpenAIError;
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    e = new OpenAIError(408, 'invalid_request_error', 'the request was not received in time (the server\'s request ' +
+      'timeout): send the headers and the whole body without pausing', null, 'request_timeout');
+  } else if (err.code === 'HPE_HEADER_OVERFLOW') {
+    e = new OpenAIError(431, 'invalid_request_error', 'the request headers are too large (16 KiB at most): send ' +
+      'fewer or shorter headers', null, 'request_header_fields_too_large');
+  } else if (err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW') {
+    e = new RequestTooLargeError('the request\'s chunk extensions are too large; send the body without them');
+  } else {
+    e = new BadRequestError(`malformed HTTP request (${err.code ?? 'unparsable'}): check its request line, ` +
+      'Content-Length and Transfer-Encoding headers', null, 'malformed_http_request');
+  }
+  const body = JSON.stringify(e.toBody());
+  return `HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
 
 /** `/temperature` → `temperature`, `/messages/0/role` → `messages[0].role`; a `required` error names the missing key. */

@@ -8,10 +8,22 @@ import { getBlockDetail } from './block-detail.js';
 import { DashboardHub, type DashboardHubOptions } from './dashboard-hub.js';
 import { DashboardError, UnknownBlockError } from './errors.js';
 
+/**
+ * Who may see the dashboard, when the server has an API key: given by the server (app.ts), which owns the key.
+ */
+export interface DashboardAccess {
+  /** True when the request proves the key (its `Authorization` header or the session cookie). */
+  isAllowed(request: FastifyRequest): boolean;
+  /** The `Set-Cookie` value of a new session when `key` is the API key, else null. */
+  login(key: string): string | null;
+}
+
 /** Options of {@link dashboardPlugin}. */
 export interface DashboardPluginOptions extends DashboardHubOptions {
   /** The engine whose KV cache the page shows. */
   readonly engine: LLMEngine;
+  /** When set, the dashboard asks for the API key once (login page) and then uses a session cookie. */
+  readonly access?: DashboardAccess;
 }
 
 /** A file the page loads, kept in memory. */
@@ -50,8 +62,12 @@ function asset(body: Buffer, contentType: string): Asset {
 }
 
 /** Reads the page, its scripts and uPlot into memory. Throws when a file is missing (a broken install). */
-async function loadAssets(): Promise<{ page: Asset; files: Map<string, Asset>; vendor: Map<string, Asset> }> {
+async function loadAssets(): Promise<{
+  page: Asset; loginPage: Asset; loginScript: Asset; files: Map<string, Asset>; vendor: Map<string, Asset>;
+}> {
   const page = asset(await readFile(new URL('index.html', ASSET_DIR)), 'text/html; charset=utf-8');
+  const loginPage = asset(await readFile(new URL('login.html', ASSET_DIR)), 'text/html; charset=utf-8');
+  const loginScript = asset(await readFile(new URL('login.js', ASSET_DIR)), 'text/javascript; charset=utf-8');
   const files = new Map<string, Asset>();
   for (const [name, type] of Object.entries(PAGE_FILES)) files.set(name, asset(await readFile(new URL(name, ASSET_DIR)), type));
   const require = createRequire(import.meta.url);
@@ -59,7 +75,7 @@ async function loadAssets(): Promise<{ page: Asset; files: Map<string, Asset>; v
   for (const [name, { module, contentType }] of Object.entries(VENDOR_FILES)) {
     vendor.set(name, asset(await readFile(require.resolve(module)), contentType));
   }
-  return { page, files, vendor };
+  return { page, loginPage, loginScript, files, vendor };
 }
 
 function sendAsset(request: FastifyRequest, reply: FastifyReply, a: Asset): FastifyReply {
@@ -67,6 +83,13 @@ function sendAsset(request: FastifyRequest, reply: FastifyReply, a: Asset): Fast
   if (request.headers['if-none-match'] === a.etag) return reply.code(304).send();
   return reply.type(a.contentType).send(a.body);
 }
+
+/** The login page's post: `{"api_key": "<key>"}`. */
+const LOGIN_SCHEMA = {
+  type: 'object',
+  required: ['api_key'],
+  properties: { api_key: { type: 'string', maxLength: 4096 } },
+} as const;
 
 /**
  * The live KV-cache dashboard as a fastify plugin. Routes:
@@ -79,47 +102,76 @@ function sendAsset(request: FastifyRequest, reply: FastifyReply, a: Asset): Fast
  * - `GET /dashboard/api/blocks/:id`: one block's details for the tooltip ({@link getBlockDetail}); 404 for an id
  *   outside both tiers.
  *
+ * With `access` (the server has an API key), every route needs the key or the session cookie (401 otherwise),
+ * except the page routes, which serve a small login page instead, its script `GET /dashboard/login.js`, and
+ * `POST /dashboard/login` (`{"api_key"}` → 204 with the session cookie, 401 for a wrong key). Once the cookie is
+ * set the page, its fetches and its EventSource work unchanged. Every route is marked `config.access: 'dashboard'`
+ * so the server's key check leaves them to this plugin.
+ *
  * Nothing runs while no page is connected. The hub is decorated on the instance as `dashboardHub` for inspection,
  * and closed (streams ended, timers stopped) when the server closes.
  */
 export async function dashboardPlugin(app: FastifyInstance, options: DashboardPluginOptions): Promise<void> {
-  const { engine, ...hubOptions } = options;
+  const { engine, access, ...hubOptions } = options;
   const hub = new DashboardHub(engine, hubOptions);
-  const { page, files, vendor } = await loadAssets();
+  const { page, loginPage, loginScript, files, vendor } = await loadAssets();
   app.decorate('dashboardHub', hub);
   app.addHook('preClose', async () => {
     hub.close();
   });
 
+  /** Open routes (the login page's own) and guarded ones (everything else). */
+  const open = { config: { access: 'dashboard' as const } };
+  const guarded = {
+    config: { access: 'dashboard' as const },
+    onRequest: async (request: FastifyRequest): Promise<void> => {
+      if (access !== undefined && !access.isAllowed(request)) {
+        throw new DashboardError(401, 'the dashboard needs the API key: open / in a browser and sign in, or send ' +
+          '"Authorization: Bearer <key>"');
+      }
+    },
+  };
+
   const servePage = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     void reply.header('content-security-policy', CONTENT_SECURITY_POLICY).header('x-content-type-options', 'nosniff');
+    if (access !== undefined && !access.isAllowed(request)) {
+      return reply.header('cache-control', 'no-store').type(loginPage.contentType).send(loginPage.body);
+    }
     return sendAsset(request, reply, page);
   };
-  app.get('/', servePage);
-  app.get('/dashboard', servePage);
-  app.get('/dashboard/', servePage);
+  app.get('/', open, servePage);
+  app.get('/dashboard', open, servePage);
+  app.get('/dashboard/', open, servePage);
+  app.get('/dashboard/login.js', open, async (request, reply) => sendAsset(request, reply, loginScript));
+  app.post<{ Body: { api_key: string } }>('/dashboard/login', { ...open, schema: { body: LOGIN_SCHEMA } },
+    async (request, reply) => {
+      if (access === undefined) throw new DashboardError(404, 'this server has no API key: the dashboard needs no sign-in');
+      const cookie = access.login(request.body.api_key);
+      if (cookie === null) throw new DashboardError(401, 'invalid API key: give the key the server was started with');
+      return reply.code(204).header('set-cookie', cookie).header('cache-control', 'no-store').send();
+    });
 
-  app.get<{ Params: { file: string } }>('/dashboard/assets/:file', async (request, reply) => {
+  app.get<{ Params: { file: string } }>('/dashboard/assets/:file', guarded, async (request, reply) => {
     const a = files.get(request.params.file);
     if (a === undefined) throw new DashboardError(404, `no dashboard asset named ${JSON.stringify(request.params.file)}`);
     return sendAsset(request, reply, a);
   });
-  app.get<{ Params: { file: string } }>('/dashboard/vendor/:file', async (request, reply) => {
+  app.get<{ Params: { file: string } }>('/dashboard/vendor/:file', guarded, async (request, reply) => {
     const a = vendor.get(request.params.file);
     if (a === undefined) throw new DashboardError(404, `no vendored file named ${JSON.stringify(request.params.file)}`);
     return sendAsset(request, reply, a);
   });
 
-  app.get('/dashboard/api/snapshot', async (_request, reply) =>
+  app.get('/dashboard/api/snapshot', guarded, async (_request, reply) =>
     reply.type('application/json; charset=utf-8').header('cache-control', 'no-store').send(hub.currentSnapshotText()));
 
-  app.get<{ Params: { id: string } }>('/dashboard/api/blocks/:id', async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/dashboard/api/blocks/:id', guarded, async (request, reply) => {
     const raw = request.params.id;
     if (!/^\d{1,9}$/.test(raw)) throw new UnknownBlockError(`block id must be a non-negative integer, got ${JSON.stringify(raw)}`);
     return reply.header('cache-control', 'no-store').send(getBlockDetail(engine, Number(raw)));
   });
 
-  app.get('/dashboard/api/events', (request, reply) => {
+  app.get('/dashboard/api/events', guarded, (request, reply) => {
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, {

@@ -44,7 +44,7 @@ describe('random-weight models are never presented as answers', () => {
     try {
       const models = await (await fetch(`${handle.url}/v1/models`)).json() as { data: Array<{ random_weights: boolean }> };
       expect(models.data[0].random_weights).toBe(true);
-      const res = await fetch(`${handle.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'hello', max_tokens: 3 }) });
+      const res = await fetch(`${handle.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'hello', max_tokens: 3 }) });
       expect(res.headers.get('x-pagellm-random-weights')).toBe('true');
       expect(((await res.json()) as { system_fingerprint: string }).system_fingerprint).toBe('pagellm-random-weights');
       const metrics = await (await fetch(`${handle.url}/metrics`)).text();

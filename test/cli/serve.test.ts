@@ -1,12 +1,13 @@
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
+import { rawRequest } from '../server/raw-http.js';
 import { readGolden } from '../server/server-fixture.js';
-import { startServe } from './cli-fixture.js';
+import { spawnCli, startServe } from './cli-fixture.js';
 
 const golden = readGolden();
 
 describe('pagellm serve', () => {
-  it('logs its startup figures, serves, and shuts down cleanly on SIGTERM with a stream in flight', async () => {
+  it('logs its startup figures, serves, and on SIGTERM lets the stream in flight finish, then exits 0', async () => {
     const { proc, url, log } = await startServe(['--kv-cache-memory', '10MiB', '--block-size', '16']);
     const startup = log();
     expect(startup).toMatch(/model: stories260K \(llama2c, llama: 5 layers/);
@@ -18,12 +19,12 @@ describe('pagellm serve', () => {
     expect(startup).toMatch(/Serving the OpenAI-compatible API at http:\/\/127\.0\.0\.1:\d+\/v1/);
 
     const res = await fetch(`${url}/v1/completions`, {
-      method: 'POST', body: JSON.stringify({ prompt: golden.prompt, max_tokens: golden.tokens, temperature: 0 }),
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: golden.prompt, max_tokens: golden.tokens, temperature: 0 }),
     });
     expect(((await res.json()) as { choices: Array<{ text: string }> }).choices[0].text).toBe(golden.text);
 
     const stream = await fetch(`${url}/v1/completions`, {
-      method: 'POST', body: JSON.stringify({ prompt: golden.prompt, max_tokens: 500, ignore_eos: true, stream: true }),
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: golden.prompt, max_tokens: 500, ignore_eos: true, stream: true }),
     });
     const reader = stream.body!.getReader();
     await reader.read();
@@ -31,13 +32,49 @@ describe('pagellm serve', () => {
     proc.kill('SIGTERM');
     let rest = '';
     for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value);
-    expect(rest).toMatch(/shutting down/);
+    // Drained, not aborted: the stream runs to its max_tokens.
+    expect(rest).not.toMatch(/shutting down/);
+    expect(rest).toMatch(/"finish_reason":"length"/);
     expect(rest.endsWith('data: [DONE]\n\n')).toBe(true);
     const [code, signal] = await exited;
     expect(signal).toBeNull();
     expect(code).toBe(0);
-    expect(log()).toMatch(/received SIGTERM: shutting down \(aborting 1 requests in flight\)/);
+    expect(log()).toMatch(/received SIGTERM: shutting down \(draining 1 requests in flight for at most 30 s; new requests get 503\)/);
     expect(log()).toMatch(/shutdown complete/);
+  });
+
+  it('passes the security flags to the server (key, public metrics, CORS origins, allowed hosts)', async () => {
+    const { proc, url } = await startServe(['--api-key', 'k1', '--metrics-public', '--allowed-origins', 'http://a.example',
+      '--allowed-hosts', 'llm.internal,other.internal']);
+    try {
+      expect((await fetch(`${url}/metrics`)).status).toBe(200);
+      expect((await fetch(`${url}/v1/models`)).status).toBe(401);
+      expect((await fetch(`${url}/v1/models`, { headers: { authorization: 'Bearer k1' } })).status).toBe(200);
+      const preflight = await fetch(`${url}/v1/completions`, {
+        method: 'OPTIONS', headers: { origin: 'http://a.example', 'access-control-request-method': 'POST' },
+      });
+      expect(preflight.status).toBe(204);
+      expect(preflight.headers.get('access-control-allow-origin')).toBe('http://a.example');
+      const port = new URL(url).port;
+      const viaName = await rawRequest(Number(port), 'GET /health HTTP/1.1\r\nHost: other.internal');
+      expect(viaName.status).toBe(200);
+      expect((await rawRequest(Number(port), 'GET /health HTTP/1.1\r\nHost: evil.example')).status).toBe(403);
+    } finally {
+      const exited = once(proc, 'exit');
+      proc.kill('SIGTERM');
+      await exited;
+    }
+  });
+
+  it('refuses CORS options without --allowed-origins', async () => {
+    const proc = spawnCli(['serve', '--port', '0', '--allowed-methods', 'GET']);
+    let err = '';
+    proc.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
+    const [code] = await once(proc, 'exit');
+    expect(code).toBe(1);
+    expect(err).toMatch(/CORS, which is off until --allowed-origins names the origins to allow/);
   });
 
   it('states the default KV budget and exits on SIGINT', async () => {

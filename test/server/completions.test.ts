@@ -137,12 +137,12 @@ describe('POST /v1/completions', () => {
     expect((models.data[0] as unknown as { random_weights: boolean; max_model_len: number }).random_weights).toBe(false);
     expect((models.data[0] as unknown as { max_model_len: number }).max_model_len).toBe(512);
     const tok = await (await fetch(`${server.url}/tokenize`, {
-      method: 'POST', body: JSON.stringify({ prompt: golden.prompt }),
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: golden.prompt }),
     })).json() as { tokens: number[]; count: number };
     expect(tok.tokens).toEqual(golden.promptIds);
     expect(tok.count).toBe(golden.promptIds.length);
     const detok = await (await fetch(`${server.url}/detokenize`, {
-      method: 'POST', body: JSON.stringify({ tokens: golden.promptIds.slice(1) }),
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tokens: golden.promptIds.slice(1) }),
     })).json() as { prompt: string };
     expect(detok.prompt.trim()).toBe(golden.prompt);
     expect((await fetch(`${server.url}/health`)).status).toBe(200);

@@ -79,7 +79,7 @@ describe('concurrent clients', () => {
     // 4 non-streaming clients give up while their requests run.
     const controllers = Array.from({ length: 4 }, () => new AbortController());
     const plain = controllers.map((c, i) => fetch(`${server.url}/v1/completions`, {
-      method: 'POST', signal: c.signal, body: JSON.stringify({ ...long, prompt: `Tom and ${i}` }),
+      method: 'POST', headers: { 'content-type': 'application/json' }, signal: c.signal, body: JSON.stringify({ ...long, prompt: `Tom and ${i}` }),
     }).then(() => 'answered', (e: Error) => e.name));
     await waitFor(async () => (await scrapeMetrics(server.url)).get('pagellm:num_requests_running')! >= 4, 60_000,
       'the non-streaming requests to run');

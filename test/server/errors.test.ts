@@ -149,7 +149,7 @@ describe('bad input gets its status and OpenAI\'s error shape, and the server ke
     const dying = await startTestServer();
     const long = { model: 'stories260K', prompt: golden.prompt, max_tokens: 500, ignore_eos: true, temperature: 0.5 };
     const inFlight = postRaw(dying.url, '/v1/completions', JSON.stringify(long));
-    const stream = await fetch(`${dying.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ ...long, stream: true }) });
+    const stream = await fetch(`${dying.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...long, stream: true }) });
     expect(stream.status).toBe(200);
     const reader = stream.body!.getReader();
     await reader.read(); // the stream is running
