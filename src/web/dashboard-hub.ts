@@ -55,12 +55,14 @@ export class DashboardHub {
   readonly seriesIntervalMs: number;
   private readonly history: MetricsHistory;
   private readonly clients = new Set<Client>();
-  private snapshotTimer: ReturnType<typeof setInterval> | null = null;
+  private snapshotTimer: ReturnType<typeof setTimeout> | null = null;
   private seriesTimer: ReturnType<typeof setInterval> | null = null;
   private version = 0;
   private cached: { stateVersion: string; text: string; version: number } | null = null;
   private readonly maxWaitingListed: number | undefined;
   private builds = 0;
+  /** Date.now() when the last snapshot was built: the next broadcast waits a whole update period after it. */
+  private lastBuiltAt = -Infinity;
   private closed = false;
 
   /** @throws RangeError for a rate or interval that is not a positive finite number. */
@@ -89,7 +91,12 @@ export class DashboardHub {
 
   /** True while the update timers run (some page is connected). */
   get isActive(): boolean {
-    return this.snapshotTimer !== null;
+    return this.seriesTimer !== null;
+  }
+
+  /** The shortest time between two snapshots, in ms (1000 / maxUpdatesPerSecond). */
+  get minUpdateIntervalMs(): number {
+    return 1000 / this.maxUpdatesPerSecond;
   }
 
   /** The static part of every snapshot, and the served model's path. */
@@ -118,6 +125,7 @@ export class DashboardHub {
     const snapshot = buildKvCacheSnapshot(this.engine, { maxWaitingListed: this.maxWaitingListed });
     const text = JSON.stringify(encodeKvCacheSnapshot(snapshot, version));
     this.builds++;
+    this.lastBuiltAt = Date.now();
     this.cached = { stateVersion, text, version };
     return text;
   }
@@ -151,9 +159,13 @@ export class DashboardHub {
     this.stop();
   }
 
-  /** One snapshot tick: broadcast if the engine changed. */
+  /**
+   * One snapshot tick: broadcast if the engine changed, and if a whole update period has passed on the wall clock
+   * since the last snapshot was built (timers measure from the event loop's cached time, so they can fire early).
+   */
   tick(): void {
     if (this.clients.size === 0) return;
+    if (Date.now() - this.lastBuiltAt < this.minUpdateIntervalMs) return;
     const before = this.cached?.version;
     const text = this.currentSnapshotText();
     const version = this.cached!.version;
@@ -173,14 +185,25 @@ export class DashboardHub {
     // The gap point and the first sample reach the page inside the hello's history.
     this.history.markGap(Date.now());
     this.history.sample(this.engine.getStats(), Date.now());
-    this.snapshotTimer = setInterval(() => this.tick(), 1000 / this.maxUpdatesPerSecond);
     this.seriesTimer = setInterval(() => this.sampleSeries(), this.seriesIntervalMs);
-    this.snapshotTimer.unref();
     this.seriesTimer.unref();
+    this.scheduleTick();
+  }
+
+  /** Runs the next snapshot tick a period from now, or when the period since the last build ends if that is sooner. */
+  private scheduleTick(): void {
+    const period = this.minUpdateIntervalMs;
+    const sinceBuilt = Date.now() - this.lastBuiltAt;
+    const delay = sinceBuilt >= period ? period : Math.max(1, period - sinceBuilt);
+    this.snapshotTimer = setTimeout(() => {
+      this.tick();
+      if (this.snapshotTimer !== null) this.scheduleTick();
+    }, delay);
+    this.snapshotTimer.unref();
   }
 
   private stop(): void {
-    if (this.snapshotTimer !== null) clearInterval(this.snapshotTimer);
+    if (this.snapshotTimer !== null) clearTimeout(this.snapshotTimer);
     if (this.seriesTimer !== null) clearInterval(this.seriesTimer);
     this.snapshotTimer = null;
     this.seriesTimer = null;
