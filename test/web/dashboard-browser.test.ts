@@ -261,6 +261,10 @@ describeWithBrowser('a 20,000-block cache', () => {
       expect(draw.cpuFirst).toEqual({ first: 16_000, count: 1 });
       console.log(`20,000-block overview redraw (both grids, chromium headless, no GPU): median ${draw.times[5].toFixed(1)} ms, ` +
         `min ${draw.times[0].toFixed(1)} ms, max ${draw.times[9].toFixed(1)} ms over 10 draws`);
+      // The bars' "all" shows the whole tiers again.
+      for (const g of [0, 1]) await page.locator(`.zoom-bar[data-grid="${g}"] button[data-zoom="all"]`).click();
+      expect((await gridView(page, 0)).view.span).toBe(draw.overview.spans[0]);
+      expect((await gridView(page, 1)).view).toEqual({ first: 16_000, last: 19_999, span: draw.overview.spans[1], zoomed: false });
       await page.screenshot({ path: join(ARTIFACTS, 'dashboard-20000-blocks.png') });
       expect(await load).toBeNull();
       expect(problems).toEqual([]);

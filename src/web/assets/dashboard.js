@@ -306,6 +306,12 @@ let wheelDelta = 0;
 function onGridWheel(event) {
   const hit = cellUnder(event);
   if (hit === null || !hit.grid.zoomable) return;
+  // At the last step either way the wheel scrolls the page as usual.
+  const { span, zoomed } = hit.grid.view;
+  if ((event.deltaY < 0 && span === 1) || (event.deltaY > 0 && !zoomed) || event.deltaY === 0) {
+    wheelDelta = 0;
+    return;
+  }
   event.preventDefault();
   // A notch of a mouse wheel is one step; a touchpad's small deltas add up to one.
   wheelDelta += event.deltaMode === 0 ? event.deltaY : event.deltaY * 40;
@@ -390,7 +396,14 @@ for (const id of ['gpu-grid', 'cpu-grid']) {
   $(id).addEventListener('click', onGridClick);
   $(id).addEventListener('wheel', onGridWheel, { passive: false });
 }
-document.querySelectorAll('.zoom-bar').forEach((bar) => bar.addEventListener('click', onZoomBar));
+/** The zoom bar's buttons: action, label, title. */
+const ZOOM_BUTTONS = [['out', '−', 'zoom out'], ['in', '+', 'zoom in'], ['prev', '‹', 'previous blocks'],
+  ['next', '›', 'next blocks'], ['all', 'all', 'whole tier']];
+document.querySelectorAll('.zoom-bar').forEach((bar) => {
+  bar.innerHTML = '<span class="zoom-label"></span>' + ZOOM_BUTTONS.map(([action, label, title]) =>
+    `<button type="button" data-zoom="${action}" title="${title}">${label}</button>`).join('');
+  bar.addEventListener('click', onZoomBar);
+});
 const tbody = $('requests').tBodies[0];
 tbody.addEventListener('mouseover', onTableOver);
 tbody.addEventListener('mouseout', onTableOut);
