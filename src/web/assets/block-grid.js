@@ -60,12 +60,14 @@ function fit(n, width, height) {
  * to single blocks; a cell of one block is drawn exactly as in a small tier.
  */
 export class BlockGrid {
-  constructor(canvas, { first, count, maxHeight }) {
+  /** `onView` (optional) is called after every change of the cells shown (zoom, pan, resize). */
+  constructor(canvas, { first, count, maxHeight, onView = () => {} }) {
     this.canvas = canvas;
     this.ctx = canvas.getContext('2d', { alpha: false });
     this.first = first;
     this.count = count;
     this.maxHeight = maxHeight;
+    this.onView = onView;
     this.snap = null;
     this.highlight = null;
     this.focus = -1;
@@ -121,6 +123,7 @@ export class BlockGrid {
     this.layout = this.computeLayout();
     this.sizeCanvas();
     this.schedule();
+    this.onView(this);
   }
 
   sizeCanvas() {

@@ -52,8 +52,8 @@ function applyHello(hello) {
   $('cpu-total').textContent = fmt.format(c.numCpuBlocks);
   const gpuHeight = c.numCpuBlocks > 0 ? 340 : 440;
   state.grids = [
-    new BlockGrid($('gpu-grid'), { first: 0, count: c.numGpuBlocks, maxHeight: gpuHeight }),
-    new BlockGrid($('cpu-grid'), { first: c.numGpuBlocks, count: c.numCpuBlocks, maxHeight: 110 }),
+    new BlockGrid($('gpu-grid'), { first: 0, count: c.numGpuBlocks, maxHeight: gpuHeight, onView: updateZoomBars }),
+    new BlockGrid($('cpu-grid'), { first: c.numGpuBlocks, count: c.numCpuBlocks, maxHeight: 110, onView: updateZoomBars }),
   ];
   if (state.snapshot !== null) for (const g of state.grids) g.setSnapshot(state.snapshot);
   updateZoomBars();
@@ -297,7 +297,6 @@ function onGridClick(event) {
   const hit = cellUnder(event);
   if (hit === null || hit.cell.count === 1) return;
   hit.grid.zoomTo(middleOf(hit.cell), 1);
-  updateZoomBars();
   onGridMove(event);
 }
 
@@ -319,7 +318,6 @@ function onGridWheel(event) {
   if (wheelDelta < 0) hit.grid.zoomIn(middleOf(hit.cell));
   else hit.grid.zoomOut(middleOf(hit.cell));
   wheelDelta = 0;
-  updateZoomBars();
   onGridMove(event);
 }
 
@@ -354,7 +352,6 @@ function onZoomBar(event) {
   else if (action === 'out') grid.zoomOut();
   else if (action === 'all') grid.zoomTo(grid.centerBlock(), Infinity);
   else grid.pan(action === 'next' ? 1 : -1);
-  updateZoomBars();
 }
 
 // ---- request-row hover: highlight its blocks --------------------------------------------------------------------
@@ -409,7 +406,6 @@ tbody.addEventListener('mouseover', onTableOver);
 tbody.addEventListener('mouseout', onTableOut);
 new ResizeObserver(() => {
   for (const g of state.grids) g.resize();
-  updateZoomBars();
   state.charts?.resize();
 }).observe(document.querySelector('main'));
 
