@@ -423,6 +423,19 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
         expect(await tip.locator('dd[data-field="tokens held"]').innerText()).toBe(`${engineSnap.tokens[target]} / 16`);
         expect(await page.locator('.zoom-bar[data-grid="0"] .zoom-label').innerText()).toContain('single blocks');
         await page.screenshot({ path: join(ARTIFACTS, 'dashboard-default-budget-zoomed.png') });
+        // The bar steps out and in, and pages to the next blocks and back.
+        const button = (action: string) => page.locator(`.zoom-bar[data-grid="0"] button[data-zoom="${action}"]`);
+        await button('out').click();
+        expect((await gridView(page, 0)).view.span).toBe(2);
+        await button('in').click();
+        const blocks = (await gridView(page, 0)).view;
+        expect(blocks.span).toBe(1);
+        await button('next').click();
+        const next = (await gridView(page, 0)).view;
+        expect(next.first).toBe(blocks.last + 1);
+        expect(next.last - next.first).toBe(blocks.last - blocks.first);
+        await button('prev').click();
+        expect((await gridView(page, 0)).view).toEqual(blocks);
         // "all" goes back to the whole tier.
         await page.locator('.zoom-bar[data-grid="0"] button[data-zoom="all"]').click();
         expect((await gridView(page, 0)).view).toEqual(view.view);

@@ -332,7 +332,6 @@ function updateZoomBars() {
     if (v.span > 1) anyOverview = true;
     bar.querySelector('.zoom-label').textContent = `blocks ${v.first}–${v.last} · ` +
       (v.span === 1 ? 'single blocks' : `${v.span} blocks per cell`);
-    bar.dataset.span = String(v.span);
     bar.querySelector('[data-zoom="in"]').disabled = v.span === 1;
     bar.querySelector('[data-zoom="out"]').disabled = !v.zoomed;
     bar.querySelector('[data-zoom="all"]').disabled = !v.zoomed;
