@@ -13,6 +13,7 @@ import { REPO_ROOT, scrapeMetrics, type TestServer } from '../server/server-fixt
 /** Where the browser tests save their screenshots. */
 export const ARTIFACTS = join(REPO_ROOT, 'test-artifacts');
 
+/** A prompt opening the tests' stories share (their first blocks are prefix-cache hits). */
 export const STORY = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends.';
 
 /** What the page shows, read from its DOM and its decoded snapshot. */

@@ -31,7 +31,7 @@ const ZOOM_CELL = 14;
 const MAX_CELL = 22;
 const BACKGROUND = pixel(20, 23, 30);
 
-/** Blocks per cell the zoom steps through: 1, 2, 5, 10, 20, 50, 100, … */
+/** The next run length (blocks per cell) after `span` up (direction > 0) or down the steps 1, 2, 5, 10, 20, 50, … */
 function nextSpan(span, direction) {
   if (direction > 0) {
     const p = 10 ** Math.floor(Math.log10(span));
@@ -44,7 +44,7 @@ function nextSpan(span, direction) {
   return m >= 5 ? 5 * p : m >= 2 ? 2 * p : p;
 }
 
-/** The largest square cell (CSS px) at which `n` cells fit `width` × `height`, with its columns and rows. */
+/** The largest square cell (2 to 22 CSS px) at which `n` cells fit `width` × `height`, with its columns and rows. */
 function fit(n, width, height) {
   const cell = Math.max(2, Math.min(MAX_CELL, Math.floor(Math.sqrt((width * height) / n))));
   const cols = Math.max(1, Math.floor(width / cell));
@@ -109,6 +109,7 @@ export class BlockGrid {
     this.relayout();
   }
 
+  /** Redraws at the next animation frame (once, however often it is called before then). */
   schedule() {
     if (this.pending) return;
     this.pending = true;
@@ -126,6 +127,7 @@ export class BlockGrid {
     this.onView(this);
   }
 
+  /** Sizes the canvas to the layout's cells (device pixels), and returns its width and height. */
   sizeCanvas() {
     const { dpr, cols, rows, cellPx } = this.layout;
     const w = cols * cellPx;
@@ -223,6 +225,7 @@ export class BlockGrid {
     };
   }
 
+  /** Paints the snapshot's blocks of the view, then the overlay (labels, focus outline). */
   draw() {
     const t0 = performance.now();
     const { w, h } = this.sizeCanvas();
