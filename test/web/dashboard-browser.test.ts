@@ -8,8 +8,13 @@
  *   the engine did not move, and lets it go on.
  * - A forked request (n = 2) shows shared blocks: state, ref count, the request table's marked ids, the canvas
  *   pixels, and the tooltip (ref count, owner, hash, the two sequences holding it).
- * - A 20,000-block cache is drawn in full (the last block can be hovered); the draw time is printed.
- * - Nothing is fetched from another origin; no page error. A screenshot is saved in test-artifacts/.
+ * - A 20,000-block cache is drawn as an overview covering every block of both tiers; zooming reaches the first and
+ *   the last block under the pointer; the draw time is printed.
+ * - The default 512 MiB budget (26,214 blocks) under load: every overview cell is drawn in the colour and brightness
+ *   the engine's block states give it (a run holding a block in use is drawn in use); a cell's tooltip counts its
+ *   states; wheel and click zoom reach a single block whose tooltip matches the engine; the KV chart's y axis fits
+ *   the usage and every legend shows the latest values.
+ * - Nothing is fetched from another origin; no page error. Screenshots are saved in test-artifacts/.
  *
  * Without chromium the suites are reported as skipped with one line saying how to install it; .ci/run sets
  * PAGELLM_REQUIRE_BROWSER=1, which makes them mandatory there.
@@ -18,12 +23,14 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { engineStateVersion } from '../../src/web/kv-cache-snapshot.js';
-import type { BlockCounts, DecodedSnapshot } from '../../src/web/assets/snapshot-codec.js';
+import { buildKvCacheSnapshot } from '../../src/web/kv-cache-snapshot.js';
+import { OVERVIEW_RGB, overviewBrightness } from '../../src/web/assets/colors.js';
+import type { DecodedSnapshot } from '../../src/web/assets/snapshot-codec.js';
 import { describeWithBrowser, launchChromium } from '../browser.js';
-import { REPO_ROOT, scrapeMetrics, startTestServer, waitFor, type TestServer } from '../server/server-fixture.js';
-
-const ARTIFACTS = join(REPO_ROOT, 'test-artifacts');
+import { startTestServer, waitFor, type TestServer } from '../server/server-fixture.js';
+import {
+  ARTIFACTS, STORY, compareWithMetrics, holdEngine, openDashboard, readPage, requestsReceived, startLoad,
+} from './dashboard-page.js';
 
 let browser: Browser;
 
@@ -36,113 +43,6 @@ afterAll(async () => {
   await browser?.close();
 });
 
-/** What the page shows, read from its DOM and its decoded snapshot. */
-interface PageReading {
-  readonly version: number;
-  readonly dom: Record<string, number>;
-  readonly counts: BlockCounts;
-}
-
-/** The page plus what it did that it should not have: errors, requests to other origins. */
-interface OpenPage {
-  readonly page: Page;
-  readonly problems: string[];
-}
-
-async function openDashboard(server: TestServer, path = '/'): Promise<OpenPage> {
-  const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
-  const problems: string[] = [];
-  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-  page.on('console', (m) => {
-    if (m.type() === 'error') problems.push(`console error: ${m.text()}`);
-  });
-  const origin = new URL(server.url).origin;
-  await page.route('**/*', (route) => {
-    const url = route.request().url();
-    if (new URL(url).origin !== origin && !url.startsWith('data:')) {
-      problems.push(`request to another origin: ${url}`);
-      return route.abort();
-    }
-    return route.continue();
-  });
-  await page.goto(`${server.url}${path}`);
-  await page.waitForFunction(() => (window as unknown as { pagellmDashboard?: { snapshot: unknown } }).pagellmDashboard?.snapshot != null);
-  return { page, problems };
-}
-
-/** Makes the page load the current snapshot and reads its numbers. */
-async function readPage(page: Page): Promise<PageReading> {
-  return page.evaluate(async () => {
-    const d = (window as unknown as { pagellmDashboard: { refresh(): Promise<number>; counts: unknown } }).pagellmDashboard;
-    const version = await d.refresh();
-    const dom: Record<string, number> = {};
-    for (const id of ['kv-usage', 'gpu-in-use', 'gpu-free', 'gpu-shared', 'gpu-cached', 'cpu-swapped', 'cpu-free',
-      'num-running', 'num-waiting', 'num-swapped']) {
-      dom[id] = Number(document.getElementById(id)!.dataset.value);
-    }
-    return { version, dom, counts: d.counts as never };
-  });
-}
-
-/** Holds the engine between steps (its step schedules nothing) until release() is called. */
-function holdEngine(server: TestServer): { release(): void } {
-  const engine = server.handle.engine;
-  const step = engine.step;
-  engine.step = () => [];
-  return {
-    release(): void {
-      engine.step = step;
-    },
-  };
-}
-
-/** Page numbers and /metrics at one engine instant. Returns the reading and the metrics. */
-async function compareWithMetrics(server: TestServer, page: Page): Promise<{ reading: PageReading; metrics: Map<string, number> }> {
-  const hold = holdEngine(server);
-  try {
-    const before = engineStateVersion(server.handle.engine);
-    const reading = await readPage(page);
-    const m = await scrapeMetrics(server.url);
-    expect(engineStateVersion(server.handle.engine), 'the engine moved while held').toBe(before);
-    const { dom } = reading;
-    expect(dom['gpu-free']).toBe(m.get('pagellm:num_free_gpu_blocks'));
-    expect(dom['gpu-in-use']).toBe(m.get('pagellm:num_gpu_blocks')! - m.get('pagellm:num_free_gpu_blocks')!);
-    expect(dom['kv-usage']).toBe(m.get('pagellm:kv_cache_usage_perc'));
-    expect(dom['cpu-free']).toBe(m.get('pagellm:num_free_cpu_blocks'));
-    expect(dom['cpu-swapped']).toBe(m.get('pagellm:num_cpu_blocks')! - m.get('pagellm:num_free_cpu_blocks')!);
-    expect(dom['num-running']).toBe(m.get('pagellm:num_requests_running'));
-    expect(dom['num-waiting']).toBe(m.get('pagellm:num_requests_waiting'));
-    expect(dom['num-swapped']).toBe(m.get('pagellm:num_requests_swapped'));
-    expect(reading.counts.gpu.total).toBe(m.get('pagellm:num_gpu_blocks'));
-    expect(reading.counts.cpu.total).toBe(m.get('pagellm:num_cpu_blocks'));
-    return { reading, metrics: m };
-  } finally {
-    hold.release();
-  }
-}
-
-/** Requests the engine has received so far: queued, running, swapped or finished. */
-function requestsReceived(server: TestServer): number {
-  const engine = server.handle.engine;
-  const sch = engine.scheduler;
-  const f = engine.metrics.counters.requestsFinished;
-  return sch.waiting.length + sch.running.length + sch.swapped.length + f.stop + f.length + f.abort;
-}
-
-/** Starts `count` streaming completions; resolves when all are read to the end. */
-function startLoad(server: TestServer, prompts: readonly string[], maxTokens: number, n = 1): Promise<unknown> {
-  // Errors become the promise's value, so a failed test never leaves an unhandled rejection behind.
-  return Promise.all(prompts.map(async (prompt, i) => {
-    const stream = await server.client.completions.create({
-      model: 'stories260K', prompt, max_tokens: maxTokens, temperature: 0.9, seed: 100 + i, n, stream: true,
-      ignore_eos: true,
-    } as never);
-    for await (const _chunk of stream as unknown as AsyncIterable<unknown>) { /* read it all */ }
-  })).then(() => null, (err: unknown) => err);
-}
-
-const STORY = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends.';
-
 describeWithBrowser('the dashboard in chromium', () => {
   let server: TestServer;
   beforeAll(async () => {
@@ -153,7 +53,7 @@ describeWithBrowser('the dashboard in chromium', () => {
   });
 
   it('shows block counts equal to /metrics under concurrent requests, and a fork\'s shared blocks', async () => {
-    const { page, problems } = await openDashboard(server);
+    const { page, problems } = await openDashboard(browser, server);
     const idle = await compareWithMetrics(server, page);
     expect(idle.reading.dom['num-running']).toBe(0);
 
@@ -267,7 +167,7 @@ describeWithBrowser('the dashboard in chromium', () => {
   }, 240_000);
 
   it('serves the same page at /dashboard', async () => {
-    const { page, problems } = await openDashboard(server, '/dashboard');
+    const { page, problems } = await openDashboard(browser, server, '/dashboard');
     await expect.poll(async () => page.locator('#connection').innerText()).toBe('live');
     expect(await page.title()).toBe('pagellm · KV cache');
     expect(problems).toEqual([]);
@@ -275,15 +175,45 @@ describeWithBrowser('the dashboard in chromium', () => {
   });
 });
 
+/** The page's view of one grid, as the tests read it. */
+interface GridView {
+  first: number;
+  count: number;
+  zoomable: boolean;
+  drawnVersion: number;
+  canvas: HTMLCanvasElement;
+  layout: { cols: number; cellPx: number; gap: number; span: number; start: number; numCells: number; fullSpan: number };
+  view: { first: number; last: number; span: number; zoomed: boolean };
+  draw(): void;
+  lastDrawMs: number;
+  cellAt(x: number, y: number): { first: number; count: number } | null;
+  centerOf(id: number): { x: number; y: number } | null;
+  zoomTo(id: number, span: number): boolean;
+}
+
+/** The centre of the cell holding block `id` on grid `grid`, in client pixels (null when the view does not show it). */
+async function centerOf(page: Page, grid: number, id: number): Promise<{ x: number; y: number } | null> {
+  return page.evaluate(([g, b]) => (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard.grids[g].centerOf(b),
+    [grid, id] as const);
+}
+
+/** Grid `grid`'s layout and view. */
+async function gridView(page: Page, grid: number): Promise<Pick<GridView, 'layout' | 'view' | 'zoomable'>> {
+  return page.evaluate((g) => {
+    const d = (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard.grids[g];
+    return { layout: { ...d.layout }, view: d.view, zoomable: d.zoomable };
+  }, grid);
+}
+
 describeWithBrowser('a 20,000-block cache', () => {
-  it('draws every block of both tiers and finds the last one under the pointer', async () => {
+  it('draws an overview covering every block of both tiers and zooms to the first and last block under the pointer', async () => {
     // Block size 1 keeps 20,000 blocks of stories260K's KV small (1.25 KiB each).
     const big = await startTestServer({
       blockSize: 1, numGpuBlocksOverride: 16_000, swapSpace: 4000 * 1280, maxNumSeqs: 32, kvCacheDtype: 'fp32',
     });
     try {
       expect(big.handle.engine.numGpuBlocks + big.handle.engine.numCpuBlocks).toBe(20_000);
-      const { page, problems } = await openDashboard(big);
+      const { page, problems } = await openDashboard(browser, big);
       const load = startLoad(big, Array.from({ length: 16 }, (_, i) => `${i}: ${STORY}`), 200);
       // All 16 must have arrived before the engine is held: an arrival while held changes its queues.
       await waitFor(async () => requestsReceived(big) === 16 && big.handle.engine.scheduler.running.length > 0,
@@ -292,26 +222,49 @@ describeWithBrowser('a 20,000-block cache', () => {
       expect(reading.counts.gpu.total + reading.counts.cpu.total).toBe(20_000);
       expect(reading.dom['gpu-in-use']).toBeGreaterThan(0);
       const draw = await page.evaluate(async () => {
-        const d = (window as unknown as { pagellmDashboard: { grids: { draw(): void; lastDrawMs: number; blockAt(x: number, y: number): number; centerOf(id: number): { x: number; y: number } | null }[] } }).pagellmDashboard;
+        const d = (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard;
         const times: number[] = [];
         for (let i = 0; i < 10; i++) {
           for (const g of d.grids) g.draw();
           times.push(d.grids[0].lastDrawMs + d.grids[1].lastDrawMs);
         }
-        const last = d.grids[1].centerOf(19_999)!;
-        const first = d.grids[0].centerOf(0)!;
-        return {
-          times: times.sort((a, b) => a - b),
-          lastHit: d.grids[1].blockAt(last.x, last.y),
-          firstHit: d.grids[0].blockAt(first.x, first.y),
-          cpuFirst: d.grids[1].blockAt(d.grids[1].centerOf(16_000)!.x, d.grids[1].centerOf(16_000)!.y),
+        // The cells of each tier, in order, cover its blocks exactly once.
+        const covered = d.grids.map((g) => {
+          let next = g.first;
+          for (let k = 0; k < g.layout.numCells; k++) {
+            const c = g.centerOf(next)!;
+            const cell = g.cellAt(c.x, c.y)!;
+            if (cell.first !== next) return `cell ${k} starts at ${cell.first}, not ${next}`;
+            next += cell.count;
+          }
+          return next === g.first + g.count ? 'all' : `cells end at ${next}`;
+        });
+        const hit = (g: GridView, id: number): { first: number; count: number } | null => {
+          const c = g.centerOf(id);
+          return c === null ? null : g.cellAt(c.x, c.y);
         };
+        const overview = { last: hit(d.grids[1], 19_999), spans: d.grids.map((g) => g.layout.span) };
+        // Zoomed to single blocks, the pointer finds the tiers' first and last blocks.
+        d.grids[0].zoomTo(0, 1);
+        d.grids[1].zoomTo(19_999, 1);
+        const zoomed = { first: hit(d.grids[0], 0), last: hit(d.grids[1], 19_999), spans: d.grids.map((g) => g.layout.span) };
+        d.grids[1].zoomTo(16_000, 1);
+        const cpuFirst = hit(d.grids[1], 16_000);
+        return { times: times.sort((a, b) => a - b), covered, overview, zoomed, cpuFirst };
       });
-      expect(draw.lastHit).toBe(19_999);
-      expect(draw.firstHit).toBe(0);
-      expect(draw.cpuFirst).toBe(16_000);
-      console.log(`20,000-block redraw (both grids, chromium headless, no GPU): median ${draw.times[5].toFixed(1)} ms, ` +
+      expect(draw.covered).toEqual(['all', 'all']);
+      expect(draw.overview.spans.every((span) => span > 1)).toBe(true);
+      expect(draw.overview.last!.first + draw.overview.last!.count - 1).toBe(19_999);
+      expect(draw.zoomed.spans).toEqual([1, 1]);
+      expect(draw.zoomed.first).toEqual({ first: 0, count: 1 });
+      expect(draw.zoomed.last).toEqual({ first: 19_999, count: 1 });
+      expect(draw.cpuFirst).toEqual({ first: 16_000, count: 1 });
+      console.log(`20,000-block overview redraw (both grids, chromium headless, no GPU): median ${draw.times[5].toFixed(1)} ms, ` +
         `min ${draw.times[0].toFixed(1)} ms, max ${draw.times[9].toFixed(1)} ms over 10 draws`);
+      // The bars' "all" shows the whole tiers again.
+      for (const g of [0, 1]) await page.locator(`.zoom-bar[data-grid="${g}"] button[data-zoom="all"]`).click();
+      expect((await gridView(page, 0)).view.span).toBe(draw.overview.spans[0]);
+      expect((await gridView(page, 1)).view).toEqual({ first: 16_000, last: 19_999, span: draw.overview.spans[1], zoomed: false });
       await page.screenshot({ path: join(ARTIFACTS, 'dashboard-20000-blocks.png') });
       expect(await load).toBeNull();
       expect(problems).toEqual([]);
@@ -320,4 +273,192 @@ describeWithBrowser('a 20,000-block cache', () => {
       await big.close();
     }
   }, 240_000);
+});
+
+/** BlockState numbers (src/web/kv-cache-snapshot.ts). */
+const FREE = 0;
+const USED = 1;
+const SHARED = 2;
+const CACHED = 3;
+
+/**
+ * The [r, g, b] an overview cell over blocks [first, first + count) must have, from the engine's block states: the run
+ * is in use when any block is (shared when at least half of those are), else cached when any block is, else free;
+ * its brightness follows the share of its slots holding tokens in blocks of that state.
+ */
+function expectedCellRgb(state: Uint8Array, tokens: Uint16Array, first: number, count: number, blockSize: number): number[] {
+  let used = 0;
+  let shared = 0;
+  let cached = 0;
+  let inUseTokens = 0;
+  let cachedTokens = 0;
+  for (let id = first; id < first + count; id++) {
+    if (state[id] === USED || state[id] === SHARED) {
+      if (state[id] === USED) used++;
+      else shared++;
+      inUseTokens += tokens[id];
+    } else if (state[id] === CACHED) {
+      cached++;
+      cachedTokens += tokens[id];
+    }
+  }
+  const [dominant, held] = used + shared > 0 ? [2 * shared >= used + shared ? SHARED : USED, inUseTokens]
+    : cached > 0 ? [CACHED, cachedTokens] : [FREE, 0];
+  if (dominant === FREE) return [...OVERVIEW_RGB[FREE]];
+  const f = overviewBrightness(held / (count * blockSize));
+  return OVERVIEW_RGB[dominant].map((c) => Math.round(c * f));
+}
+
+describeWithBrowser('the default 512 MiB KV budget', () => {
+  it('shows the in-use runs of 26,214 blocks under load and zooms to a single block that matches the engine', async () => {
+    const server = await startTestServer({ kvCacheMemory: undefined, maxNumSeqs: 64 });
+    try {
+      const engine = server.handle.engine;
+      expect(engine.numGpuBlocks).toBe(26_214);
+      expect(engine.blockSize).toBe(16);
+      const { page, problems } = await openDashboard(browser, server);
+      // A first wave finishes and leaves prefix-cached blocks; the second streams while the page is read.
+      const first = Array.from({ length: 12 }, (_, i) => `${i + 1}. ${STORY} One day she found a box.`);
+      expect(await startLoad(server, first, 150)).toBeNull();
+      const prompts = Array.from({ length: 48 }, (_, i) => `${STORY} Chapter ${i + 1}.`);
+      const load = startLoad(server, prompts, 420);
+      await waitFor(async () => requestsReceived(server) === first.length + prompts.length &&
+        engine.scheduler.running.length === prompts.length && engine.scheduler.running.every((g) => g.seqs[0].getOutputLen() >= 60),
+      180_000, 'every request to arrive and the second wave to have 60 tokens each');
+      // The KV chart has a point with blocks in use.
+      await page.waitForFunction(() => {
+        const plots = (window as unknown as { pagellmDashboard: { plots: { data: (number | null)[][] }[] } }).pagellmDashboard.plots;
+        return (plots[0]?.data[1].at(-1) ?? 0) > 0;
+      }, undefined, { timeout: 30_000 });
+
+      let shownCell: { first: number; count: number } | null = null;
+      const hold = holdEngine(server);
+      try {
+        const { version } = await readPage(page);
+        const engineSnap = buildKvCacheSnapshot(engine);
+        await page.waitForFunction((v) => (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard.grids[0].drawnVersion === v, version);
+        // The page's blocks are the engine's.
+        const pageStates = await page.evaluate(() => [...(window as unknown as { pagellmDashboard: { snapshot: DecodedSnapshot } }).pagellmDashboard.snapshot.state]);
+        expect(pageStates).toEqual([...engineSnap.state]);
+
+        // The overview: every cell's colour is the one the engine's states give its run.
+        const cells = await page.evaluate(() => {
+          const g = (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard.grids[0];
+          const { cols, cellPx, numCells } = g.layout;
+          const data = g.canvas.getContext('2d')!.getImageData(0, 0, g.canvas.width, g.canvas.height).data;
+          const out: { first: number; count: number; rgb: number[] }[] = [];
+          for (let k = 0; k < numCells; k++) {
+            const c = g.centerOf(g.first + g.layout.start + k * g.layout.span)!;
+            const cell = g.cellAt(c.x, c.y)!;
+            const i = 4 * ((Math.floor(k / cols) * cellPx + 1) * g.canvas.width + (k % cols) * cellPx + 1);
+            out.push({ ...cell, rgb: [data[i], data[i + 1], data[i + 2]] });
+          }
+          return out;
+        });
+        const view = await gridView(page, 0);
+        expect(view.zoomable).toBe(true);
+        expect(view.layout.span).toBeGreaterThan(1);
+        expect(view.view).toEqual({ first: 0, last: 26_213, span: view.layout.span, zoomed: false });
+        expect(cells.reduce((n, c) => n + c.count, 0)).toBe(26_214);
+        const mismatched = cells.filter((c) => JSON.stringify(c.rgb) !==
+          JSON.stringify(expectedCellRgb(engineSnap.state, engineSnap.tokens, c.first, c.count, 16)));
+        expect(mismatched.slice(0, 5)).toEqual([]);
+        const inUse = (c: { first: number; count: number }): boolean =>
+          engineSnap.state.subarray(c.first, c.first + c.count).some((st) => st === USED || st === SHARED);
+        const inUseCells = cells.filter(inUse);
+        expect(inUseCells.length).toBeGreaterThan(20);
+        expect(cells.some((c) => !inUse(c) && engineSnap.state.subarray(c.first, c.first + c.count).includes(CACHED))).toBe(true);
+
+        // A cell holding blocks in use and free or cached ones: its tooltip gives its range and state counts.
+        const mixed = inUseCells.find((c) => engineSnap.state.subarray(c.first, c.first + c.count).some((st) => st !== USED && st !== SHARED)) ?? inUseCells[0];
+        const at = await centerOf(page, 0, mixed.first);
+        await page.mouse.move(at!.x, at!.y);
+        const tip = page.locator('#tooltip');
+        const last = mixed.first + mixed.count - 1;
+        await expect.poll(async () => tip.getAttribute('data-range')).toBe(`${mixed.first}-${last}`);
+        expect(await tip.locator('.title').innerText()).toContain(`Blocks ${mixed.first}–${last}`);
+        const names: Record<number, string> = { [FREE]: 'free', [USED]: 'in use', [SHARED]: 'shared', [CACHED]: 'cached (evictable)' };
+        for (const [st, name] of Object.entries(names)) {
+          const n = engineSnap.state.subarray(mixed.first, last + 1).filter((x) => x === Number(st)).length;
+          const dd = tip.locator(`dd[data-field="${name}"]`);
+          if (n === 0) expect(await dd.count()).toBe(0);
+          else expect(await dd.innerText()).toBe(String(n));
+        }
+        // The KV chart's y axis fits the usage (a few %), and every legend shows the latest values unhovered.
+        const charts = await page.evaluate(() => {
+          const plots = (window as unknown as { pagellmDashboard: { plots: { data: (number | null)[][]; scales: { y: { max: number } }; root: HTMLElement }[] } }).pagellmDashboard.plots;
+          return plots.map((p) => ({
+            yMax: p.scales.y.max,
+            latest: p.data.slice(1).map((ys) => ys.findLast((v) => v !== null) ?? null),
+            legend: Array.from(p.root.querySelectorAll('.u-legend .u-series:not(:first-child) .u-value')).map((e) => (e as HTMLElement).innerText),
+          }));
+        });
+        const kv = charts[0];
+        expect(kv.latest[0]).toBeGreaterThan(0);
+        expect(kv.yMax).toBeGreaterThanOrEqual(kv.latest[0]!);
+        expect(kv.yMax).toBeLessThanOrEqual(Math.max(1, 2.5 * kv.latest[0]!));
+        for (const c of charts) {
+          c.latest.forEach((v, k) => {
+            if (v !== null) expect(Number(c.legend[k])).toBeCloseTo(v, Number.isInteger(v) ? 5 : Math.abs(v) < 10 ? 1 : 0);
+          });
+        }
+
+        // Zoom: one wheel step in at the cell shortens the runs; a click there shows single blocks.
+        const target = mixed.first + [...engineSnap.state.subarray(mixed.first, last + 1)].findIndex((st) => st === USED || st === SHARED);
+        await page.mouse.wheel(0, -100);
+        await expect.poll(async () => (await gridView(page, 0)).layout.span).toBeLessThan(view.layout.span);
+        const stepped = await gridView(page, 0);
+        expect(stepped.view.zoomed).toBe(true);
+        expect(stepped.view.first <= target && target <= stepped.view.last).toBe(true);
+        const inStep = await centerOf(page, 0, target);
+        await page.mouse.click(inStep!.x, inStep!.y);
+        await expect.poll(async () => (await gridView(page, 0)).layout.span).toBe(1);
+        const single = await centerOf(page, 0, target);
+        expect(single).not.toBeNull();
+        await page.mouse.move(single!.x, single!.y);
+        await expect.poll(async () => tip.getAttribute('data-block')).toBe(String(target));
+        expect(await tip.locator('.title').innerText()).toContain(`Block ${target}`);
+        expect(await tip.locator('dd[data-field="ref count"]').innerText()).toBe(String(engineSnap.refCount[target]));
+        expect(await tip.locator('dd[data-field="state"]').innerText()).toBe(names[engineSnap.state[target]]);
+        expect(await tip.locator('dd[data-field="tokens held"]').innerText()).toBe(`${engineSnap.tokens[target]} / 16`);
+        expect(await page.locator('.zoom-bar[data-grid="0"] .zoom-label').innerText()).toContain('single blocks');
+        await page.screenshot({ path: join(ARTIFACTS, 'dashboard-default-budget-zoomed.png') });
+        // The bar steps out and in, and pages to the next blocks and back.
+        const button = (action: string) => page.locator(`.zoom-bar[data-grid="0"] button[data-zoom="${action}"]`);
+        await button('out').click();
+        expect((await gridView(page, 0)).view.span).toBe(2);
+        await button('in').click();
+        const blocks = (await gridView(page, 0)).view;
+        expect(blocks.span).toBe(1);
+        await button('next').click();
+        const next = (await gridView(page, 0)).view;
+        expect(next.first).toBe(blocks.last + 1);
+        expect(next.last - next.first).toBe(blocks.last - blocks.first);
+        await button('prev').click();
+        expect((await gridView(page, 0)).view).toEqual(blocks);
+        // "all" goes back to the whole tier.
+        await page.locator('.zoom-bar[data-grid="0"] button[data-zoom="all"]').click();
+        expect((await gridView(page, 0)).view).toEqual(view.view);
+        shownCell = mixed;
+      } finally {
+        hold.release();
+      }
+      // The screenshot for the README: the overview further into the load, tokens flowing, a cell's tooltip shown.
+      await waitFor(async () => !engine.scheduler.running.some((g) => g.seqs[0].getOutputLen() < 250), 180_000,
+        'the requests to reach 250 tokens');
+      await page.waitForFunction(() => {
+        const plots = (window as unknown as { pagellmDashboard: { plots: { data: (number | null)[][] }[] } }).pagellmDashboard.plots;
+        return (plots[3]?.data[1].at(-1) ?? 0) > 0;
+      }, undefined, { timeout: 30_000 });
+      const tipAt = await centerOf(page, 0, shownCell!.first);
+      await page.mouse.move(tipAt!.x, tipAt!.y);
+      await expect.poll(async () => page.locator('#tooltip').getAttribute('data-range')).not.toBeNull();
+      await page.screenshot({ path: join(ARTIFACTS, 'dashboard-default-budget.png') });
+      expect(await load).toBeNull();
+      expect(problems).toEqual([]);
+      await page.close();
+    } finally {
+      await server.close();
+    }
+  }, 300_000);
 });

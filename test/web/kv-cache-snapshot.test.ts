@@ -3,7 +3,8 @@
  * n = 2..3 forks, aborts, a cache small enough to preempt by swap (or by recompute): after every step the snapshot
  * is compared with a reconstruction from the block tables alone (ref count = block-table entries, owners, tokens
  * held) plus the allocator's per-id cache queries, and its encoded form is decoded by the page's own decoder
- * (src/web/assets/snapshot-codec.js) and counted against the engine's free-block figures (what /metrics reports).
+ * (src/web/assets/snapshot-codec.js) and counted against the engine's free-block figures (what /metrics reports),
+ * and summarised into the overview's runs of blocks.
  * Also: the block detail behind the tooltip, the state version that gates updates, and the waiting-list cap.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +17,7 @@ import { encodeColumn, encodeKvCacheSnapshot } from '../../src/web/snapshot-enco
 import { getBlockDetail, hashPrefix } from '../../src/web/block-detail.js';
 import { UnknownBlockError } from '../../src/web/errors.js';
 import * as codec from '../../src/web/assets/snapshot-codec.js';
+import type { DecodedSnapshot } from '../../src/web/assets/snapshot-codec.js';
 import { PROMPTS, loadStories, makeEngine, type Stories } from '../engine/stories-engine.js';
 import { rng } from '../kernels/helpers.js';
 
@@ -136,6 +138,32 @@ async function checkRoundTrip(engine: LLMEngine, snap: KvCacheSnapshot, version:
       const ids = codec.blockTableOf(d, s);
       for (const id of ids) expect(codec.ownersOf(d, id)).toContain(d.requests.indexOf(r));
     }
+  }
+  checkRuns(d, 7);
+}
+
+/**
+ * The dashboard overview's runs of `span` blocks: each run's state counts, tokens and requests are its blocks', and
+ * its dominant state is in use (shared when at least half of those blocks are) when any block is, else the first of
+ * swapped, cached, reserved present, else free; its fill is the dominant blocks' tokens over the run's slots.
+ */
+function checkRuns(d: DecodedSnapshot, span: number): void {
+  const { blockSize } = d.config;
+  for (let first = 0; first < d.state.length; first += span) {
+    const count = Math.min(span, d.state.length - first);
+    const run = codec.summarizeRun(d, first, count);
+    const ids = Array.from({ length: count }, (_, i) => first + i);
+    const of = (...states: number[]): number[] => ids.filter((id) => states.includes(d.state[id]));
+    expect(run.counts).toEqual(Object.values(BlockState).map((st) => of(st).length));
+    expect(run.tokensHeld).toBe(ids.reduce((n, id) => n + d.tokens[id], 0));
+    expect(run.owners).toEqual([...new Set(ids.flatMap((id) => codec.ownersOf(d, id)))].sort((a, b) => a - b));
+    const inUse = of(BlockState.USED, BlockState.SHARED);
+    const dominant = inUse.length > 0
+      ? (2 * of(BlockState.SHARED).length >= inUse.length ? BlockState.SHARED : BlockState.USED)
+      : [BlockState.SWAPPED, BlockState.CACHED, BlockState.RESERVED].find((st) => of(st).length > 0) ?? BlockState.FREE;
+    expect(run.dominant).toBe(dominant);
+    const family = inUse.length > 0 ? inUse : of(dominant);
+    expect(run.fill).toBeCloseTo(family.reduce((n, id) => n + d.tokens[id], 0) / (count * blockSize), 12);
   }
 }
 

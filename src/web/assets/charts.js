@@ -5,10 +5,14 @@ import uPlot from '/dashboard/vendor/uPlot.esm.js';
 
 const AXIS = { stroke: '#9aa4b2', grid: { stroke: '#262c38', width: 1 }, ticks: { stroke: '#262c38', width: 1 } };
 
-/** The charts: title, y range, and series (field of SeriesPoint, label, colour, optional uPlot options). */
+/**
+ * The charts: title, y range, and series (field of SeriesPoint, label, colour, optional uPlot options). `range`
+ * fixes the y axis; `percent` scales it to the data like the others but never past 100; neither: from 0 to a round
+ * number above the largest value.
+ */
 const CHARTS = [
   {
-    id: 'kv', title: 'KV cache usage %', range: [0, 100], series: [
+    id: 'kv', title: 'KV cache usage %', percent: true, series: [
       { field: 'kvUsage', label: 'GPU tier', color: '#4fc3f7', fill: 'rgba(79,195,247,0.15)' },
       { field: 'cpuUsage', label: 'CPU swap tier', color: '#ba68c8' },
     ],
@@ -50,6 +54,23 @@ function niceCeil(x) {
   return 10 * p;
 }
 
+/** The y range of a chart whose values start at 0: up to a round number above the largest, at most 100 for %. */
+function yRange(percent) {
+  return (_u, _min, max) => [0, Math.min(percent ? 100 : Infinity, niceCeil(Math.max(percent ? 0 : 1, (max ?? 0) * 1.05)))];
+}
+
+/** The last non-null value of `values`, or null. */
+function latest(values) {
+  for (let i = values.length - 1; i >= 0; i--) if (values[i] !== null && values[i] !== undefined) return values[i];
+  return null;
+}
+
+function formatValue(v) {
+  if (v === null || v === undefined) return '–';
+  if (Number.isInteger(v)) return String(v);
+  return Math.abs(v) < 10 ? v.toFixed(2) : v.toFixed(1);
+}
+
 /** x-axis labels as wall-clock times (one line, instead of uPlot's two-line date + time). */
 function timeLabels(_u, splits) {
   return splits.map((t) => new Date(t * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false }));
@@ -70,7 +91,7 @@ export function createCharts(container) {
       height: HEIGHT,
       cursor: { drag: { x: false, y: false } },
       legend: { show: true, live: true },
-      scales: { x: { time: true }, y: spec.range ? { range: spec.range } : { range: (_u, _min, max) => [0, niceCeil(Math.max(1, max * 1.05))] } },
+      scales: { x: { time: true }, y: { range: spec.range ?? yRange(spec.percent === true) } },
       axes: [{ ...AXIS, values: timeLabels, space: 70, incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600] }, { ...AXIS, size: 52, space: 18 }],
       series: [
         {},
@@ -83,7 +104,8 @@ export function createCharts(container) {
           spanGaps: false,
           points: { show: s.points === true, size: 3 },
           paths: s.bars ? uPlot.paths.bars({ size: [0.6, 8] }) : s.stepped ? uPlot.paths.stepped({ align: 1 }) : undefined,
-          value: (_u, v) => (v === null || v === undefined ? '–' : Number.isInteger(v) ? String(v) : v.toFixed(1)),
+          // Not hovered (idx null): the latest value, so the legend always says where the series stands now.
+          value: (u, v, sidx, idx) => formatValue(idx === null || idx === undefined ? latest(u.data[sidx]) : v),
         })),
       ],
     };

@@ -54,6 +54,19 @@ export const STATE_RGB = {
   swappedHatch: [18, 20, 26],
 };
 
+/**
+ * Colours of the overview's cells by dominant state (index = BlockState), as [r, g, b] at full fill: in use, shared,
+ * prefix-cached and swapped cells are drawn at `overviewBrightness(fill)` of these, free and reserved ones as they are.
+ */
+export const OVERVIEW_RGB = [
+  STATE_RGB.free, [224, 136, 58], [58, 160, 224], [96, 178, 192], [176, 112, 208], STATE_RGB.reserved,
+];
+
+/** Brightness factor (0.35..1) of an overview cell whose slots are `fill` (0..1) full. */
+export function overviewBrightness(fill) {
+  return 0.35 + 0.65 * Math.min(1, Math.max(0, fill));
+}
+
 /** CSS form of a STATE_RGB entry. */
 export function cssOf(rgb) {
   return `rgb(${rgb[0]}, ${rgb[1]}, ${rgb[2]})`;

@@ -1,7 +1,7 @@
 /* global EventSource, ResizeObserver */
 // pagellm's live KV-cache dashboard: connects to the server's event stream (/dashboard/api/events), decodes each
 // KV-cache snapshot, and draws the block grids (GPU and CPU tiers), the request table and the time series.
-import { BlockState, STATE_NAMES, countBlocks, decodeSnapshot, ownersOf } from './snapshot-codec.js';
+import { BlockState, STATE_NAMES, countBlocks, decodeSnapshot, ownersOf, summarizeRun } from './snapshot-codec.js';
 import { BlockGrid } from './block-grid.js';
 import { blocksOfRequest, renderRequestTable } from './request-table.js';
 import { createCharts } from './charts.js';
@@ -17,7 +17,8 @@ const state = {
   grids: [],
   charts: null,
   lastPoint: null,
-  hoverId: -1,
+  /** The hovered cell: its blocks { first, count } and the grid drawing it, or null. */
+  hover: null,
   details: new Map(),
   decoding: Promise.resolve(),
   latestWanted: 0,
@@ -51,10 +52,11 @@ function applyHello(hello) {
   $('cpu-total').textContent = fmt.format(c.numCpuBlocks);
   const gpuHeight = c.numCpuBlocks > 0 ? 340 : 440;
   state.grids = [
-    new BlockGrid($('gpu-grid'), { first: 0, count: c.numGpuBlocks, maxHeight: gpuHeight }),
-    new BlockGrid($('cpu-grid'), { first: c.numGpuBlocks, count: c.numCpuBlocks, maxHeight: 110 }),
+    new BlockGrid($('gpu-grid'), { first: 0, count: c.numGpuBlocks, maxHeight: gpuHeight, onView: updateZoomBars }),
+    new BlockGrid($('cpu-grid'), { first: c.numGpuBlocks, count: c.numCpuBlocks, maxHeight: 110, onView: updateZoomBars }),
   ];
   if (state.snapshot !== null) for (const g of state.grids) g.setSnapshot(state.snapshot);
+  updateZoomBars();
   if (first) {
     state.charts = createCharts($('charts'));
     state.charts.add(hello.history);
@@ -107,7 +109,7 @@ function applySnapshot(snap) {
   info.textContent = `snapshot #${snap.version} · ${new Date(snap.time).toLocaleTimeString()} · engine step ` +
     `${fmt.format(s.numSteps)} · ${fmt.format(gpu.total + cpu.total)} blocks drawn in ` +
     `${state.grids.reduce((t, g) => t + g.lastDrawMs, 0).toFixed(1)} ms`;
-  if (state.hoverId >= 0) showTooltip(state.hoverId, null);
+  if (state.hover !== null) showTooltip(state.hover.cell, null);
 }
 
 /** Decodes snapshots one at a time, in arrival order; a snapshot overtaken by a newer one is skipped. */
@@ -153,18 +155,24 @@ function formatAgo(ms) {
 /** Owners and holders listed in the tooltip at most. */
 const MAX_TIP_LINES = 4;
 
+/** Tooltip lines naming requests `indices` (in snap.requests) with their colours, at most MAX_TIP_LINES of them. */
+function ownerLines(snap, indices) {
+  const lines = indices.slice(0, MAX_TIP_LINES).map((k) => {
+    const r = snap.requests[k];
+    const name = r.requestId.length > 26 ? `${r.requestId.slice(0, 14)}…${r.requestId.slice(-8)}` : r.requestId;
+    return `<span class="swatch" style="background:${requestColor(r.requestId).css}"></span><code>${escapeHtml(name)}</code>`;
+  });
+  if (indices.length > MAX_TIP_LINES) lines.push(`<span class="muted">… ${indices.length - MAX_TIP_LINES} more requests</span>`);
+  return lines;
+}
+
+/** The tooltip of block `id`: its state, ref count, tokens and owners, and once fetched its hash and holders. */
 function tooltipHtml(id, detail) {
   const snap = state.snapshot;
   const numGpu = snap.config.numGpuBlocks;
   const st = snap.state[id];
   const tier = id < numGpu ? `GPU #${id}` : `CPU #${id - numGpu}`;
-  const ownerIndices = ownersOf(snap, id);
-  const owners = ownerIndices.slice(0, MAX_TIP_LINES).map((k) => {
-    const r = snap.requests[k];
-    const name = r.requestId.length > 26 ? `${r.requestId.slice(0, 14)}…${r.requestId.slice(-8)}` : r.requestId;
-    return `<span class="swatch" style="background:${requestColor(r.requestId).css}"></span><code>${escapeHtml(name)}</code>`;
-  });
-  if (ownerIndices.length > MAX_TIP_LINES) owners.push(`<span class="muted">… ${ownerIndices.length - MAX_TIP_LINES} more requests</span>`);
+  const owners = ownerLines(snap, ownersOf(snap, id));
   const rows = [
     ['state', STATE_NAMES[st] ?? String(st)],
     ['ref count', String(snap.refCount[id])],
@@ -192,9 +200,29 @@ function tooltipHtml(id, detail) {
     rows.map(([k, v]) => `<dt>${k}</dt><dd data-field="${k}">${v}</dd>`).join('') + '</dl>';
 }
 
+/** The tooltip of an overview cell: its block range, how many of its blocks are in each state, its requests. */
+function runTooltipHtml(range) {
+  const snap = state.snapshot;
+  const numGpu = snap.config.numGpuBlocks;
+  const last = range.first + range.count - 1;
+  const tier = range.first < numGpu ? 'GPU tier' : `CPU #${range.first - numGpu}–#${last - numGpu}`;
+  const run = summarizeRun(snap, range.first, range.count);
+  const rows = [['blocks', `${range.count}`], ['drawn as', STATE_NAMES[run.dominant]]];
+  for (const st of [BlockState.USED, BlockState.SHARED, BlockState.SWAPPED, BlockState.CACHED, BlockState.FREE, BlockState.RESERVED]) {
+    if (run.counts[st] > 0) rows.push([STATE_NAMES[st], fmt.format(run.counts[st])]);
+  }
+  rows.push(['tokens held', `${fmt.format(run.tokensHeld)} / ${fmt.format(range.count * snap.config.blockSize)}`]);
+  const owners = ownerLines(snap, run.owners);
+  rows.push(['requests', owners.length > 0 ? owners.join('<br>') : '<span class="muted">none</span>']);
+  return `<div class="title">Blocks ${range.first}–${last} <span class="muted">· ${tier}</span></div><dl>` +
+    rows.map(([k, v]) => `<dt>${k}</dt><dd data-field="${k}">${v}</dd>`).join('') +
+    '</dl><div class="muted hint">click or scroll to zoom in</div>';
+}
+
 let detailTimer = 0;
 
-function showTooltip(id, event) {
+/** Shows the tooltip of cell `range` ({ first, count }): a block's own for a single block, else the run's. */
+function showTooltip(range, event) {
   const tip = $('tooltip');
   if (event !== null) {
     const x = Math.min(window.innerWidth - 350, event.clientX + 14);
@@ -202,11 +230,19 @@ function showTooltip(id, event) {
     tip.style.left = `${Math.max(0, x)}px`;
     tip.style.top = `${Math.max(0, y)}px`;
   }
+  tip.hidden = false;
+  if (range.count > 1) {
+    tip.innerHTML = runTooltipHtml(range);
+    delete tip.dataset.block;
+    tip.dataset.range = `${range.first}-${range.first + range.count - 1}`;
+    return;
+  }
+  const id = range.first;
   const snap = state.snapshot;
   const key = `${id}@${snap.version}`;
   tip.innerHTML = tooltipHtml(id, state.details.get(key) ?? null);
   tip.dataset.block = String(id);
-  tip.hidden = false;
+  delete tip.dataset.range;
   if (!state.details.has(key)) {
     clearTimeout(detailTimer);
     detailTimer = setTimeout(async () => {
@@ -214,7 +250,8 @@ function showTooltip(id, event) {
         const res = await fetch(`/dashboard/api/blocks/${id}`);
         if (!res.ok) return;
         state.details.set(key, await res.json());
-        if (state.hoverId === id && state.snapshot.version === snap.version) tip.innerHTML = tooltipHtml(id, state.details.get(key));
+        const hover = state.hover?.cell;
+        if (hover?.count === 1 && hover.first === id && state.snapshot.version === snap.version) tip.innerHTML = tooltipHtml(id, state.details.get(key));
       } catch (err) {
         console.error('pagellm dashboard: block detail', err);
       }
@@ -223,25 +260,97 @@ function showTooltip(id, event) {
 }
 
 function hideTooltip() {
-  state.hoverId = -1;
+  state.hover = null;
   $('tooltip').hidden = true;
   for (const g of state.grids) g.setFocus(-1);
 }
 
+/** The grid under the client point and its cell there, or null. */
+function cellUnder(event) {
+  for (const grid of state.grids) {
+    const cell = grid.cellAt(event.clientX, event.clientY);
+    if (cell !== null) return { grid, cell };
+  }
+  return null;
+}
+
 function onGridMove(event) {
   if (state.snapshot === null) return;
-  let id = -1;
-  for (const g of state.grids) {
-    const b = g.blockAt(event.clientX, event.clientY);
-    if (b >= 0) id = b;
-  }
-  if (id < 0) {
+  const hit = cellUnder(event);
+  if (hit === null) {
     hideTooltip();
     return;
   }
-  for (const g of state.grids) g.setFocus(id);
-  state.hoverId = id;
-  showTooltip(id, event);
+  for (const g of state.grids) g.setFocus(g === hit.grid ? hit.cell.first : -1);
+  state.hover = hit;
+  showTooltip(hit.cell, event);
+}
+
+// ---- zoom: click a run to see its single blocks, scroll to step in and out, or use the bar above each grid --------
+
+/** The block in the middle of a cell. */
+function middleOf(cell) {
+  return cell.first + Math.floor(cell.count / 2);
+}
+
+function onGridClick(event) {
+  const hit = cellUnder(event);
+  if (hit === null || hit.cell.count === 1) return;
+  hit.grid.zoomTo(middleOf(hit.cell), 1);
+  onGridMove(event);
+}
+
+let wheelDelta = 0;
+
+function onGridWheel(event) {
+  const hit = cellUnder(event);
+  if (hit === null || !hit.grid.zoomable) return;
+  // At the last step either way the wheel scrolls the page as usual.
+  const { span, zoomed } = hit.grid.view;
+  if ((event.deltaY < 0 && span === 1) || (event.deltaY > 0 && !zoomed) || event.deltaY === 0) {
+    wheelDelta = 0;
+    return;
+  }
+  event.preventDefault();
+  // A notch of a mouse wheel is one step; a touchpad's small deltas add up to one.
+  wheelDelta += event.deltaMode === 0 ? event.deltaY : event.deltaY * 40;
+  if (Math.abs(wheelDelta) < 40) return;
+  if (wheelDelta < 0) hit.grid.zoomIn(middleOf(hit.cell));
+  else hit.grid.zoomOut(middleOf(hit.cell));
+  wheelDelta = 0;
+  onGridMove(event);
+}
+
+/** Shows each zoomable grid's bar: which blocks it shows, how many per cell, and which steps are possible. */
+function updateZoomBars() {
+  let anyOverview = false;
+  document.querySelectorAll('.zoom-bar').forEach((bar) => {
+    const grid = state.grids[Number(bar.dataset.grid)];
+    bar.hidden = grid === undefined || !grid.zoomable || grid.count === 0;
+    if (bar.hidden) return;
+    const v = grid.view;
+    if (v.span > 1) anyOverview = true;
+    bar.querySelector('.zoom-label').textContent = `blocks ${v.first}–${v.last} · ` +
+      (v.span === 1 ? 'single blocks' : `${v.span} blocks per cell`);
+    bar.querySelector('[data-zoom="in"]').disabled = v.span === 1;
+    bar.querySelector('[data-zoom="out"]').disabled = !v.zoomed;
+    bar.querySelector('[data-zoom="all"]').disabled = !v.zoomed;
+    bar.querySelector('[data-zoom="prev"]').disabled = !v.zoomed || v.first === grid.first;
+    bar.querySelector('[data-zoom="next"]').disabled = !v.zoomed || v.last === grid.first + grid.count - 1;
+  });
+  $('overview-key').hidden = !anyOverview;
+}
+
+function onZoomBar(event) {
+  const button = event.target.closest('button[data-zoom]');
+  if (button === null) return;
+  const grid = state.grids[Number(event.currentTarget.dataset.grid)];
+  if (grid === undefined) return;
+  const action = button.dataset.zoom;
+  if (action === 'in') grid.zoomIn();
+  else if (action === 'out') grid.zoomOut();
+  else if (action === 'all') grid.zoomTo(grid.centerBlock(), Infinity);
+  else grid.pan(action === 'next' ? 1 : -1);
 }
 
 // ---- request-row hover: highlight its blocks --------------------------------------------------------------------
@@ -280,7 +389,17 @@ async function refresh() {
 for (const id of ['gpu-grid', 'cpu-grid']) {
   $(id).addEventListener('mousemove', onGridMove);
   $(id).addEventListener('mouseleave', hideTooltip);
+  $(id).addEventListener('click', onGridClick);
+  $(id).addEventListener('wheel', onGridWheel, { passive: false });
 }
+/** The zoom bar's buttons: action, label, title. */
+const ZOOM_BUTTONS = [['out', '−', 'zoom out'], ['in', '+', 'zoom in'], ['prev', '‹', 'previous blocks'],
+  ['next', '›', 'next blocks'], ['all', 'all', 'whole tier']];
+document.querySelectorAll('.zoom-bar').forEach((bar) => {
+  bar.innerHTML = '<span class="zoom-label"></span>' + ZOOM_BUTTONS.map(([action, label, title]) =>
+    `<button type="button" data-zoom="${action}" title="${title}">${label}</button>`).join('');
+  bar.addEventListener('click', onZoomBar);
+});
 const tbody = $('requests').tBodies[0];
 tbody.addEventListener('mouseover', onTableOver);
 tbody.addEventListener('mouseout', onTableOut);

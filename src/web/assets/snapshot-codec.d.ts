@@ -22,5 +22,21 @@ export declare function base64ToBytes(text: string): Uint8Array;
 export declare function decodeColumn(column: EncodedColumn): Promise<Uint8Array | Uint16Array | Int32Array>;
 export declare function decodeSnapshot(wire: WireSnapshot): Promise<DecodedSnapshot>;
 export declare function countBlocks(snap: DecodedSnapshot): BlockCounts;
+/** One run of consecutive blocks as the overview draws it; see summarizeRun in snapshot-codec.js. */
+export interface RunSummary {
+  readonly first: number;
+  readonly count: number;
+  /** Blocks of the run per state, indexed by BlockState. */
+  readonly counts: readonly number[];
+  /** Tokens held by the run's blocks (a cached block holds blockSize). */
+  readonly tokensHeld: number;
+  /** Indices in `requests` of the requests holding blocks of the run, ascending. */
+  readonly owners: readonly number[];
+  readonly dominant: number;
+  /** Share (0..1) of the run's slots holding tokens in blocks of the dominant state. */
+  readonly fill: number;
+}
+
+export declare function summarizeRun(snap: DecodedSnapshot, first: number, count: number): RunSummary;
 export declare function ownersOf(snap: DecodedSnapshot, id: number): readonly number[];
 export declare function blockTableOf(snap: DecodedSnapshot, seqRow: SequenceRow): Int32Array;

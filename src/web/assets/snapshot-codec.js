@@ -103,6 +103,49 @@ export function countBlocks(snap) {
   return { gpu, cpu };
 }
 
+/**
+ * What the overview draws for one run of consecutive blocks [first, first + count): how many blocks of the run are in
+ * each state (`counts[BlockState.X]`), the tokens its blocks hold (`tokensHeld`), the distinct requests holding them (indices in snap.requests, ascending), its
+ * dominant state and its fill.
+ *
+ * The dominant state is the first state present in the order in use > swapped > cached > reserved > free: a run
+ * holding even one live block is drawn live, so the overview never hides where KV is used. In-use runs are SHARED
+ * when at least half of their in-use blocks are shared, else USED. `fill` (0..1) is the share of the run's slots
+ * (count × blockSize) holding tokens in blocks of the dominant state (USED and SHARED count together).
+ */
+export function summarizeRun(snap, first, count) {
+  const counts = [0, 0, 0, 0, 0, 0];
+  const tokensByState = [0, 0, 0, 0, 0, 0];
+  const owners = new Set();
+  const { state, tokens, owner } = snap;
+  for (let id = first; id < first + count; id++) {
+    const st = state[id];
+    counts[st]++;
+    tokensByState[st] += tokens[id];
+    const multi = snap.multiOwners.get(id);
+    if (multi !== undefined) for (const o of multi) owners.add(o);
+    else if (owner[id] !== 0) owners.add(owner[id] - 1);
+  }
+  const inUse = counts[BlockState.USED] + counts[BlockState.SHARED];
+  let dominant = BlockState.FREE;
+  let held = 0;
+  if (inUse > 0) {
+    dominant = 2 * counts[BlockState.SHARED] >= inUse ? BlockState.SHARED : BlockState.USED;
+    held = tokensByState[BlockState.USED] + tokensByState[BlockState.SHARED];
+  } else {
+    for (const st of [BlockState.SWAPPED, BlockState.CACHED, BlockState.RESERVED]) {
+      if (counts[st] > 0) {
+        dominant = st;
+        held = tokensByState[st];
+        break;
+      }
+    }
+  }
+  const fill = count > 0 ? held / (count * snap.config.blockSize) : 0;
+  const tokensHeld = tokensByState.reduce((a, b) => a + b, 0);
+  return { first, count, counts, tokensHeld, owners: [...owners].sort((a, b) => a - b), dominant, fill };
+}
+
 /** Indices (in snap.requests) of the requests holding block `id`. */
 export function ownersOf(snap, id) {
   const multi = snap.multiOwners.get(id);
