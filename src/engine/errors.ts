@@ -43,3 +43,14 @@ export class EngineStateError extends EngineError {
 export class RequestAbortedError extends EngineError {
   override readonly name = 'RequestAbortedError';
 }
+
+/**
+ * The grammar compiler rejected a structured-output constraint (a JSON schema it does not support, an EBNF grammar
+ * or a regex that does not parse). `kind` says which constraint; the message carries the compiler's reason.
+ */
+export class StructuredOutputError extends EngineError {
+  override readonly name = 'StructuredOutputError';
+  constructor(readonly kind: string, message: string) {
+    super(message);
+  }
+}
