@@ -6,6 +6,7 @@ import { mergeAsyncIterables } from './merge-async.js';
 import type { CompletionLogprobs, CompletionRequest, UsageInfo } from './protocol.js';
 import type { ServingContext } from './serving-context.js';
 import { SseStream } from './sse-stream.js';
+import { prepareStructuredOutputs } from './structured-outputs-request.js';
 
 /** One prompt of a completions request, tokenized. */
 interface PreparedPrompt {
@@ -45,12 +46,13 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
     throw new BadRequestError('best_of must equal n when streaming', 'best_of');
   }
   const outputKind = stream ? RequestOutputKind.DELTA : RequestOutputKind.FINAL_ONLY;
+  const structuredOutputs = (await prepareStructuredOutputs(ctx.engine, body))?.params;
   const prompts: PreparedPrompt[] = normalizePrompts(body.prompt).map((p) => {
     const tokenIds = p.tokenIds ?? ctx.tokenizer.encode(p.text!);
     if (p.tokenIds !== undefined) ctx.checkTokenIds(tokenIds, 'prompt');
     if (tokenIds.length === 0) throw new BadRequestError('the prompt is empty', 'prompt');
     const maxTokens = ctx.resolveMaxTokens(tokenIds.length, body.max_tokens, DEFAULT_COMPLETION_MAX_TOKENS);
-    const params = ctx.samplingParams(body, { maxTokens, logprobs, outputKind, bestOf: body.best_of });
+    const params = ctx.samplingParams(body, { maxTokens, logprobs, outputKind, bestOf: body.best_of, structuredOutputs });
     return { text: p.text, tokenIds, params };
   });
 
