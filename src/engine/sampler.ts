@@ -64,7 +64,8 @@ export function applyTokenBitmask(logits: Float64Array, bitmask: Int32Array): vo
     if (bits === -1) continue;
     const base = w << 5;
     const end = Math.min(32, v - base);
-    for (let b = 0; b < end; b++) if (((bits >>> b) & 1) === 0) logits[base + b] = -Infinity;
+    if (bits === 0) logits.fill(-Infinity, base, base + end);
+    else for (let b = 0; b < end; b++) if (((bits >>> b) & 1) === 0) logits[base + b] = -Infinity;
   }
 }
 
