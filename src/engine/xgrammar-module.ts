@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
-import { compileFunction, constants as vmConstants } from 'node:vm';
+import { compileFunction } from 'node:vm';
 import type * as XgrammarLib from '@mlc-ai/web-xgrammar';
 
 /**
@@ -83,6 +83,9 @@ export interface XgrammarModule {
 const PACKAGE_MAIN = createRequire(import.meta.url).resolve('@mlc-ai/web-xgrammar');
 /** The statement the bundle ends its factory with; the accessor for its private module is inserted after it. */
 const ANCHOR = 'exports.default = index;';
+/** The Emscripten glue's one dynamic import, replaced by the CommonJS `require` it is given (a dynamic import from
+ *  evaluated code needs an experimental vm loader, and fails inside test runners' module sandboxes). */
+const DYNAMIC_IMPORT = "await import('module')";
 const FATAL = /^\[FATAL\][^:]*:\d+:\s*/;
 
 /**
@@ -93,13 +96,14 @@ const FATAL = /^\[FATAL\][^:]*:\d+:\s*/;
  */
 export async function loadXgrammarModule(): Promise<XgrammarModule> {
   const source = readFileSync(PACKAGE_MAIN, 'utf8');
-  const at = source.indexOf(ANCHOR);
-  if (at < 0 || source.indexOf(ANCHOR, at + 1) >= 0) {
-    throw new Error(`${PACKAGE_MAIN} is not the @mlc-ai/web-xgrammar 0.1.27 bundle pagellm knows ` +
-      `(no single "${ANCHOR}"); install the pinned version`);
+  for (const anchor of [ANCHOR, DYNAMIC_IMPORT]) {
+    if (source.split(anchor).length !== 2) {
+      throw new Error(`${PACKAGE_MAIN} is not the @mlc-ai/web-xgrammar 0.1.27 bundle pagellm knows ` +
+        `(no single "${anchor}"); install the pinned version`);
+    }
   }
-  const patched = `${source.slice(0, at + ANCHOR.length)} exports.__pagellmBinding = () => binding;` +
-    source.slice(at + ANCHOR.length);
+  const patched = source.replace(ANCHOR, `${ANCHOR} exports.__pagellmBinding = () => binding;`)
+    .replace(DYNAMIC_IMPORT, "require('module')");
   const state = { lastFatalMessage: null as string | null, aborted: false };
   const record = (...args: unknown[]): void => {
     const line = args.map(String).join(' ');
@@ -109,9 +113,8 @@ export async function loadXgrammarModule(): Promise<XgrammarModule> {
   };
   const sandboxConsole = { ...console, error: record, warn: record };
   const cjs = { exports: {} as Record<string, unknown> };
-  // The Emscripten glue imports node:module dynamically: let it use Node's own loader.
   const factory = compileFunction(patched, ['module', 'exports', 'require', '__filename', '__dirname', 'console'], {
-    filename: PACKAGE_MAIN, importModuleDynamically: vmConstants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+    filename: PACKAGE_MAIN,
   });
   factory(cjs, cjs.exports, createRequire(PACKAGE_MAIN), PACKAGE_MAIN, dirname(PACKAGE_MAIN), sandboxConsole);
   const lib = cjs.exports as unknown as typeof XgrammarLib & { __pagellmBinding: () => XgrammarBinding | null };
