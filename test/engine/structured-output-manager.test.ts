@@ -7,13 +7,16 @@ import { Ajv } from 'ajv';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { InvalidRequestError, SamplingParamsError, StructuredOutputError } from '../../src/engine/errors.js';
 import type { LLMEngine } from '../../src/engine/llm-engine.js';
+import { LLM } from '../../src/engine/llm.js';
 import { Sampler, applyTokenBitmask } from '../../src/engine/sampler.js';
 import { SamplingParams } from '../../src/engine/sampling-params.js';
 import type { Sequence } from '../../src/engine/sequence.js';
 import { StructuredOutputManager } from '../../src/engine/structured-output-manager.js';
 import { StructuredOutputsParams } from '../../src/engine/structured-outputs-params.js';
 import { randomSchemas } from '../server/random-schema.js';
-import { expectAllBlocksFree, loadStories, makeEngine, runToCompletion, type Stories } from './stories-engine.js';
+import {
+  STORIES_DIR, expectAllBlocksFree, loadStories, makeEngine, runToCompletion, type Stories,
+} from './stories-engine.js';
 
 /** Just what the manager reads of a sequence. */
 function fakeSeq(seqId: number, output: number[]): Sequence {
@@ -176,5 +179,20 @@ describe('structured outputs in the engine', () => {
     expect(['dog', 'cat']).toContain(out.text);
     expect(out.finishReason).toBe('stop');
     expectAllBlocksFree(engine);
+  });
+
+  it('LLM.generate prepares the constraints itself', async () => {
+    const llm = await LLM.create({ model: STORIES_DIR, backend: 'wasm', threads: 1, kvCacheMemory: 4 * 1024 * 1024 });
+    try {
+      const outs = await llm.generate(['Once upon a time', 'The dog'], [
+        { temperature: 1, seed: 1, maxTokens: 30, structuredOutputs: { regex: '[a-z]{2,6}!' } },
+        { temperature: 1, seed: 2, maxTokens: 30, structuredOutputs: { choice: ['red', 'blue'] } },
+      ]);
+      expect(outs[0].outputs[0].text).toMatch(/^[a-z]{2,6}!$/);
+      expect(['red', 'blue']).toContain(outs[1].outputs[0].text);
+      await expect(llm.generate('x', { structuredOutputs: { grammar: 'root ::= ' } })).rejects.toThrow(StructuredOutputError);
+    } finally {
+      await llm.close();
+    }
   });
 });
