@@ -3,6 +3,7 @@
  * rollback), the bounded grammar cache, and constrained requests under preemption, prefix caching and n > 1 giving
  * valid outputs identical to the same seeded requests run alone.
  */
+import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { InvalidRequestError, SamplingParamsError, StructuredOutputError } from '../../src/engine/errors.js';
@@ -13,6 +14,8 @@ import { SamplingParams } from '../../src/engine/sampling-params.js';
 import type { Sequence } from '../../src/engine/sequence.js';
 import { StructuredOutputManager } from '../../src/engine/structured-output-manager.js';
 import { StructuredOutputsParams } from '../../src/engine/structured-outputs-params.js';
+import { HfTokenizer } from '../../src/model/hf-tokenizer.js';
+import { sharedDir } from '../../src/cli/default-model.js';
 import { randomSchemas } from '../server/random-schema.js';
 import {
   STORIES_DIR, expectAllBlocksFree, loadStories, makeEngine, runToCompletion, type Stories,
@@ -79,6 +82,24 @@ describe('structured outputs in the engine', () => {
     manager.freeRequest('a');
     expect(manager.numMatchers).toBe(0);
     expect(manager.isConstrained('a')).toBe(false);
+  });
+
+  it('allows every token of a valid document on a byte-level vocabulary (SmolLM2) and ends on EOS', async () => {
+    const tokenizer = HfTokenizer.fromFiles(join(sharedDir(), 'models/smollm2-135m-instruct-tokenizer/tokenizer.json'));
+    const manager = new StructuredOutputManager({ tokenizer, vocabSize: 49152, eosTokenIds: [2] });
+    const spec = new StructuredOutputsParams({ json: schema });
+    await manager.prepare(spec);
+    manager.addRequest('s', spec);
+    const ids = tokenizer.encode('{\n  "name": "Zoë 🐶",\n  "age": 42\n}', { addSpecialTokens: false });
+    const output: number[] = [];
+    const row = { seqGroup: { requestId: 's' }, seq: fakeSeq(1, output) };
+    for (const id of [...ids, 2]) {
+      const mask = manager.grammarBitmask([row])[0]!;
+      expect((mask[id >> 5] >>> (id & 31)) & 1, tokenizer.decode([id])).toBe(1);
+      output.push(id);
+    }
+    expect(manager.acceptTokens('s', row.seq)).toBe('terminated');
+    manager.freeRequest('s');
   });
 
   it('keeps a bounded cache of compiled grammars, never dropping one a request uses; refuses unprepared specs',
