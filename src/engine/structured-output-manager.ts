@@ -79,13 +79,13 @@ export class StructuredOutputManager {
   async prepare(spec: StructuredOutputsParams): Promise<void> {
     const backend = await this.loadBackend();
     const key = digest(spec.key);
-    if (!this.validated.has(key)) {
-      await backend.validate(spec);
-      this.validated.add(key);
-      if (this.validated.size > MAX_VALIDATED) this.validated.delete(this.validated.values().next().value!);
-    }
+    if (!this.validated.has(key)) await backend.validate(spec);
     this.acquire(spec, key, backend);
     this.release(key);
+    // Only a constraint that compiled may be compiled again by addRequest (after an eviction).
+    this.validated.delete(key);
+    this.validated.add(key);
+    if (this.validated.size > MAX_VALIDATED) this.validated.delete(this.validated.values().next().value!);
   }
 
   /**
