@@ -18,7 +18,8 @@ export {
   PreemptionMode, type SchedulingPolicy, type SchedulerConfig,
   type EngineStats,
   EngineError, SamplingParamsError, EngineConfigError, DuplicateRequestError, InvalidRequestError, EngineStateError,
-  RequestAbortedError,
+  RequestAbortedError, StepFailedError, StructuredOutputError,
+  StructuredOutputsParams, type StructuredOutputsParamsInit, type StructuredOutputKind,
 } from './engine/index.js';
 export { loadModel, type LoadModelOptions, type LoadedModel } from './model/load-model.js';
 export type { ModelSource } from './model/model-source.js';

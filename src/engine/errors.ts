@@ -55,3 +55,14 @@ export class StepFailedError extends EngineError {
     super(message, options);
   }
 }
+
+/**
+ * The grammar compiler rejected a structured-output constraint (a JSON schema it does not support, an EBNF grammar
+ * or a regex that does not parse). `kind` says which constraint; the message carries the compiler's reason.
+ */
+export class StructuredOutputError extends EngineError {
+  override readonly name = 'StructuredOutputError';
+  constructor(readonly kind: string, message: string) {
+    super(message);
+  }
+}

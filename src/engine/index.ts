@@ -5,7 +5,7 @@
  */
 export {
   EngineError, SamplingParamsError, EngineConfigError, DuplicateRequestError, InvalidRequestError, EngineStateError,
-  RequestAbortedError, StepFailedError,
+  RequestAbortedError, StepFailedError, StructuredOutputError,
 } from './errors.js';
 export {
   SamplingParams, SamplingType, RequestOutputKind, SAMPLING_EPS, type SamplingParamsInit,
@@ -20,7 +20,7 @@ export {
 export { RandomGenerator } from '../model/random-generator.js';
 export {
   Sampler, processLogits, applyLogitBias, applyMinTokensPenalty, applyPenalties, applyTemperature, applyTopKTopP,
-  applyMinP, type SamplingRow, type SamplerRowOutput, type TokenLogprob,
+  applyMinP, applyTokenBitmask, type SamplingRow, type SamplerRowOutput, type TokenLogprob,
 } from './sampler.js';
 export {
   PreemptionMode, resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit, type SchedulingPolicy,
@@ -32,6 +32,12 @@ export {
 } from './scheduler.js';
 export { ModelInputBuilder, type ModelInput, type SampledSequence, type ModelInputBuilderOptions } from './model-input-builder.js';
 export { StopChecker } from './stop-checker.js';
+export {
+  StructuredOutputsParams, type StructuredOutputsParamsInit, type StructuredOutputKind,
+} from './structured-outputs-params.js';
+export {
+  StructuredOutputManager, type StructuredOutputManagerOptions, type GrammarAdvance,
+} from './structured-output-manager.js';
 export { createSequenceDetokenizer } from './detokenizer.js';
 export { requestOutputFromSeqGroup, type RequestOutput, type CompletionOutput } from './request-output.js';
 export {

@@ -18,9 +18,10 @@ import { checkSomeTokenAllowed, Sampler, type SamplerRowOutput, type SamplingRow
 import { SamplingParams, SamplingType, type SamplingParamsInit } from './sampling-params.js';
 import { Scheduler, type SchedulerOutputs } from './scheduler.js';
 import { resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit } from './scheduler-config.js';
-import { Sequence, getFinishedReason, type Logprob, type SampleLogprobs } from './sequence.js';
+import { Sequence, SequenceStatus, getFinishedReason, type Logprob, type SampleLogprobs } from './sequence.js';
 import { SequenceGroup } from './sequence-group.js';
 import { StopChecker } from './stop-checker.js';
+import { StructuredOutputManager } from './structured-output-manager.js';
 
 /** A prompt: text (tokenized by the engine) or token ids (with the text they came from, if known). */
 export type PromptInput = string | { readonly promptTokenIds: readonly number[]; readonly prompt?: string };
@@ -84,6 +85,8 @@ export class LLMEngine {
   readonly maxLogprobs: number;
   /** The parsed model file, when the engine was built from one. */
   readonly modelSource: ModelSource | undefined;
+  /** Structured outputs: grammars, matchers and token bitmasks (prepare a request's constraint before adding it). */
+  readonly structuredOutputManager: StructuredOutputManager;
 
   private readonly sampler = new Sampler();
   private readonly stopChecker: StopChecker;
@@ -160,6 +163,9 @@ export class LLMEngine {
     this.onClose = options.onClose;
     this.vocabSize = config.vocabSize;
     this.eosTokenIds = config.eosTokenIds.length > 0 ? config.eosTokenIds : this.tokenizer.eosTokenIds;
+    this.structuredOutputManager = new StructuredOutputManager({
+      tokenizer: this.tokenizer, vocabSize: this.vocabSize, eosTokenIds: this.eosTokenIds,
+    });
   }
 
   /** Blocks in the compute tier / the swap tier. */
@@ -249,6 +255,7 @@ export class LLMEngine {
     if (beam === null) {
       seq.detokenizer = createSequenceDetokenizer(this.tokenizer, tokenIds, params.skipSpecialTokens);
     }
+    if (params.structuredOutputs !== null) this.structuredOutputManager.addRequest(requestId, params.structuredOutputs);
     const group = new SequenceGroup(requestId, [seq], options.arrivalTime ?? now(), params, priority,
       this.nextArrivalIndex++, generator, beam);
     this.groups.set(requestId, group);
@@ -335,7 +342,8 @@ export class LLMEngine {
     }
     if (this.enablePrefixCaching) this.blockManager.markBlocksAsComputed();
 
-    const rows = input.sampled.map((s) => this.samplingRowOf(s));
+    const masks = this.structuredOutputManager.grammarBitmask(input.sampled);
+    const rows = input.sampled.map((s, i) => this.samplingRowOf(s, masks[i]));
     const results = input.sampled.length > 0 ? this.sampler.sample(logits, this.vocabSize, rows) : [];
     const tSample = now();
     const touched = this.processSamples(input.sampled, results, tSample);
@@ -401,7 +409,7 @@ export class LLMEngine {
     }
   }
 
-  private samplingRowOf(s: SampledSequence): SamplingRow {
+  private samplingRowOf(s: SampledSequence, tokenBitmask: Int32Array | null): SamplingRow {
     const g = s.seqGroup;
     const p = g.samplingParams;
     const beamWidth = g.beamSearch?.beamWidth ?? 0;
@@ -415,6 +423,7 @@ export class LLMEngine {
       generator: g.generator,
       numSamples: forking ? p.bestOf : 1,
       numTopLogprobs: beamWidth > 0 ? 2 * beamWidth : p.logprobs ?? 0,
+      tokenBitmask,
     };
   }
 
@@ -484,6 +493,11 @@ export class LLMEngine {
     const text = seq.detokenizer !== null ? seq.detokenizer.push(sample.tokenId) : '';
     seq.outputText += text;
     this.stopChecker.maybeStopSequence(seq, text.length, p);
+    // A complete grammar ends the sequence (also with ignoreEos); a token it refused cannot be continued from.
+    const grammar = this.structuredOutputManager.acceptTokens(g.requestId, seq);
+    if (grammar !== 'running' && !seq.isFinished()) {
+      seq.status = grammar === 'terminated' ? SequenceStatus.FINISHED_STOPPED : SequenceStatus.FINISHED_ABORTED;
+    }
     if (seq.isFinished()) this.scheduler.freeSeq(seq);
   }
 
@@ -492,6 +506,7 @@ export class LLMEngine {
     g.setFinishedTime(t);
     this.groups.delete(g.requestId);
     for (const seq of g.seqs) this.scheduler.freeSeq(seq);
+    this.structuredOutputManager.freeRequest(g.requestId);
     const m = g.metrics;
     this.metrics.observe('e2eMs', t - m.arrivalTime);
     if (m.firstScheduledTime !== null) this.metrics.observe('queueMs', m.firstScheduledTime - m.arrivalTime);

@@ -59,7 +59,8 @@ export class LLM {
    * @param prompts a prompt or a list (text, or `{ promptTokenIds }`).
    * @param params one set of sampling parameters for all prompts, or one per prompt (default: vLLM's defaults —
    *   temperature 1, 16 tokens).
-   * @throws InvalidRequestError when the lists' lengths differ or another generate call is running; the engine's
+   * @throws InvalidRequestError when the lists' lengths differ or another generate call is running;
+   *   StructuredOutputError for a constraint the grammar compiler rejects; the engine's
    *   validation errors (nothing is queued then).
    */
   async generate(prompts: PromptInput | readonly PromptInput[],
@@ -79,10 +80,12 @@ export class LLM {
       SamplingParams.from(p).with({ outputKind: RequestOutputKind.FINAL_ONLY });
     const ids: string[] = [];
     const shared = paramList === null ? finalOnly(params as SamplingParams | SamplingParamsInit | undefined) : null;
+    const all = list.map((_, i) => shared ?? finalOnly(paramList![i]));
+    for (const p of all) if (p.structuredOutputs !== null) await engine.structuredOutputManager.prepare(p.structuredOutputs);
     return this.run(engine, ids, () => {
       for (let i = 0; i < list.length; i++) {
         const id = `llm-${this.nextRequest++}`;
-        engine.addRequest(id, list[i], shared ?? finalOnly(paramList![i]), { priority: options.priority?.[i] });
+        engine.addRequest(id, list[i], all[i], { priority: options.priority?.[i] });
         ids.push(id);
       }
     });

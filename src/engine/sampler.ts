@@ -4,9 +4,9 @@ import { SAMPLING_EPS, type SamplingParams } from './sampling-params.js';
 
 /**
  * The sampling pipeline of vLLM's `Sampler` (vllm/model_executor/layers/sampler.py), per logits row, in vLLM's
- * order: logit bias (OpenAI's, a logits processor in vLLM) → min-tokens penalty → repetition / frequency / presence
- * penalties → temperature → top-k and top-p → min-p → softmax / log-softmax → greedy argmax or a random draw →
- * logprobs of the sampled token and of the top-k tokens.
+ * order: the grammar's token bitmask (structured outputs) → logit bias (OpenAI's, a logits processor in vLLM) →
+ * min-tokens penalty → repetition / frequency / presence penalties → temperature → top-k and top-p → min-p →
+ * softmax / log-softmax → greedy argmax or a random draw → logprobs of the sampled token and of the top-k tokens.
  *
  * Rows are processed in float64. A random draw is an inverse-CDF walk over token ids in ascending order with one
  * uniform number from the request's generator, so a seeded request draws the same tokens whatever else is batched
@@ -28,6 +28,8 @@ export interface SamplingRow {
   readonly numSamples: number;
   /** How many top logprobs to return besides the sampled token (0: none). */
   readonly numTopLogprobs: number;
+  /** Structured outputs: the tokens the row's grammar allows (see {@link applyTokenBitmask}); absent: all. */
+  readonly tokenBitmask?: Int32Array | null;
 }
 
 /** One token with its log probability and 1-based rank in the processed distribution. */
@@ -78,6 +80,23 @@ export function checkSomeTokenAllowed(params: SamplingParams, vocabSize: number,
   throw new SamplingParamsError('logitBias', `every token of the vocabulary (${vocabSize} ids) is banned (a bias of ` +
     `${BAN_BIAS}${params.minTokens > 0 ? ', or a stop or EOS token while min_tokens holds those back' : ''}), so no ` +
     'token could be generated; leave at least one token unbanned');
+}
+
+/**
+ * Structured outputs: every token the grammar does not allow gets logit −∞. `bitmask` holds ceil(V / 32) words,
+ * bit t of word t >> 5 set = token t allowed (xgrammar's layout). Mirrors vLLM V1's `apply_grammar_bitmask`
+ * (vllm/v1/structured_output/utils.py), which runs before the sampler's processors.
+ */
+export function applyTokenBitmask(logits: Float64Array, bitmask: Int32Array): void {
+  const v = logits.length;
+  for (let w = 0; w < bitmask.length; w++) {
+    const bits = bitmask[w];
+    if (bits === -1) continue;
+    const base = w << 5;
+    const end = Math.min(32, v - base);
+    if (bits === 0) logits.fill(-Infinity, base, base + end);
+    else for (let b = 0; b < end; b++) if (((bits >>> b) & 1) === 0) logits[base + b] = -Infinity;
+  }
 }
 
 /**
@@ -279,6 +298,7 @@ export function processLogits(raw: ArrayLike<number>, row: SamplingRow, out?: Fl
   const x = out ?? new Float64Array(raw.length);
   for (let i = 0; i < raw.length; i++) x[i] = raw[i];
   const p = row.params;
+  if (row.tokenBitmask) applyTokenBitmask(x, row.tokenBitmask);
   if (p.logitBias.size > 0) applyLogitBias(x, p.logitBias);
   applyMinTokensPenalty(x, p, row.outputTokenIds.length, row.eosTokenIds);
   if (p.hasPenalties) {

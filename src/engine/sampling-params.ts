@@ -1,4 +1,5 @@
 import { SamplingParamsError } from './errors.js';
+import { StructuredOutputsParams, type StructuredOutputsParamsInit } from './structured-outputs-params.js';
 
 /** Below this temperature sampling is greedy (vLLM's `_SAMPLING_EPS`). */
 export const SAMPLING_EPS = 1e-5;
@@ -67,12 +68,14 @@ export interface SamplingParamsInit {
   logitBias?: Readonly<Record<number, number>> | null;
   /** What the outputs of a running request carry (default cumulative). */
   outputKind?: RequestOutputKind;
+  /** Constrain the output to a JSON schema, any JSON object, a regex, a choice or a grammar (null: none). */
+  structuredOutputs?: StructuredOutputsParams | StructuredOutputsParamsInit | null;
 }
 
 const KNOWN_FIELDS = new Set<string>([
   'n', 'bestOf', 'presencePenalty', 'frequencyPenalty', 'repetitionPenalty', 'temperature', 'topP', 'topK', 'minP',
   'seed', 'stop', 'stopTokenIds', 'includeStopStrInOutput', 'ignoreEos', 'maxTokens', 'minTokens', 'logprobs',
-  'skipSpecialTokens', 'logitBias', 'outputKind',
+  'skipSpecialTokens', 'logitBias', 'outputKind', 'structuredOutputs',
 ]);
 
 function checkNumber(field: string, v: unknown): number {
@@ -135,6 +138,8 @@ export class SamplingParams {
   /** Token id → bias; empty when none. */
   readonly logitBias: ReadonlyMap<number, number>;
   readonly outputKind: RequestOutputKind;
+  /** The output's constraint (structured outputs), or null. */
+  readonly structuredOutputs: StructuredOutputsParams | null;
   /**
    * Characters of output text held back while streaming so that a stop string split across tokens never reaches
    * the client: the longest stop string's length − 1 (0 without stop strings or with includeStopStrInOutput).
@@ -255,6 +260,13 @@ export class SamplingParams {
     }
     this.outputKind = kind;
 
+    this.structuredOutputs = init.structuredOutputs === undefined || init.structuredOutputs === null ? null
+      : StructuredOutputsParams.from(init.structuredOutputs);
+    if (this.structuredOutputs !== null && this.minTokens > 0) {
+      throw new SamplingParamsError('minTokens', 'must be 0 with structured outputs: the grammar decides where the ' +
+        `output may end, got ${this.minTokens}`);
+    }
+
     if (this.temperature < SAMPLING_EPS) {
       // Greedy: vLLM's _verify_greedy_sampling, and the filters are no-ops.
       if (this.bestOf > 1) {
@@ -302,6 +314,7 @@ export class SamplingParams {
       includeStopStrInOutput: this.includeStopStrInOutput, ignoreEos: this.ignoreEos, maxTokens: this.maxTokens,
       minTokens: this.minTokens, logprobs: this.logprobs, skipSpecialTokens: this.skipSpecialTokens,
       logitBias: Object.fromEntries(this.logitBias), outputKind: this.outputKind,
+      structuredOutputs: this.structuredOutputs,
     };
   }
 

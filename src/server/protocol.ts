@@ -5,7 +5,9 @@
  *
  * Field names are OpenAI's (snake_case on the wire). vLLM's extra sampling fields are accepted too: `top_k`,
  * `min_p`, `repetition_penalty`, `min_tokens`, `ignore_eos`, `stop_token_ids`, `skip_special_tokens`,
- * `add_generation_prompt`, `chat_template`, `chat_template_kwargs`, `priority`.
+ * `add_generation_prompt`, `chat_template`, `chat_template_kwargs`, `priority`, and the structured-output fields
+ * `guided_json`, `guided_regex`, `guided_choice`, `guided_grammar`, `structured_outputs` (OpenAI's `response_format`
+ * is accepted by both endpoints).
  *
  * Mirrors vllm/entrypoints/openai/protocol.py.
  */
@@ -41,6 +43,34 @@ export interface SamplingRequestFields {
   user?: string | null;
   logit_bias?: Record<string, number> | null;
   priority?: number | null;
+  /** OpenAI's structured outputs: `text`, `json_object`, or `json_schema` with `json_schema.schema`. */
+  response_format?: ResponseFormat | null;
+  /** vLLM: the output validates against this JSON schema. */
+  guided_json?: string | Record<string, unknown> | null;
+  /** vLLM: the output matches this regular expression. */
+  guided_regex?: string | null;
+  /** vLLM: the output is one of these strings. */
+  guided_choice?: string[] | null;
+  /** vLLM: the output is a sentence of this EBNF / GBNF grammar (start rule `root`). */
+  guided_grammar?: string | null;
+  /** vLLM's structured-outputs object; `disable_any_whitespace` makes JSON outputs compact. */
+  structured_outputs?: StructuredOutputsRequest | null;
+}
+
+/** OpenAI's `response_format`. */
+export interface ResponseFormat {
+  type: string;
+  json_schema?: { name?: string; description?: string; schema?: Record<string, unknown> | null; strict?: boolean | null } | null;
+}
+
+/** vLLM's `structured_outputs` request field (one constraint, plus options). */
+export interface StructuredOutputsRequest {
+  json?: string | Record<string, unknown> | null;
+  json_object?: boolean | null;
+  regex?: string | null;
+  choice?: string[] | null;
+  grammar?: string | null;
+  disable_any_whitespace?: boolean | null;
 }
 
 /** POST /v1/completions. */
@@ -79,7 +109,6 @@ export interface ChatCompletionRequest extends SamplingRequestFields {
   chat_template_kwargs?: Record<string, unknown> | null;
   tools?: unknown[] | null;
   tool_choice?: unknown;
-  response_format?: { type: string } | null;
 }
 
 /** POST /tokenize: either a prompt or chat messages. */
@@ -163,6 +192,35 @@ const samplingProperties = {
   user: nullable({ type: 'string' }),
   logit_bias: nullable({ type: 'object', additionalProperties: { type: 'number' } }),
   priority: nullable({ type: 'integer' }),
+  response_format: nullable({
+    type: 'object',
+    required: ['type'],
+    properties: {
+      type: { type: 'string' },
+      json_schema: nullable({
+        type: 'object',
+        properties: {
+          name: { type: 'string' }, description: { type: 'string' }, schema: nullable({ type: 'object' }),
+          strict: nullable({ type: 'boolean' }),
+        },
+      }),
+    },
+  }),
+  guided_json: { anyOf: [{ type: 'string' }, { type: 'object' }, { type: 'null' }] },
+  guided_regex: nullable({ type: 'string', minLength: 1 }),
+  guided_choice: nullable({ type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } }),
+  guided_grammar: nullable({ type: 'string', minLength: 1 }),
+  structured_outputs: nullable({
+    type: 'object',
+    properties: {
+      json: { anyOf: [{ type: 'string' }, { type: 'object' }, { type: 'null' }] },
+      json_object: nullable({ type: 'boolean' }),
+      regex: nullable({ type: 'string', minLength: 1 }),
+      choice: nullable({ type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } }),
+      grammar: nullable({ type: 'string', minLength: 1 }),
+      disable_any_whitespace: nullable({ type: 'boolean' }),
+    },
+  }),
 } as const;
 
 const messageSchema = {
@@ -219,7 +277,6 @@ export const chatCompletionRequestSchema = {
     chat_template: nullable({ type: 'string' }),
     chat_template_kwargs: nullable({ type: 'object' }),
     tools: nullable({ type: 'array' }),
-    response_format: nullable({ type: 'object', required: ['type'], properties: { type: { type: 'string' } } }),
   },
 } as const;
 

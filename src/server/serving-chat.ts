@@ -6,6 +6,7 @@ import type { ChatCompletionRequest, UsageInfo } from './protocol.js';
 import { abortOnClientClose, usage } from './serving-completion.js';
 import type { ServingContext } from './serving-context.js';
 import { SseStream } from './sse-stream.js';
+import { prepareStructuredOutputs } from './structured-outputs-request.js';
 
 /**
  * POST /v1/chat/completions: renders the messages with the chat template (the request's `chat_template`, the
@@ -13,6 +14,8 @@ import { SseStream } from './sse-stream.js';
  * choices, and answers a `chat.completion` body, or streams `chat.completion.chunk` events: a first chunk per choice
  * with `delta.role = "assistant"`, content deltas, the finish reason on the last, an optional usage chunk, then
  * `data: [DONE]`. A client that disconnects aborts the request (its KV blocks are freed at once).
+ *
+ * `response_format` and vLLM's guided_* fields constrain the output (structured-outputs-request.ts).
  *
  * Mirrors vLLM's `OpenAIServingChat.create_chat_completion` (vllm/entrypoints/openai/serving_chat.py); tools and
  * non-text content are refused with a 400.
@@ -24,10 +27,6 @@ export async function serveChatCompletion(ctx: ServingContext, body: ChatComplet
   ctx.checkModel(body.model);
   if (body.tools !== undefined && body.tools !== null && body.tools.length > 0) {
     throw new BadRequestError('tools are not supported by pagellm', 'tools');
-  }
-  if (body.response_format !== undefined && body.response_format !== null && body.response_format.type !== 'text') {
-    throw new BadRequestError(`response_format "${body.response_format.type}" is not supported; only "text"`,
-      'response_format');
   }
   const wantLogprobs = body.logprobs === true;
   const topLogprobs = body.top_logprobs ?? null;
@@ -48,8 +47,10 @@ export async function serveChatCompletion(ctx: ServingContext, body: ChatComplet
   const maxTokens = ctx.resolveMaxTokens(tokenIds.length, requested, null,
     body.max_completion_tokens !== undefined && body.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens',
     'messages');
+  const structured = await prepareStructuredOutputs(ctx.engine, body);
   const params = ctx.samplingParams(body, {
     maxTokens, logprobs, outputKind: stream ? RequestOutputKind.DELTA : RequestOutputKind.FINAL_ONLY,
+    structuredOutputs: structured?.params,
   });
 
   const requestId = ctx.newRequestId('chatcmpl');

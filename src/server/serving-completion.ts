@@ -6,6 +6,7 @@ import { mergeAsyncIterables } from './merge-async.js';
 import type { CompletionLogprobs, CompletionRequest, UsageInfo } from './protocol.js';
 import type { ServingContext } from './serving-context.js';
 import { SseStream } from './sse-stream.js';
+import { prepareStructuredOutputs } from './structured-outputs-request.js';
 
 /** One prompt of a completions request, tokenized. */
 interface PreparedPrompt {
@@ -48,6 +49,7 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
   // Bounds first: how many sequences, then each prompt's length, before anything is tokenized.
   const given = normalizePrompts(body.prompt);
   ctx.limits.checkNumSeqs(given.length, n, body.best_of ?? null, given.length > 1 ? 'prompt' : 'n');
+  const structuredOutputs = (await prepareStructuredOutputs(ctx.engine, body))?.params;
   const texts = given.flatMap((p) => (p.text !== undefined ? [p.text] : []));
   const encoded = await ctx.encode(texts, true, 'prompt');
   let nextText = 0;
@@ -57,7 +59,7 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
     if (tokenIds.length === 0) throw new BadRequestError('the prompt is empty', 'prompt');
     const maxTokens = ctx.resolveMaxTokens(tokenIds.length, body.max_tokens, DEFAULT_COMPLETION_MAX_TOKENS,
       'max_tokens', 'prompt');
-    const params = ctx.samplingParams(body, { maxTokens, logprobs, outputKind, bestOf: body.best_of });
+    const params = ctx.samplingParams(body, { maxTokens, logprobs, outputKind, bestOf: body.best_of, structuredOutputs });
     return { text: p.text, tokenIds, params };
   });
 

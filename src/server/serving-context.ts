@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import {
   DuplicateRequestError, EngineConfigError, EngineStateError, InvalidRequestError, RequestAbortedError,
   SamplingParams, SamplingParamsError, type AsyncLLMEngine, type LLMEngine, type RequestOutput, type RequestOutputKind,
-  type SamplingParamsInit,
+  type SamplingParamsInit, type StructuredOutputsParams,
 } from '../engine/index.js';
 import {
   chatTemplateContext, templateSpecialTokens, type ChatMessage as TemplateMessage,
@@ -215,6 +215,7 @@ export class ServingContext {
    */
   samplingParams(req: SamplingRequestFields, extra: {
     maxTokens: number; logprobs: number | null; outputKind: RequestOutputKind; bestOf?: number | null;
+    structuredOutputs?: StructuredOutputsParams | null;
   }): SamplingParams {
     if (req.stream_options !== undefined && req.stream_options !== null && req.stream !== true) {
       throw new BadRequestError('stream_options is only allowed when stream is true', 'stream_options');
@@ -249,6 +250,7 @@ export class ServingContext {
       skipSpecialTokens: req.skip_special_tokens ?? true,
       logitBias: req.logit_bias ?? null,
       outputKind: extra.outputKind,
+      structuredOutputs: extra.structuredOutputs ?? null,
     };
     if (req.min_tokens !== undefined && req.min_tokens !== null && req.min_tokens > extra.maxTokens) {
       throw new BadRequestError(`min_tokens (${req.min_tokens}) must not exceed max_tokens (${extra.maxTokens})`,
