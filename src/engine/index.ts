@@ -26,10 +26,10 @@ export {
   PreemptionMode, resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit, type SchedulingPolicy,
 } from './scheduler-config.js';
 export { SchedulingBudget } from './scheduling-budget.js';
-export {
-  Scheduler, type SchedulerOutputs, type ScheduledSequenceGroup, type SchedulerBlockManager, type SchedulerOptions,
-  type BlockPair,
-} from './scheduler.js';
+export { Scheduler, type SchedulerBlockManager, type SchedulerOptions } from './scheduler.js';
+export { SchedulerQueues } from './scheduler-queues.js';
+export type { SchedulerOutputs, ScheduledSequenceGroup, SamplerOutput, SchedulerStats } from './scheduler-output.js';
+export { OutputProcessor, type OutputProcessorOptions, type SeqBlockOps } from './output-processor.js';
 export { ModelInputBuilder, type ModelInput, type SampledSequence, type ModelInputBuilderOptions } from './model-input-builder.js';
 export { StopChecker } from './stop-checker.js';
 export { createSequenceDetokenizer } from './detokenizer.js';
