@@ -158,14 +158,6 @@ export function logSumExp(logits: Float64Array): number {
   return max + Math.log(s);
 }
 
-/** Index of the largest value (the first one among equals). */
-export function argmax(x: ArrayLike<number>): number {
-  let best = 0;
-  let bestV = x[0];
-  for (let i = 1; i < x.length; i++) if (x[i] > bestV) { bestV = x[i]; best = i; }
-  return best;
-}
-
 /** 1-based rank of `id` in the row: 1 + the number of strictly larger logits. */
 export function rankOf(logits: Float64Array, id: number): number {
   const x = logits[id];
