@@ -19,8 +19,7 @@ export {
 } from './sequence-group.js';
 export { RandomGenerator } from '../model/random-generator.js';
 export {
-  Sampler, processLogits, applyLogitBias, applyMinTokensPenalty, applyPenalties, applyTemperature, applyTopKTopP,
-  applyMinP, type SamplingRow, type SamplerRowOutput, type TokenLogprob,
+  Sampler, processLogits, applyPenalties, applyTopKTopP, applyMinP, type SamplingRow, type SamplerRowOutput, type TokenLogprob,
 } from './sampler.js';
 export {
   PreemptionMode, resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit, type SchedulingPolicy,
@@ -35,7 +34,7 @@ export { StopChecker } from './stop-checker.js';
 export { createSequenceDetokenizer } from './detokenizer.js';
 export { requestOutputFromSeqGroup, type RequestOutput, type CompletionOutput } from './request-output.js';
 export {
-  EngineMetrics, quantile, HISTOGRAM_NAMES, type EngineStats, type EngineCounters, type EngineGauges,
+  EngineMetrics, quantile, type EngineStats, type EngineCounters, type EngineGauges,
   type HistogramName, type MetricsListener,
 } from './metrics.js';
 export {

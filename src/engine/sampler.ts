@@ -46,7 +46,7 @@ export interface SamplerRowOutput {
 }
 
 /** logits[id] += bias for every (id, bias); ids outside the vocabulary are ignored. */
-export function applyLogitBias(logits: Float64Array, bias: ReadonlyMap<number, number>): void {
+function applyLogitBias(logits: Float64Array, bias: ReadonlyMap<number, number>): void {
   for (const [id, b] of bias) if (id < logits.length) logits[id] += b;
 }
 
@@ -54,7 +54,7 @@ export function applyLogitBias(logits: Float64Array, bias: ReadonlyMap<number, n
  * While fewer than `minTokens` tokens were generated, the stop token ids and (unless ignoreEos) the EOS tokens get
  * logit −∞, so the sequence cannot end yet. vLLM's `_apply_min_tokens_penalty`.
  */
-export function applyMinTokensPenalty(
+function applyMinTokensPenalty(
   logits: Float64Array, params: SamplingParams, outputLen: number, eosTokenIds: readonly number[],
 ): void {
   if (outputLen >= params.minTokens) return;
@@ -97,7 +97,7 @@ export function applyPenalties(
 }
 
 /** logits /= temperature (a greedy temperature below 1e-5 counts as 1, as in vLLM). */
-export function applyTemperature(logits: Float64Array, temperature: number): void {
+function applyTemperature(logits: Float64Array, temperature: number): void {
   const t = temperature < SAMPLING_EPS ? 1 : temperature;
   if (t === 1) return;
   const inv = 1 / t;

@@ -20,7 +20,7 @@ import { decodeWeightRow } from './weight-codec.js';
 export const PARTITION_SIZE = 512;
 
 /** Reads K or V row (block, kvHead, offset) of the cache as f32 into `out`. */
-export function readKvRow(cache: KvCacheLayer, which: 'k' | 'v', block: number, head: number, off: number,
+function readKvRow(cache: KvCacheLayer, which: 'k' | 'v', block: number, head: number, off: number,
   out: Float64Array): void {
   const n = cache.headSize;
   const bh = block * cache.numKvHeads + head;

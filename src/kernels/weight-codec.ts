@@ -9,7 +9,7 @@ import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from './half.js';
 import { weightBytes } from './validate.js';
 
 /** Values per Q8_0 block. */
-export const Q8_0_BLOCK = 32;
+const Q8_0_BLOCK = 32;
 /** Bytes per Q8_0 block (f16 scale + 32 int8). */
 export const Q8_0_BLOCK_BYTES = 34;
 
