@@ -1,4 +1,5 @@
 import type { BlockPair } from '../cache/index.js';
+import type { EngineGauges } from './metrics.js';
 import type { SampledSequence } from './model-input-builder.js';
 import type { SamplerRowOutput } from './sampler.js';
 import type { SequenceGroup } from './sequence-group.js';
@@ -77,16 +78,11 @@ export interface SwappedInOutputs {
   prefill: ScheduledSequenceGroup[];
 }
 
-/** Queue lengths and block-manager state of one moment, as V1's `SchedulerStats` (vllm/v1/metrics/stats.py). */
-export interface SchedulerStats {
-  readonly numRunning: number;
-  readonly numWaiting: number;
-  readonly numSwapped: number;
-  readonly numFreeGpuBlocks: number;
-  readonly numFreeCpuBlocks: number;
-  /** Prefix-cache hits / lookups in the compute tier, NaN without prefix caching. */
-  readonly gpuPrefixCacheHitRate: number;
-}
+/**
+ * Queue lengths, free blocks per tier and the compute tier's prefix-cache hit rate (NaN without prefix caching) of
+ * one moment: the engine's gauges less the tier sizes. As V1's `SchedulerStats` (vllm/v1/metrics/stats.py).
+ */
+export type SchedulerStats = Omit<EngineGauges, 'numGpuBlocks' | 'numCpuBlocks'>;
 
 /** A group's tokens to run this step: computed by the model, and served from the prefix cache. */
 export interface NewTokens {
