@@ -3,9 +3,11 @@
 // (tid selects per-thread scratch). Work is split into items taken from a shared atomic counter (nextItem), so the
 // result does not depend on which threads join or when. Built with --importMemory --sharedMemory; the only imports
 // are the memory and `abort`.
-import { hsum4, hmax, exp4, exp1, toF16, nextItem, setCounter, rowMax, expShiftSum } from './_simd';
+import { hsum4, exp4, exp1, toF16, nextItem, setCounter } from './_simd';
 import { matmul as matmulImpl, quantize_x_i16 as quantizeImpl, decodeRow, rowBytes } from './_matmul';
-import { decodeV1, decodeV2Partial, decodeV2Reduce, prefill, KV_F32, KV_F16 } from './_attention';
+import { KV_F32, KV_F16 } from './_attention';
+import { decodeV1, decodeV2Partial, decodeV2Reduce } from './_attention_decode';
+import { prefill } from './_attention_prefill';
 
 /** Elements per work item of the elementwise kernels. */
 const ELEM_CHUNK: i32 = 8192;
@@ -155,31 +157,6 @@ export function add(out: usize, a: usize, b: usize, n: i32, tid: i32, nt: i32): 
       const o = <usize>i << 2;
       store<f32>(out + o, load<f32>(a + o) + load<f32>(b + o));
     }
-  }
-}
-
-/** Row-wise softmax in place over tid's share of m rows of n. */
-export function softmax(x: usize, m: i32, n: i32, tid: i32, nt: i32): void {
-  for (let r = nextItem(); r < m; r = nextItem()) {
-    const p = x + <usize>r * (<usize>n << 2);
-    const sum = expShiftSum(p, n, rowMax(p, n));
-    const inv = f32x4.splat(1.0 / sum);
-    let j = 0;
-    for (; j + 4 <= n; j += 4) v128.store(p + (<usize>j << 2), f32x4.mul(v128.load(p + (<usize>j << 2)), inv));
-    const is: f32 = 1.0 / sum;
-    for (; j < n; j++) store<f32>(p + (<usize>j << 2), load<f32>(p + (<usize>j << 2)) * is);
-  }
-}
-
-/** out[r] = first index of the largest value of row r (tid's share of m rows of n). */
-export function argmax(out: usize, x: usize, m: i32, n: i32, tid: i32, nt: i32): void {
-  for (let r = nextItem(); r < m; r = nextItem()) {
-    const p = x + <usize>r * (<usize>n << 2);
-    const mx = rowMax(p, n);
-    // first index holding the max (NaN-free rows; a row of NaN/-Inf only yields 0)
-    let best = 0;
-    for (let j = 0; j < n; j++) if (load<f32>(p + (<usize>j << 2)) == mx) { best = j; break; }
-    store<i32>(out + (<usize>r << 2), best);
   }
 }
 

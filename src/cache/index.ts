@@ -7,7 +7,7 @@ export {
   CacheEngine, type CacheEngineBackend, type CacheEngineOptions, type CacheMemoryBudget,
 } from './cache-engine.js';
 export {
-  assertSpecMatchesModel, kvBlockElements, kvBlockScales, kvCacheDtypeBytes, makeKvCacheSpec, validateKvCacheSpec,
+  assertSpecMatchesModel, kvBlockElements, kvBlockScales, makeKvCacheSpec, validateKvCacheSpec,
   type KvCacheModelShape, type KvCacheSpec,
 } from './kv-cache-spec.js';
 export { validateBlockPairs, type BlockPair } from './block-pairs.js';

@@ -31,18 +31,6 @@ export interface KvCacheModelShape {
 
 const DTYPES: readonly KvCacheDType[] = ['fp32', 'fp16', 'int8'];
 
-/** Bytes per cache element: fp32 4, fp16 2, int8 1. Throws {@link InvalidKvCacheSpecError} for another dtype. */
-export function kvCacheDtypeBytes(dtype: KvCacheDType): number {
-  switch (dtype) {
-    case 'fp32': return 4;
-    case 'fp16': return 2;
-    case 'int8': return 1;
-    default:
-      throw new InvalidKvCacheSpecError(
-        `unknown KV cache dtype ${JSON.stringify(dtype)}; use one of ${DTYPES.join(', ')}`);
-  }
-}
-
 function checkPositiveInt(name: string, value: unknown): void {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
     throw new InvalidKvCacheSpecError(`KV cache spec: ${name} must be a positive integer, got ${String(value)}`);

@@ -19,17 +19,16 @@ export {
 } from './sequence-group.js';
 export { RandomGenerator } from '../model/random-generator.js';
 export {
-  Sampler, processLogits, applyLogitBias, applyMinTokensPenalty, applyPenalties, applyTemperature, applyTopKTopP,
-  applyMinP, applyTokenBitmask, type SamplingRow, type SamplerRowOutput, type TokenLogprob,
+  Sampler, processLogits, applyPenalties, applyTopKTopP, applyMinP, type SamplingRow, type SamplerRowOutput, type TokenLogprob,
 } from './sampler.js';
 export {
   PreemptionMode, resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit, type SchedulingPolicy,
 } from './scheduler-config.js';
 export { SchedulingBudget } from './scheduling-budget.js';
-export {
-  Scheduler, type SchedulerOutputs, type ScheduledSequenceGroup, type SchedulerBlockManager, type SchedulerOptions,
-  type BlockPair,
-} from './scheduler.js';
+export { Scheduler, type SchedulerBlockManager, type SchedulerOptions } from './scheduler.js';
+export { SchedulerQueues } from './scheduler-queues.js';
+export type { SchedulerOutputs, ScheduledSequenceGroup, SamplerOutput, SchedulerStats } from './scheduler-output.js';
+export { OutputProcessor, type OutputProcessorOptions, type SeqBlockOps } from './output-processor.js';
 export { ModelInputBuilder, type ModelInput, type SampledSequence, type ModelInputBuilderOptions } from './model-input-builder.js';
 export { StopChecker } from './stop-checker.js';
 export {
@@ -41,7 +40,7 @@ export {
 export { createSequenceDetokenizer } from './detokenizer.js';
 export { requestOutputFromSeqGroup, type RequestOutput, type CompletionOutput } from './request-output.js';
 export {
-  EngineMetrics, quantile, HISTOGRAM_NAMES, type EngineStats, type EngineCounters, type EngineGauges,
+  EngineMetrics, quantile, type EngineStats, type EngineCounters, type EngineGauges,
   type HistogramName, type MetricsListener,
 } from './metrics.js';
 export {

@@ -3,24 +3,23 @@ import { BlockSpaceManager } from '../core/index.js';
 import type { CausalLM } from '../model/forward-batch.js';
 import type { ModelSource } from '../model/model-source.js';
 import type { Tokenizer } from '../model/tokenizer.js';
-import {
-  beamSearchStep, bestBeams, resolveBeamSearchParams, type BeamCandidates, type BeamSearchParamsInit,
-} from './beam-search.js';
+import { resolveBeamSearchParams, type BeamSearchParamsInit } from './beam-search.js';
 import { createSequenceDetokenizer } from './detokenizer.js';
 import {
-  DuplicateRequestError, EngineConfigError, EngineStateError, InvalidRequestError, SamplingParamsError, StepFailedError,
+  EngineConfigError, EngineStateError, InvalidRequestError, SamplingParamsError, StepFailedError,
 } from './errors.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import { ModelInputBuilder, type SampledSequence } from './model-input-builder.js';
-import { requestOutputFromSeqGroup, type RequestOutput } from './request-output.js';
+import { OutputProcessor } from './output-processor.js';
+import type { RequestOutput } from './request-output.js';
 import { RandomGenerator } from '../model/random-generator.js';
-import { checkSomeTokenAllowed, Sampler, type SamplerRowOutput, type SamplingRow, type TokenLogprob } from './sampler.js';
+import { checkSomeTokenAllowed, Sampler, type SamplingRow } from './sampler.js';
 import { SamplingParams, SamplingType, type SamplingParamsInit } from './sampling-params.js';
-import { Scheduler, type SchedulerOutputs } from './scheduler.js';
+import { Scheduler } from './scheduler.js';
+import type { SamplerOutput, SchedulerOutputs } from './scheduler-output.js';
 import { resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit } from './scheduler-config.js';
-import { Sequence, SequenceStatus, getFinishedReason, type Logprob, type SampleLogprobs } from './sequence.js';
+import { Sequence } from './sequence.js';
 import { SequenceGroup } from './sequence-group.js';
-import { StopChecker } from './stop-checker.js';
 import { StructuredOutputManager } from './structured-output-manager.js';
 
 /** A prompt: text (tokenized by the engine) or token ids (with the text they came from, if known). */
@@ -62,20 +61,22 @@ const now = (): number => performance.now();
 /**
  * The synchronous engine: requests in, one step at a time, outputs out. Each {@link step} asks the scheduler for a
  * batch, has the CacheEngine swap and copy blocks as the scheduler decided (swap in, swap out, then copy-on-write,
- * as vLLM's worker does), runs the model over the flattened batch, samples, appends tokens, detokenizes
- * incrementally, applies the stop rules, frees finished sequences and returns the requests' outputs.
+ * as vLLM's worker does), runs the model over the flattened batch, samples, and hands the samples back to the
+ * scheduler ({@link Scheduler.updateFromOutput}: append tokens, detokenize, stop rules, frees), which returns the
+ * requests' outputs. The scheduler is the only owner of the block manager; the engine never calls it.
  *
  * n > 1: the prompt is prefilled once; at its first sample the sequence is forked into bestOf sequences that share
  * the prompt's blocks (copy-on-write on the last, partly filled one). Beam search (addBeamSearchRequest) keeps its
  * beams as sequences of one group the same way.
  *
- * Mirrors vLLM's `LLMEngine` (vllm/engine/llm_engine.py) with its output processor and stop checker
- * (vllm/engine/output_processor/single_step.py, stop_checker.py) and detokenizer.
+ * Mirrors vLLM's `LLMEngine` (vllm/engine/llm_engine.py) with the step shape of V1's `EngineCore.step`
+ * (vllm/v1/engine/core.py): schedule → execute → update_from_output.
  */
 export class LLMEngine {
   readonly model: CausalLM;
   readonly tokenizer: Tokenizer;
   readonly cacheEngine: CacheEngine;
+  /** The scheduler's block manager, for inspection (dashboard, tests); the engine itself goes through the scheduler. */
   readonly blockManager: BlockSpaceManager;
   readonly scheduler: Scheduler;
   readonly schedulerConfig: SchedulerConfig;
@@ -85,14 +86,13 @@ export class LLMEngine {
   readonly maxLogprobs: number;
   /** The parsed model file, when the engine was built from one. */
   readonly modelSource: ModelSource | undefined;
-  /** Structured outputs: grammars, matchers and token bitmasks (prepare a request's constraint before adding it). */
+  /** Compiles structured-output constraints and keeps each constrained sequence's grammar matcher. */
   readonly structuredOutputManager: StructuredOutputManager;
 
   private readonly sampler = new Sampler();
-  private readonly stopChecker: StopChecker;
+  private readonly outputProcessor: OutputProcessor;
   private readonly inputBuilder: ModelInputBuilder;
   private readonly rng: RandomGenerator;
-  private readonly groups = new Map<string, SequenceGroup>();
   private nextSeqId = 0;
   private nextArrivalIndex = 0;
   private readonly vocabSize: number;
@@ -142,15 +142,24 @@ export class LLMEngine {
     } catch (e) {
       throw new EngineConfigError(`cannot build the block manager: ${(e as Error).message}`, { cause: e });
     }
+    this.vocabSize = config.vocabSize;
+    this.eosTokenIds = config.eosTokenIds.length > 0 ? config.eosTokenIds : this.tokenizer.eosTokenIds;
+    this.structuredOutputManager = new StructuredOutputManager({
+      tokenizer: this.tokenizer, vocabSize: this.vocabSize, eosTokenIds: this.eosTokenIds,
+    });
+    this.outputProcessor = new OutputProcessor({
+      maxModelLen: this.schedulerConfig.maxModelLen, eosTokenIds: this.eosTokenIds, metrics: this.metrics,
+      newSeqId: () => this.nextSeqId++, decode: (ids) => this.tokenizer.decode(ids),
+      structuredOutputManager: this.structuredOutputManager,
+    });
     this.scheduler = new Scheduler(this.schedulerConfig, this.blockManager, {
       blockSize: this.blockSize, numGpuBlocks: this.cacheEngine.numGpuBlocks,
-      enablePrefixCaching: this.enablePrefixCaching,
+      enablePrefixCaching: this.enablePrefixCaching, outputProcessor: this.outputProcessor,
     });
-    this.stopChecker = new StopChecker(this.schedulerConfig.maxModelLen);
     this.inputBuilder = new ModelInputBuilder({
       blockSize: this.blockSize,
       numGpuBlocks: this.cacheEngine.numGpuBlocks,
-      getBlockTable: (seq) => this.blockManager.getBlockTable(seq.blockView),
+      getBlockTable: (seq) => this.scheduler.getBlockTable(seq),
     });
     const seed = options.seed ?? 0;
     if (!Number.isSafeInteger(seed)) throw new EngineConfigError(`seed must be an integer, got ${seed}`);
@@ -161,11 +170,6 @@ export class LLMEngine {
     }
     this.modelSource = options.modelSource;
     this.onClose = options.onClose;
-    this.vocabSize = config.vocabSize;
-    this.eosTokenIds = config.eosTokenIds.length > 0 ? config.eosTokenIds : this.tokenizer.eosTokenIds;
-    this.structuredOutputManager = new StructuredOutputManager({
-      tokenizer: this.tokenizer, vocabSize: this.vocabSize, eosTokenIds: this.eosTokenIds,
-    });
   }
 
   /** Blocks in the compute tier / the swap tier. */
@@ -204,7 +208,7 @@ export class LLMEngine {
 
   /**
    * Queues a beam search over one prompt (vLLM's `LLM.beam_search` semantics, see beam-search.ts). Its output is
-   * only returned when it finishes; its `outputs` are the ranked beams, best first.
+   * only returned when it finishes; {@link getBeamSearchOutput} gives the ranked beams.
    * @throws as {@link addRequest}, and SamplingParamsError for bad beam options.
    */
   addBeamSearchRequest(requestId: string, prompt: PromptInput, init: BeamSearchParamsInit,
@@ -226,9 +230,6 @@ export class LLMEngine {
     if (this.closed) throw new EngineStateError('the engine is closed');
     if (typeof requestId !== 'string' || requestId.length === 0) {
       throw new InvalidRequestError('requestId must be a non-empty string');
-    }
-    if (this.groups.has(requestId)) {
-      throw new DuplicateRequestError(`request id ${JSON.stringify(requestId)} is already in use by an unfinished request`);
     }
     let tokenIds: readonly number[];
     let text: string | undefined;
@@ -255,10 +256,10 @@ export class LLMEngine {
     if (beam === null) {
       seq.detokenizer = createSequenceDetokenizer(this.tokenizer, tokenIds, params.skipSpecialTokens);
     }
-    if (params.structuredOutputs !== null) this.structuredOutputManager.addRequest(requestId, params.structuredOutputs);
     const group = new SequenceGroup(requestId, [seq], options.arrivalTime ?? now(), params, priority,
       this.nextArrivalIndex++, generator, beam);
-    this.groups.set(requestId, group);
+    this.outputProcessor.addRequest(group);
+    if (params.structuredOutputs !== null) this.structuredOutputManager.addRequest(requestId, params.structuredOutputs);
     this.scheduler.addSeqGroup(group);
   }
 
@@ -268,9 +269,7 @@ export class LLMEngine {
    * Mirrors vLLM's `LLMEngine.abort_request`.
    */
   abortRequest(requestId: string): RequestOutput | null {
-    const g = this.scheduler.abortSeqGroup(requestId);
-    if (g === null) return null;
-    return this.finishGroup(g, now());
+    return this.scheduler.abortRequest(requestId, now());
   }
 
   /**
@@ -280,7 +279,7 @@ export class LLMEngine {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const id of [...this.groups.keys()]) this.abortRequest(id);
+    for (const id of this.outputProcessor.getRequestIds()) this.abortRequest(id);
     await this.onClose?.();
   }
 
@@ -299,98 +298,44 @@ export class LLMEngine {
   }
 
   /**
-   * Runs one iteration: schedule, swap/copy blocks, forward, sample, process outputs. Returns the outputs of the
-   * requests that produced a token, finished, or were dropped in this step.
-   *
-   * @throws EngineStateError after {@link close}; StepFailedError when anything after scheduling throws (cache
-   *   operations, the forward pass, sampling): the batch's requests are then aborted and their blocks freed before
-   *   the error is thrown, so the engine stays consistent and later steps serve the other requests.
+   * Runs one iteration — schedule, cache operations, forward, sample, update — and returns the outputs of the
+   * requests that produced a token, finished, or were dropped in this step (dropped ones first).
+   * @throws EngineStateError once the engine is closed; StepFailedError when anything after scheduling throws (cache
+   *   operations, the forward pass, sampling, the update): the batch's requests are then aborted and their blocks
+   *   freed before the error is thrown, so the engine stays consistent and later steps serve the other requests.
    */
   step(): RequestOutput[] {
     if (this.closed) throw new EngineStateError('the engine is closed');
     const t0 = now();
-    const so = this.scheduler.schedule(t0);
-    this.recordSchedule(so);
-    const outputs: RequestOutput[] = [];
-    for (const g of so.ignoredSeqGroups) outputs.push(this.finishGroup(g, t0));
-    if (so.scheduledSeqGroups.length > 0) {
+    const schedulerOutputs = this.schedule(t0);
+    const outputs = this.scheduler.finishIgnoredSeqGroups(schedulerOutputs, t0);
+    if (schedulerOutputs.scheduledSeqGroups.length > 0) {
       try {
-        this.runBatch(so, outputs);
+        this.executeCacheOperations(schedulerOutputs);
+        const { batch, sampled } = this.inputBuilder.build(schedulerOutputs.scheduledSeqGroups);
+        const logits = this.model.forward(batch, this.cacheEngine.gpuCache);
+        const samplerOutput = this.sample(sampled, logits);
+        outputs.push(...this.scheduler.updateFromOutput(schedulerOutputs, samplerOutput));
       } catch (e) {
-        throw this.failBatch(so, e);
+        throw this.failBatch(schedulerOutputs, e);
       }
     }
-    this.metrics.counters.numSteps++;
-    const usage = 1 - this.blockManager.getNumFreeGpuBlocks() / Math.max(1, this.numGpuBlocks);
-    if (usage > this.metrics.counters.peakGpuCacheUsage) this.metrics.counters.peakGpuCacheUsage = usage;
+    this.recordStep();
     return outputs;
-  }
-
-  /** The scheduled batch: cache operations, forward, sample, process; appends the requests' outputs to `outputs`. */
-  private runBatch(so: SchedulerOutputs, outputs: RequestOutput[]): void {
-    // vLLM's worker: cache operations before the forward pass.
-    this.cacheEngine.swapIn(so.blocksToSwapIn);
-    this.cacheEngine.swapOut(so.blocksToSwapOut);
-    this.cacheEngine.copy(so.blocksToCopy);
-
-    const input = this.inputBuilder.build(so.scheduledSeqGroups);
-    const logits = this.model.forward(input.batch, this.cacheEngine.gpuCache);
-
-    for (const s of so.scheduledSeqGroups) {
-      s.seqGroup.updateNumComputedTokens(s.tokenChunkSize);
-      if (s.isPrefill) this.metrics.counters.numPromptTokensComputed += s.tokenChunkSize - s.numCachedTokens;
-    }
-    if (this.enablePrefixCaching) this.blockManager.markBlocksAsComputed();
-
-    const masks = this.structuredOutputManager.grammarBitmask(input.sampled);
-    const rows = input.sampled.map((s, i) => this.samplingRowOf(s, masks[i]));
-    const results = input.sampled.length > 0 ? this.sampler.sample(logits, this.vocabSize, rows) : [];
-    const tSample = now();
-    const touched = this.processSamples(input.sampled, results, tSample);
-
-    for (const g of this.scheduler.freeFinishedSeqGroups()) {
-      outputs.push(this.finishGroup(g, tSample));
-      touched.delete(g);
-    }
-    for (const g of touched) {
-      const out = g.beamSearch === null ? requestOutputFromSeqGroup(g) : null;
-      if (out !== null) outputs.push(out);
-    }
-  }
-
-  /**
-   * Aborts every request of a batch whose step threw and wraps the error. Aborting frees their blocks; blocks the
-   * failed step registered in the prefix cache were not marked computed yet, so freeing them also drops them from
-   * the cache and no later request reuses KV the step may have left half written.
-   */
-  private failBatch(so: SchedulerOutputs, cause: unknown): StepFailedError {
-    const requestIds: string[] = [];
-    for (const s of so.scheduledSeqGroups) {
-      const id = s.seqGroup.requestId;
-      if (requestIds.includes(id)) continue;
-      requestIds.push(id);
-      if (this.groups.has(id)) this.abortRequest(id);
-    }
-    const reason = cause instanceof Error ? cause.message : String(cause);
-    return new StepFailedError(`the step computing requests ${requestIds.join(', ')} failed and they were aborted: ` +
-      `${reason}`, requestIds, { cause });
   }
 
   /** A snapshot of the engine's queues, KV usage and counters. */
   getStats(): EngineStats {
     return this.metrics.snapshot({
-      numRunning: this.scheduler.running.length,
-      numWaiting: this.scheduler.waiting.length,
-      numSwapped: this.scheduler.swapped.length,
+      ...this.scheduler.makeStats(),
       numGpuBlocks: this.numGpuBlocks,
       numCpuBlocks: this.numCpuBlocks,
-      numFreeGpuBlocks: this.blockManager.getNumFreeGpuBlocks(),
-      numFreeCpuBlocks: this.blockManager.getNumFreeCpuBlocks(),
-      gpuPrefixCacheHitRate: this.enablePrefixCaching ? this.blockManager.getPrefixCacheHitRate() : NaN,
     });
   }
 
-  private recordSchedule(so: SchedulerOutputs): void {
+  /** The scheduler's decision for this step, with its preemption, swap, copy and prefix-cache counts recorded. */
+  private schedule(t: number): SchedulerOutputs {
+    const so = this.scheduler.schedule(t);
     const c = this.metrics.counters;
     c.numPreemptionsRecompute += so.numPreemptedByRecompute;
     c.numPreemptionsSwap += so.numPreemptedBySwap;
@@ -407,6 +352,48 @@ export class LLMEngine {
         c.promptTokens += g.firstSeq.getPromptLen();
       }
     }
+    return so;
+  }
+
+  /** vLLM's worker: swap in, swap out, then copy-on-write, before the forward pass. */
+  private executeCacheOperations(so: SchedulerOutputs): void {
+    this.cacheEngine.swapIn(so.blocksToSwapIn);
+    this.cacheEngine.swapOut(so.blocksToSwapOut);
+    this.cacheEngine.copy(so.blocksToCopy);
+  }
+
+  /**
+   * Aborts every request of a batch whose step threw and wraps the error. Aborting frees their blocks; blocks the
+   * failed step registered in the prefix cache were not marked computed yet, so freeing them also drops them from
+   * the cache and no later request reuses KV the step may have left half written.
+   */
+  private failBatch(so: SchedulerOutputs, cause: unknown): StepFailedError {
+    const requestIds: string[] = [];
+    for (const s of so.scheduledSeqGroups) {
+      const id = s.seqGroup.requestId;
+      if (requestIds.includes(id)) continue;
+      requestIds.push(id);
+      this.abortRequest(id);
+    }
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    return new StepFailedError(`the step computing requests ${requestIds.join(', ')} failed and they were aborted: ` +
+      `${reason}`, requestIds, { cause });
+  }
+
+  /** Samples one row per sampled sequence from the step's logits, each under its grammar's bitmask if it has one. */
+  private sample(sampled: readonly SampledSequence[], logits: Float32Array): SamplerOutput {
+    const masks = this.structuredOutputManager.grammarBitmask(sampled);
+    const rows = sampled.map((s, i) => this.samplingRowOf(s, masks[i]));
+    const results = sampled.length > 0 ? this.sampler.sample(logits, this.vocabSize, rows) : [];
+    return { sampled, results, time: now() };
+  }
+
+  /** Step count and the peak fraction of compute-tier blocks in use. */
+  private recordStep(): void {
+    const c = this.metrics.counters;
+    c.numSteps++;
+    const usage = 1 - this.scheduler.makeStats().numFreeGpuBlocks / Math.max(1, this.numGpuBlocks);
+    if (usage > c.peakGpuCacheUsage) c.peakGpuCacheUsage = usage;
   }
 
   private samplingRowOf(s: SampledSequence, tokenBitmask: Int32Array | null): SamplingRow {
@@ -427,129 +414,13 @@ export class LLMEngine {
     };
   }
 
-  /** Appends sampled tokens (forking for n > 1, stepping beam searches); returns the groups that changed. */
-  private processSamples(sampled: readonly SampledSequence[], results: readonly SamplerRowOutput[],
-    t: number): Set<SequenceGroup> {
-    const touched = new Set<SequenceGroup>();
-    const beams = new Map<SequenceGroup, BeamCandidates[]>();
-    for (let i = 0; i < sampled.length; i++) {
-      const { seqGroup: g, seq } = sampled[i];
-      const r = results[i];
-      if (!touched.has(g)) {
-        touched.add(g);
-        const last = g.metrics.lastTokenTime;
-        g.recordTokenTime(t);
-        if (last === null) this.metrics.observe('ttftMs', t - g.arrivalTime);
-        else this.metrics.observe('itlMs', t - last);
-      }
-      if (g.beamSearch !== null) {
-        const candidates: TokenLogprob[] = [...r.topLogprobs];
-        const s0 = r.samples[0];
-        if (!candidates.some((c) => c.tokenId === s0.tokenId)) candidates.push(s0);
-        let list = beams.get(g);
-        if (list === undefined) beams.set(g, list = []);
-        list.push({ seq, candidates });
-        this.metrics.counters.generationTokens++;
-        continue;
-      }
-      if (r.samples.length > 1) {
-        // n > 1: fork the prompt's sequence into bestOf sequences sharing its blocks.
-        const children: Sequence[] = [seq];
-        for (let k = 1; k < r.samples.length; k++) {
-          const child = seq.fork(this.nextSeqId++);
-          this.scheduler.forkSeq(seq, child);
-          g.add(child);
-          children.push(child);
-        }
-        for (let k = 0; k < children.length; k++) this.appendToken(g, children[k], r.samples[k], r.topLogprobs);
-      } else {
-        this.appendToken(g, seq, r.samples[0], r.topLogprobs);
-      }
-    }
-    for (const [g, list] of beams) {
-      beamSearchStep(g, list, {
-        eosTokenIds: this.eosTokenIds,
-        maxModelLen: this.schedulerConfig.maxModelLen,
-        newSeqId: () => this.nextSeqId++,
-        fork: (parent, child) => this.scheduler.forkSeq(parent, child),
-        free: (seq) => this.scheduler.freeSeq(seq),
-      });
-    }
-    return touched;
-  }
-
-  private appendToken(g: SequenceGroup, seq: Sequence, sample: TokenLogprob, top: readonly TokenLogprob[]): void {
-    const p = g.samplingParams;
-    let logprobs: SampleLogprobs | undefined;
-    if (p.logprobs !== null) {
-      const decode = (id: number): string => seq.detokenizer?.decodeCandidate(id) ?? '';
-      const toLogprob = (t: TokenLogprob): Logprob => ({
-        tokenId: t.tokenId, logprob: t.logprob, rank: t.rank, decodedToken: decode(t.tokenId),
-      });
-      logprobs = { sampled: toLogprob(sample), top: top.map(toLogprob) };
-    }
-    seq.appendTokenId(sample.tokenId, sample.logprob, logprobs);
-    this.metrics.counters.generationTokens++;
-    const text = seq.detokenizer !== null ? seq.detokenizer.push(sample.tokenId) : '';
-    seq.outputText += text;
-    this.stopChecker.maybeStopSequence(seq, text.length, p);
-    // A complete grammar ends the sequence (also with ignoreEos); a token it refused cannot be continued from.
-    const grammar = this.structuredOutputManager.acceptTokens(g.requestId, seq);
-    if (grammar !== 'running' && !seq.isFinished()) {
-      seq.status = grammar === 'terminated' ? SequenceStatus.FINISHED_STOPPED : SequenceStatus.FINISHED_ABORTED;
-    }
-    if (seq.isFinished()) this.scheduler.freeSeq(seq);
-  }
-
-  /** Final bookkeeping of a finished group; returns its output. */
-  private finishGroup(g: SequenceGroup, t: number): RequestOutput {
-    g.setFinishedTime(t);
-    this.groups.delete(g.requestId);
-    for (const seq of g.seqs) this.scheduler.freeSeq(seq);
-    this.structuredOutputManager.freeRequest(g.requestId);
-    const m = g.metrics;
-    this.metrics.observe('e2eMs', t - m.arrivalTime);
-    if (m.firstScheduledTime !== null) this.metrics.observe('queueMs', m.firstScheduledTime - m.arrivalTime);
-    let generated = 0;
-    for (const seq of g.seqs) generated += seq.getOutputLen();
-    this.metrics.observe('promptTokens', g.firstSeq.getPromptLen());
-    this.metrics.observe('generationTokens', generated);
-    if (m.firstTokenTime !== null && generated > g.seqs.length) {
-      const perSeq = generated / g.seqs.length;
-      this.metrics.observe('tpotMs', (t - m.firstTokenTime) / Math.max(1, perSeq - 1));
-    }
-    let out: RequestOutput;
-    if (g.beamSearch !== null && g.error === null) {
-      const sequences = bestBeams(g, this.eosTokenIds, (ids) => this.tokenizer.decode(ids));
-      out = {
-        requestId: g.requestId, prompt: g.prompt, promptTokenIds: g.promptTokenIds, finished: true, error: null,
-        numCachedTokens: g.numCachedTokens, metrics: { ...g.metrics },
-        outputs: sequences.map((b, index) => ({
-          index, text: b.text, tokenIds: b.outputTokenIds, cumulativeLogprob: b.cumulativeLogprob, logprobs: null,
-          finishReason: b.finishReason, stopReason: null,
-        })),
-      };
-    } else {
-      const o = requestOutputFromSeqGroup(g);
-      if (o === null) throw new EngineStateError(`finished request ${g.requestId} produced no output`);
-      out = o;
-    }
-    const reason = out.outputs[0]?.finishReason ?? getFinishedReason(g.firstSeq.status) ?? 'abort';
-    this.metrics.counters.requestsFinished[reason]++;
-    return out;
-  }
-
   /** Sequences of a request still known to the engine (for tests and inspection). */
   getSeqGroup(requestId: string): SequenceGroup | undefined {
-    return this.groups.get(requestId);
+    return this.outputProcessor.getSeqGroup(requestId);
   }
 
   /** Every sequence the block manager holds a table for has a live owner (an invariant check for tests). */
   assertNoLeakedBlocks(): void {
-    const live = new Set<number>();
-    for (const g of this.groups.values()) for (const s of g.seqs) live.add(s.seqId);
-    for (const id of this.blockManager.getSeqIds()) {
-      if (!live.has(id)) throw new EngineStateError(`sequence ${id} holds blocks but belongs to no unfinished request`);
-    }
+    this.scheduler.assertNoLeakedBlocks();
   }
 }

@@ -18,7 +18,7 @@ export type HistogramName =
   | 'generationTokens';
 
 /** The histogram names, in a fixed order. */
-export const HISTOGRAM_NAMES: readonly HistogramName[] =
+const HISTOGRAM_NAMES: readonly HistogramName[] =
   ['ttftMs', 'itlMs', 'tpotMs', 'e2eMs', 'queueMs', 'promptTokens', 'generationTokens'];
 
 /** Receives every histogram observation as it happens (the server feeds prom-client histograms this way). */

@@ -1,6 +1,6 @@
 import { AttentionMetadataBuilder, Int32Buffer, type ScheduledSequence } from '../cache/index.js';
 import type { ForwardBatch } from '../model/forward-batch.js';
-import type { ScheduledSequenceGroup } from './scheduler.js';
+import type { ScheduledSequenceGroup } from './scheduler-output.js';
 import { SequenceStatus, type Sequence } from './sequence.js';
 import type { SequenceGroup } from './sequence-group.js';
 

@@ -49,7 +49,7 @@ export interface SamplerRowOutput {
 }
 
 /** logits[id] += bias for every (id, bias); ids outside the vocabulary are ignored. */
-export function applyLogitBias(logits: Float64Array, bias: ReadonlyMap<number, number>): void {
+function applyLogitBias(logits: Float64Array, bias: ReadonlyMap<number, number>): void {
   for (const [id, b] of bias) if (id < logits.length) logits[id] += b;
 }
 
@@ -103,7 +103,7 @@ export function applyTokenBitmask(logits: Float64Array, bitmask: Int32Array): vo
  * While fewer than `minTokens` tokens were generated, the stop token ids and (unless ignoreEos) the EOS tokens get
  * logit −∞, so the sequence cannot end yet. vLLM's `_apply_min_tokens_penalty`.
  */
-export function applyMinTokensPenalty(
+function applyMinTokensPenalty(
   logits: Float64Array, params: SamplingParams, outputLen: number, eosTokenIds: readonly number[],
 ): void {
   if (outputLen >= params.minTokens) return;
@@ -146,7 +146,7 @@ export function applyPenalties(
 }
 
 /** logits /= temperature (a greedy temperature below 1e-5 counts as 1, as in vLLM). */
-export function applyTemperature(logits: Float64Array, temperature: number): void {
+function applyTemperature(logits: Float64Array, temperature: number): void {
   const t = temperature < SAMPLING_EPS ? 1 : temperature;
   if (t === 1) return;
   const inv = 1 / t;
@@ -205,14 +205,6 @@ export function logSumExp(logits: Float64Array): number {
   let s = 0;
   for (let i = 0; i < logits.length; i++) s += Math.exp(logits[i] - max);
   return max + Math.log(s);
-}
-
-/** Index of the largest value (the first one among equals). */
-export function argmax(x: ArrayLike<number>): number {
-  let best = 0;
-  let bestV = x[0];
-  for (let i = 1; i < x.length; i++) if (x[i] > bestV) { bestV = x[i]; best = i; }
-  return best;
 }
 
 /** 1-based rank of `id` in the row: 1 + the number of strictly larger logits. */

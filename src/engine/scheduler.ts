@@ -1,12 +1,17 @@
+import type { BlockPair } from '../cache/index.js';
 import { AllocStatus, type SequenceGroupLike, type SequenceLike } from '../core/index.js';
 import { EngineStateError } from './errors.js';
+import type { OutputProcessor } from './output-processor.js';
 import { PreemptionMode, type SchedulerConfig } from './scheduler-config.js';
+import { SchedulerQueues } from './scheduler-queues.js';
 import { SchedulingBudget } from './scheduling-budget.js';
 import { SequenceStatus, type Sequence } from './sequence.js';
 import type { SequenceGroup } from './sequence-group.js';
+import type {
+  NewTokens, RunningOutputs, ScheduledSequenceGroup, SchedulerOutputs, SwappedInOutputs,
+} from './scheduler-output.js';
 
-/** A (source, destination) pair of physical block ids, as the block manager returns them and the CacheEngine takes them. */
-export type BlockPair = readonly [number, number];
+export type { ScheduledSequenceGroup, SchedulerOutputs } from './scheduler-output.js';
 
 /**
  * The part of core's `BlockSpaceManager` the scheduler drives (vllm/core/block_manager.py,
@@ -24,69 +29,12 @@ export interface SchedulerBlockManager {
   swapIn(seqGroup: SequenceGroupLike): ReadonlyArray<BlockPair>;
   swapOut(seqGroup: SequenceGroupLike): ReadonlyArray<BlockPair>;
   getNumCachedTokens(seq: SequenceLike): number;
-}
-
-/**
- * One group scheduled for this step. Every running sequence of the group advances by `tokenChunkSize` tokens: the
- * first `numCachedTokens` of them are prefix-cache hits already in the KV cache (not computed), the rest run through
- * the model. Decodes have tokenChunkSize 1 per sequence. Mirrors vLLM's `ScheduledSequenceGroup`.
- */
-export interface ScheduledSequenceGroup {
-  readonly seqGroup: SequenceGroup;
-  readonly tokenChunkSize: number;
-  readonly numCachedTokens: number;
-  /** True for a prefill (or prefill chunk), false for a decode. */
-  readonly isPrefill: boolean;
-}
-
-/**
- * What one scheduling step decided: the groups to run (prefills first, then decodes), what the cache engine must do
- * before the forward pass (swap in, swap out, copy-on-write), and what was dropped. Mirrors vLLM's
- * `SchedulerOutputs` (vllm/core/scheduler.py).
- */
-export interface SchedulerOutputs {
-  readonly scheduledSeqGroups: readonly ScheduledSequenceGroup[];
-  /** The first numPrefillGroups scheduled groups are prefills. */
-  readonly numPrefillGroups: number;
-  /** Tokens the model computes this step (prefix-cache hits excluded). */
-  readonly numBatchedTokens: number;
-  /** Prompt tokens of this step's prefills served from the prefix cache. */
-  readonly numCachedTokens: number;
-  /** (CPU block, GPU block) pairs: copy from the swap tier before the forward pass. */
-  readonly blocksToSwapIn: readonly BlockPair[];
-  /** (GPU block, CPU block) pairs: copy to the swap tier before the forward pass. */
-  readonly blocksToSwapOut: readonly BlockPair[];
-  /** (source GPU block, destination GPU block) copy-on-write pairs. */
-  readonly blocksToCopy: readonly BlockPair[];
-  /**
-   * Groups finished without running: FINISHED_IGNORED (prompt too long, can never fit the cache) or
-   * FINISHED_ABORTED (could not be preempted); `error` says why. Their blocks are already freed.
-   */
-  readonly ignoredSeqGroups: readonly SequenceGroup[];
-  readonly numPreemptedByRecompute: number;
-  readonly numPreemptedBySwap: number;
-  /** Prefix-cache lookups of this step's new prefills, in prompt tokens, and the tokens found. */
-  readonly prefixCacheQueries: number;
-  readonly prefixCacheHits: number;
-  readonly runningQueueSize: number;
-}
-
-interface NewTokens {
-  uncached: number;
-  cached: number;
-}
-
-interface RunningOutputs {
-  decode: ScheduledSequenceGroup[];
-  prefill: ScheduledSequenceGroup[];
-  preempted: SequenceGroup[];
-  swappedOut: SequenceGroup[];
-  leftover: SequenceGroup[];
-}
-
-interface SwappedInOutputs {
-  decode: ScheduledSequenceGroup[];
-  prefill: ScheduledSequenceGroup[];
+  markBlocksAsComputed(): void;
+  getBlockTable(seq: SequenceLike): ArrayLike<number>;
+  getSeqIds(): Iterable<number>;
+  getNumFreeGpuBlocks(): number;
+  getNumFreeCpuBlocks(): number;
+  getPrefixCacheHitRate(): number;
 }
 
 /** Options of {@link Scheduler} beyond the {@link SchedulerConfig}. */
@@ -97,6 +45,8 @@ export interface SchedulerOptions {
   readonly numGpuBlocks: number;
   /** Whether the block manager shares cached prompt blocks (then cached prompt tokens are not recomputed). */
   readonly enablePrefixCaching: boolean;
+  /** Turns sampled tokens into outputs in {@link Scheduler.updateFromOutput} (the engine passes its own). */
+  readonly outputProcessor?: OutputProcessor;
 }
 
 /**
@@ -122,14 +72,9 @@ export interface SchedulerOptions {
  * `_schedule_prefills`, `_schedule_default`, `_schedule_chunked_prefill`, `_schedule_priority_preemption`,
  * `_preempt`), with vLLM 0.7's accounting of prefix-cached tokens.
  */
-export class Scheduler {
-  waiting: SequenceGroup[] = [];
-  running: SequenceGroup[] = [];
-  swapped: SequenceGroup[] = [];
-
+export class Scheduler extends SchedulerQueues {
   private readonly blockSize: number;
   private readonly numGpuBlocks: number;
-  private readonly enablePrefixCaching: boolean;
 
   // Per-step accumulators.
   private blocksToSwapIn: BlockPair[] = [];
@@ -141,67 +86,25 @@ export class Scheduler {
   private cacheQueries = 0;
   private cacheHits = 0;
 
-  constructor(
-    readonly config: SchedulerConfig,
-    readonly blockManager: SchedulerBlockManager,
-    options: SchedulerOptions,
-  ) {
+  constructor(config: SchedulerConfig, blockManager: SchedulerBlockManager, options: SchedulerOptions) {
+    super(config, blockManager, options);
     this.blockSize = options.blockSize;
     this.numGpuBlocks = options.numGpuBlocks;
-    this.enablePrefixCaching = options.enablePrefixCaching;
-  }
-
-  /** Queues a new group (its sequence WAITING). */
-  addSeqGroup(seqGroup: SequenceGroup): void {
-    this.waiting.push(seqGroup);
-  }
-
-  /**
-   * Finishes a queued or running group as FINISHED_ABORTED and frees its blocks; returns it, or null when no
-   * unfinished group has that id. Mirrors vLLM's `Scheduler.abort_seq_group`.
-   */
-  abortSeqGroup(requestId: string): SequenceGroup | null {
-    for (const queueName of ['waiting', 'running', 'swapped'] as const) {
-      const queue = this[queueName];
-      const i = queue.findIndex((g) => g.requestId === requestId);
-      if (i < 0) continue;
-      const g = queue[i];
-      queue.splice(i, 1);
-      for (const seq of g.seqs) {
-        if (seq.isFinished()) continue;
-        seq.status = SequenceStatus.FINISHED_ABORTED;
-        this.freeSeq(seq);
-      }
-      return g;
-    }
-    return null;
-  }
-
-  hasUnfinishedSeqs(): boolean {
-    return this.waiting.length > 0 || this.running.length > 0 || this.swapped.length > 0;
-  }
-
-  getNumUnfinishedSeqGroups(): number {
-    return this.waiting.length + this.running.length + this.swapped.length;
   }
 
   /** Frees a sequence's blocks (no-op when it has none). */
-  freeSeq(seq: Sequence): void {
+  override freeSeq(seq: Sequence): void {
     this.blockManager.free(seq.blockView);
   }
 
   /** Gives `child` a block table sharing every block of `parent`'s (n > 1 sampling, beam search). */
-  forkSeq(parent: Sequence, child: Sequence): void {
+  override forkSeq(parent: Sequence, child: Sequence): void {
     this.blockManager.fork(parent.blockView, child.blockView);
   }
 
-  /** Removes finished groups from the running queue and returns them. */
-  freeFinishedSeqGroups(): SequenceGroup[] {
-    const finished: SequenceGroup[] = [];
-    const keep: SequenceGroup[] = [];
-    for (const g of this.running) (g.isFinished() ? finished : keep).push(g);
-    this.running = keep;
-    return finished;
+  /** The physical block ids of a sequence's block table, in the compute tier. */
+  getBlockTable(seq: Sequence): ArrayLike<number> {
+    return this.blockManager.getBlockTable(seq.blockView);
   }
 
   /**
@@ -240,18 +143,6 @@ export class Scheduler {
       prefixCacheHits: this.cacheHits,
       runningQueueSize: this.running.length,
     };
-  }
-
-  /** Scheduling order: (priority under the priority policy), arrival time, then the order requests were added. */
-  private compare = (a: SequenceGroup, b: SequenceGroup): number => {
-    if (this.config.policy === 'priority' && a.priority !== b.priority) return a.priority - b.priority;
-    return (a.arrivalTime - b.arrivalTime) || (a.arrivalIndex - b.arrivalIndex);
-  };
-
-  private sortQueues(): void {
-    this.waiting.sort(this.compare);
-    this.running.sort(this.compare);
-    this.swapped.sort(this.compare);
   }
 
   /** vLLM's `_schedule_default`: prefills alone when any can run (and nothing is swapped), else decodes + swap-ins. */

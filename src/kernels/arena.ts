@@ -2,9 +2,9 @@ import type { Arena } from './backend.js';
 import { ArenaOutOfMemoryError, KernelError, KernelLoadError } from './errors.js';
 
 /** Bytes in one WebAssembly page. */
-export const WASM_PAGE_BYTES = 65536;
+const WASM_PAGE_BYTES = 65536;
 /** Pages in the largest wasm32 memory (4 GiB). */
-export const MAX_WASM_PAGES = 65536;
+const MAX_WASM_PAGES = 65536;
 /**
  * Bytes at the bottom of the memory that the arena never hands out: the wasm module's own static data (none today)
  * and the worker pool's control block live there.

@@ -163,10 +163,6 @@ export interface KernelBackend {
   siluMul(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
   /** out[i] = a[i] + b[i] for n values (out may alias a). */
   add(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
-  /** Row-wise softmax in place over m rows of n. */
-  softmax(x: Float32Array, m: number, n: number): void;
-  /** Index of the largest value in each of m rows of n → out[m]. */
-  argmax(out: Int32Array, x: Float32Array, m: number, n: number): void;
 
   /** Writes key/value [m, numKvHeads, headSize] into the cache at slotMapping[m] (slot −1: skipped). */
   reshapeAndCache(key: Float32Array, value: Float32Array, cache: KvCacheLayer, slotMapping: Int32Array, m: number): void;

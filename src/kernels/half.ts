@@ -1,7 +1,9 @@
 /**
  * Scalar conversions between f32 and the 16-bit float formats used by weights and the fp16 KV cache:
- * IEEE 754 binary16 ("f16", "half") and bfloat16. Exact (subnormals, infinities and NaN included); used by the
- * reference backend, by tests and by weight loaders.
+ * IEEE 754 binary16 ("f16", "half") and bfloat16, bit for bit as ggml's `ggml_compute_fp32_to_fp16` /
+ * `ggml_compute_fp32_to_bf16` (ggml/src/ggml-impl.h): round to nearest even, NaN to a quiet NaN (f16: sign | 0x7e00;
+ * bf16: the top half with the quiet bit set). The one implementation: weight codecs, GGUF/safetensors byte
+ * encodings, the reference backend and tests use these.
  */
 
 const f32Buf = new Float32Array(1);
@@ -18,8 +20,8 @@ export function f16ToF32(h: number): number {
 }
 
 /**
- * Encodes a number as IEEE half bits, rounding to nearest with ties to even (as `torch.Tensor.half()` does).
- * Values beyond the half range become ±Inf, NaN stays NaN (0x7e00), tiny values become subnormals or ±0.
+ * Encodes a number as IEEE half bits, rounding to nearest with ties to even (ggml's `ggml_compute_fp32_to_fp16`).
+ * Values beyond the half range become ±Inf, NaN becomes sign | 0x7e00, tiny values become subnormals or ±0.
  */
 export function f32ToF16(value: number): number {
   f32Buf[0] = value; // first round to f32, as the kernels see f32 values
@@ -52,7 +54,7 @@ export function bf16ToF32(b: number): number {
   return f32Buf[0];
 }
 
-/** Encodes a number as bfloat16 bits with round-to-nearest-even (NaN stays a quiet NaN). */
+/** Encodes a number as bfloat16 bits with round-to-nearest-even, NaN made quiet (ggml's `ggml_compute_fp32_to_bf16`). */
 export function f32ToBf16(value: number): number {
   f32Buf[0] = value;
   const x = u32Buf[0];

@@ -8,7 +8,7 @@ import { KernelError } from './errors.js';
 import { checkCache, checkPairs } from './validate.js';
 
 /** Elements of one block of one K (or V) tensor: numKvHeads × blockSize × headSize. */
-export function blockElements(c: KvCacheLayer): number {
+function blockElements(c: KvCacheLayer): number {
   return c.numKvHeads * c.blockSize * c.headSize;
 }
 

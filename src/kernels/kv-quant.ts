@@ -16,7 +16,7 @@ import { f32ToF16 } from './half.js';
 const fround = Math.fround;
 
 /** Round half to even (wasm's `f32.nearest`). */
-export function roundHalfEven(x: number): number {
+function roundHalfEven(x: number): number {
   const r = Math.round(x);
   return r - x === 0.5 && (r & 1) !== 0 ? r - 1 : r;
 }

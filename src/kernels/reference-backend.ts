@@ -20,7 +20,7 @@ import { decodeWeightRow } from './weight-codec.js';
 export const PARTITION_SIZE = 512;
 
 /** Reads K or V row (block, kvHead, offset) of the cache as f32 into `out`. */
-export function readKvRow(cache: KvCacheLayer, which: 'k' | 'v', block: number, head: number, off: number,
+function readKvRow(cache: KvCacheLayer, which: 'k' | 'v', block: number, head: number, off: number,
   out: Float64Array): void {
   const n = cache.headSize;
   const bh = block * cache.numKvHeads + head;
@@ -174,31 +174,6 @@ export class ReferenceBackend implements KernelBackend {
     checkLen('add', 'b', b, n);
     checkLen('add', 'out', out, n);
     for (let i = 0; i < n; i++) out[i] = a[i] + b[i];
-  }
-
-  softmax(x: Float32Array, m: number, n: number): void {
-    checkInt('softmax', 'm', m);
-    checkInt('softmax', 'n', n);
-    checkLen('softmax', 'x', x, m * n);
-    for (let i = 0; i < m; i++) {
-      let max = -Infinity;
-      for (let j = 0; j < n; j++) max = Math.max(max, x[i * n + j]);
-      let sum = 0;
-      for (let j = 0; j < n; j++) sum += Math.exp(x[i * n + j] - max);
-      for (let j = 0; j < n; j++) x[i * n + j] = Math.exp(x[i * n + j] - max) / sum;
-    }
-  }
-
-  argmax(out: Int32Array, x: Float32Array, m: number, n: number): void {
-    checkInt('argmax', 'm', m);
-    checkInt('argmax', 'n', n, 1);
-    checkLen('argmax', 'x', x, m * n);
-    checkLen('argmax', 'out', out, m);
-    for (let i = 0; i < m; i++) {
-      let best = 0;
-      for (let j = 1; j < n; j++) if (x[i * n + j] > x[i * n + best]) best = j;
-      out[i] = best;
-    }
   }
 
   reshapeAndCache(key: Float32Array, value: Float32Array, cache: KvCacheLayer, slotMapping: Int32Array, m: number): void {

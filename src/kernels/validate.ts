@@ -41,7 +41,7 @@ export function checkWeight(op: string, w: Weight): void {
 }
 
 /** Element count of one K (or V) tensor of the layer. */
-export function kvElements(c: KvCacheLayer): number {
+function kvElements(c: KvCacheLayer): number {
   return c.numBlocks * c.numKvHeads * c.blockSize * c.headSize;
 }
 

@@ -237,21 +237,6 @@ export class WasmBackend implements KernelBackend {
     this.exec('add', [this.ptr('add', 'out', out), this.ptr('add', 'a', a), this.ptr('add', 'b', b), n], n * 0.5 * NS_PER_ELEMENT);
   }
 
-  softmax(x: Float32Array, m: number, n: number): void {
-    checkInt('softmax', 'm', m);
-    checkInt('softmax', 'n', n);
-    checkLen('softmax', 'x', x, m * n);
-    this.exec('softmax', [this.ptr('softmax', 'x', x), m, n], m * n * 2 * NS_PER_ELEMENT);
-  }
-
-  argmax(out: Int32Array, x: Float32Array, m: number, n: number): void {
-    checkInt('argmax', 'm', m);
-    checkInt('argmax', 'n', n, 1);
-    checkLen('argmax', 'x', x, m * n);
-    checkLen('argmax', 'out', out, m);
-    this.exec('argmax', [this.ptr('argmax', 'out', out), this.ptr('argmax', 'x', x), m, n], m * n * 0.5 * NS_PER_ELEMENT);
-  }
-
   // ------------------------------------------------------------------------------------------------------------
   // KV cache and attention
 

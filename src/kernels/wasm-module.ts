@@ -17,8 +17,6 @@ export interface KernelExports {
   rope(x: number, pos: number, m: number, nh: number, hs: number, cosSin: number, rd: number, style: number, tid: number, nt: number): void;
   silu_mul(out: number, gate: number, up: number, n: number, tid: number, nt: number): void;
   add(out: number, a: number, b: number, n: number, tid: number, nt: number): void;
-  softmax(x: number, m: number, n: number, tid: number, nt: number): void;
-  argmax(out: number, x: number, m: number, n: number, tid: number, nt: number): void;
   reshape_and_cache(key: number, value: number, kc: number, vc: number, ks: number, vs: number, dtype: number,
     slots: number, m: number, nkv: number, bs: number, hs: number, tid: number, nt: number): void;
   paged_attention_v1(pb: number, tid: number, nt: number): void;
@@ -31,7 +29,7 @@ export interface KernelExports {
 
 /** Export names in op-index order (the worker protocol addresses exports by index into this list). */
 export const KERNEL_OPS = [
-  'matmul', 'quantize_x_i16', 'embedding', 'rms_norm', 'rope', 'silu_mul', 'add', 'softmax', 'argmax',
+  'matmul', 'quantize_x_i16', 'embedding', 'rms_norm', 'rope', 'silu_mul', 'add',
   'reshape_and_cache', 'paged_attention_v1', 'paged_attention_v2_partial', 'paged_attention_v2_reduce',
   'prefill_attention', 'stream_read',
 ] as const satisfies ReadonlyArray<keyof KernelExports>;

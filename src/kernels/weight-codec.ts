@@ -9,7 +9,7 @@ import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from './half.js';
 import { weightBytes } from './validate.js';
 
 /** Values per Q8_0 block. */
-export const Q8_0_BLOCK = 32;
+const Q8_0_BLOCK = 32;
 /** Bytes per Q8_0 block (f16 scale + 32 int8). */
 export const Q8_0_BLOCK_BYTES = 34;
 
@@ -51,8 +51,7 @@ export function decodeWeightRow(w: Weight, row: number, out: Float32Array, outOf
 /**
  * Encodes f32 values [rows, cols] (row-major) into `dtype` bytes, written to `out` when given (it must hold
  * exactly the weight's byte size; pass an arena view to place the weight in kernel memory) or to a new array.
- * f16/bf16 round to nearest even; q8_0 follows ggml's reference quantizer (d = absmax / 127 stored as f16,
- * q = round(x / d)).
+ * f16/bf16 round to nearest even as ggml does ({@link f32ToF16}, {@link f32ToBf16}); q8_0 is {@link quantizeQ8_0}.
  */
 export function encodeWeight(values: Float32Array, rows: number, cols: number, dtype: WeightDType, out?: Uint8Array): Weight {
   if (values.length < rows * cols) throw new KernelError(`encodeWeight: values hold ${values.length}, need ${rows * cols}`);
@@ -71,21 +70,69 @@ export function encodeWeight(values: Float32Array, rows: number, cols: number, d
     case 'bf16':
       for (let i = 0; i < n; i++) dv.setUint16(i * 2, f32ToBf16(values[i]), true);
       break;
-    case 'q8_0': {
-      const blocks = n / Q8_0_BLOCK;
-      for (let b = 0; b < blocks; b++) {
-        let amax = 0;
-        for (let i = 0; i < Q8_0_BLOCK; i++) amax = Math.max(amax, Math.abs(values[b * Q8_0_BLOCK + i]));
-        const d = amax / 127;
-        const id = d !== 0 ? 1 / d : 0;
-        const base = b * Q8_0_BLOCK_BYTES;
-        dv.setUint16(base, f32ToF16(d), true);
-        for (let i = 0; i < Q8_0_BLOCK; i++) dv.setInt8(base + 2 + i, Math.round(values[b * Q8_0_BLOCK + i] * id));
-      }
+    case 'q8_0':
+      quantizeQ8_0(values.subarray(0, n), data);
       break;
-    }
     default:
       throw new KernelError(`unknown weight dtype ${String(dtype)}`);
   }
   return { dtype, rows, cols, data };
+}
+
+/**
+ * Quantises f32 values to Q8_0 bytes exactly as ggml's `quantize_row_q8_0_ref` (ggml/src/ggml-quants.c): per block
+ * of 32, d = absmax / 127 (f32), id = 1/d (0 when d is 0), q[j] = roundf(x[j] * id) (half away from zero), d stored
+ * as f16. Rows of a matrix are quantised one after another. Writes src.length / 32 * 34 bytes to `out` when given
+ * (it must hold exactly that many), else to a new array, and returns them.
+ * @throws RangeError when `src.length` is not a multiple of 32 or `out` has the wrong size.
+ */
+export function quantizeQ8_0(src: Float32Array, out?: Uint8Array): Uint8Array {
+  if (src.length % Q8_0_BLOCK !== 0) {
+    throw new RangeError(`Q8_0 needs a multiple of ${Q8_0_BLOCK} values, got ${src.length}`);
+  }
+  const nBlocks = src.length / Q8_0_BLOCK;
+  const bytes = out ?? new Uint8Array(nBlocks * Q8_0_BLOCK_BYTES);
+  if (bytes.byteLength !== nBlocks * Q8_0_BLOCK_BYTES) {
+    throw new RangeError(`Q8_0 of ${src.length} values takes ${nBlocks * Q8_0_BLOCK_BYTES} bytes, out holds ${bytes.byteLength}`);
+  }
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const q = new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const fr = Math.fround;
+  for (let b = 0; b < nBlocks; b++) {
+    const base = b * Q8_0_BLOCK;
+    let amax = 0;
+    for (let j = 0; j < Q8_0_BLOCK; j++) {
+      const a = Math.abs(src[base + j]);
+      if (a > amax) amax = a;
+    }
+    const d = fr(amax / 127);
+    const id = d !== 0 ? fr(1 / d) : 0;
+    const o = b * Q8_0_BLOCK_BYTES;
+    dv.setUint16(o, f32ToF16(d), true);
+    for (let j = 0; j < Q8_0_BLOCK; j++) {
+      const x0 = fr(src[base + j] * id);
+      // roundf: half away from zero. |x0| <= 127.5 so floor(|x0| + 0.5) is exact in double precision.
+      const r = Math.floor(Math.abs(x0) + 0.5);
+      q[o + 2 + j] = x0 < 0 ? -r : r;
+    }
+  }
+  return bytes;
+}
+
+/**
+ * Expands Q8_0 bytes back to f32 [n] (ggml's `dequantize_row_q8_0`: d * q).
+ * @throws RangeError when `n` is not a multiple of 32 or `bytes` cannot hold n values.
+ */
+export function dequantizeQ8_0(bytes: Uint8Array, n: number): Float32Array {
+  if (n % Q8_0_BLOCK !== 0 || bytes.length < (n / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES) {
+    throw new RangeError(`Q8_0: ${bytes.length} bytes cannot hold ${n} values`);
+  }
+  const out = new Float32Array(n);
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let b = 0; b < n / Q8_0_BLOCK; b++) {
+    const o = b * Q8_0_BLOCK_BYTES;
+    const d = f16ToF32(dv.getUint16(o, true));
+    for (let j = 0; j < Q8_0_BLOCK; j++) out[b * Q8_0_BLOCK + j] = Math.fround(d * dv.getInt8(o + 2 + j));
+  }
+  return out;
 }

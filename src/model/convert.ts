@@ -4,7 +4,8 @@ import { ModelFormatError, UnsupportedModelError } from './errors.js';
 import { GgmlType, type GgufValue } from './gguf.js';
 import { ggufMetadataFromConfig, llama3RopeFactors } from './gguf-config.js';
 import { WEIGHT_DTYPE_TO_GGML } from './gguf-model.js';
-import { encodeBf16, encodeF16, encodeF32, quantizeQ8_0 } from './gguf-quant.js';
+import { quantizeQ8_0 } from '../kernels/weight-codec.js';
+import { encodeBf16, encodeF16, encodeF32 } from './gguf-quant.js';
 import { expectedTensors, type ExpectedTensor } from './gguf-tensor-names.js';
 import { ggufMetadataFromScoredVocab, ggufMetadataFromTokenizerJson } from './gguf-tokenizer.js';
 import { writeGguf, type GgufWriteTensor } from './gguf-writer.js';
@@ -40,14 +41,14 @@ export interface TensorProducer extends ExpectedTensor {
  * The ggml type a tensor is stored in for an output dtype: 1-D tensors F32; matrices in `dtype`, except Q8_0 rows
  * that are not a multiple of 32 values, which fall back to F16.
  */
-export function storageType(t: ExpectedTensor, dtype: GgufOutputDType): number {
+function storageType(t: ExpectedTensor, dtype: GgufOutputDType): number {
   if (t.kind === 'vector') return GgmlType.F32;
   if (dtype === 'q8_0' && t.shape[t.shape.length - 1] % 32 !== 0) return GgmlType.F16;
   return WEIGHT_DTYPE_TO_GGML[dtype];
 }
 
 /** Encodes f32 values in ggml `type` (F32, F16, BF16 or Q8_0). */
-export function encodeAs(type: number, values: Float32Array): Uint8Array {
+function encodeAs(type: number, values: Float32Array): Uint8Array {
   switch (type) {
     case GgmlType.F32: return encodeF32(values);
     case GgmlType.F16: return encodeF16(values);
@@ -87,7 +88,7 @@ export function writeModelGguf(outPath: string, config: ModelConfig, metadata: r
  * Face's half-split RoPE layout to llama.cpp's adjacent-pair layout: within each head, new row 2i is old row i and
  * new row 2i+1 is old row i + headSize/2 (convert_hf_to_gguf.py LlamaModel.permute).
  */
-export function permuteHalfToInterleaved(values: Float32Array, numHeads: number, headSize: number, cols: number): Float32Array {
+function permuteHalfToInterleaved(values: Float32Array, numHeads: number, headSize: number, cols: number): Float32Array {
   const out = new Float32Array(values.length);
   const half = headSize / 2;
   for (let h = 0; h < numHeads; h++) {

@@ -14,7 +14,7 @@ import type { Architecture, ModelConfig } from './model-config.js';
  */
 
 /** The general.architecture values pagellm reads. */
-export const GGUF_ARCHITECTURES: readonly string[] = ['llama', 'mistral', 'qwen2', 'qwen3'];
+const GGUF_ARCHITECTURES: readonly string[] = ['llama', 'mistral', 'qwen2', 'qwen3'];
 
 /** Metadata key marking weights made by create-random-model. */
 export const RANDOM_WEIGHTS_KEY = 'pagellm.random_weights';
@@ -111,7 +111,7 @@ export function modelConfigFromGguf(file: GgufFile): ModelConfig {
 }
 
 /** llama.cpp's general.file_type for a model stored mostly in `dtype` (llama_ftype). */
-export const GGUF_FILE_TYPE = { f32: 0, f16: 1, q8_0: 7, bf16: 32 } as const;
+const GGUF_FILE_TYPE = { f32: 0, f16: 1, q8_0: 7, bf16: 32 } as const;
 
 /**
  * The GGUF metadata entries describing `config` (general.architecture, `{arch}.*` hyper-parameters, Llama-3 scaling

@@ -12,7 +12,7 @@ import type { ModelSource, TensorInfo } from './model-source.js';
  */
 
 /** ggml types pagellm computes with, and their WeightDType. */
-export const GGML_TO_WEIGHT_DTYPE: ReadonlyMap<number, WeightDType> = new Map<number, WeightDType>([
+const GGML_TO_WEIGHT_DTYPE: ReadonlyMap<number, WeightDType> = new Map<number, WeightDType>([
   [GgmlType.F32, 'f32'], [GgmlType.F16, 'f16'], [GgmlType.BF16, 'bf16'], [GgmlType.Q8_0, 'q8_0'],
 ]);
 
@@ -26,7 +26,7 @@ export const WEIGHT_DTYPE_TO_GGML: Readonly<Record<WeightDType, number>> = {
  * (Q4_0, Q4_K, IQ*, ...) and ModelFormatError when the shape is not a whole number of blocks; both name the file
  * and tensor.
  */
-export function ggufTensorInfo(file: GgufFile, t: GgufTensorEntry): TensorInfo {
+function ggufTensorInfo(file: GgufFile, t: GgufTensorEntry): TensorInfo {
   const dtype = GGML_TO_WEIGHT_DTYPE.get(t.type);
   if (dtype === undefined) {
     throw new UnsupportedTensorTypeError({ file: file.path, tensor: t.name, field: 'type' }, ggmlTypeName(t.type),

@@ -78,11 +78,6 @@ const GGML_BLOCK_LAYOUT = new Map<number, readonly [number, number]>([
   [GgmlType.Q6_K, [256, 210]], [GgmlType.Q8_K, [256, 292]],
 ]);
 
-/** Values per block of a ggml type (32 for Q8_0), or undefined when its layout is unknown here. */
-export function ggmlBlockSize(type: number): number | undefined {
-  return GGML_BLOCK_LAYOUT.get(type)?.[0];
-}
-
 /**
  * Bytes of a row-major tensor of `shape` (outermost first) in ggml `type`, or undefined when the type's layout is
  * unknown here or the innermost dimension is not a whole number of blocks.
@@ -273,7 +268,7 @@ class FileCursor {
  * The shortest decimal that rounds to the same f32 as `x` (1e-5 instead of 9.999999747378752e-6), so metadata
  * such as `layer_norm_rms_epsilon` reads as written; writing it back as f32 gives the same bytes.
  */
-export function shortestF32(x: number): number {
+function shortestF32(x: number): number {
   if (!Number.isFinite(x) || x === 0) return x;
   for (let p = 1; p < 9; p++) {
     const y = Number(x.toPrecision(p));

@@ -51,7 +51,7 @@ export function hfToGgufTensorName(name: string): string | undefined {
 }
 
 /** The safetensors files of a folder: the shards of model.safetensors.index.json, else every *.safetensors file. */
-export function safetensorsFiles(folder: string): string[] {
+function safetensorsFiles(folder: string): string[] {
   const index = join(folder, 'model.safetensors.index.json');
   if (existsSync(index)) {
     let map: Record<string, string>;

@@ -100,6 +100,26 @@ class SampleBuffers {
   }
 }
 
+/** A batch's metadata staged in the arena for one forward pass, with the counts the layers need. */
+interface StagedBatch {
+  readonly numTokens: number;
+  /** [numTokens] token ids, positions and KV slots (−1 = do not write). */
+  readonly ids: Int32Array;
+  readonly positions: Int32Array;
+  readonly slots: Int32Array;
+  /** [numSeqs] context lengths, [numSeqs + 1] query start offsets, [numSeqs × maxBlocksPerSeq] block tables. */
+  readonly seqLens: Int32Array;
+  readonly queryStartLoc: Int32Array;
+  readonly blockTables: Int32Array;
+  readonly maxBlocksPerSeq: number;
+  readonly numSeqs: number;
+  /** Sequences run by prefillAttention (the first ones; all of them in 'unified' attention mode) and their tokens. */
+  readonly numPrefills: number;
+  readonly numPrefillTokens: number;
+  /** Use the stacked q/k/v and gate/up weights (numTokens ≤ fuseUpToTokens). */
+  readonly fuse: boolean;
+}
+
 /**
  * The Llama-family decoder (Llama with GQA, tied embeddings, rope theta and Llama-3 scaling, both RoPE conventions;
  * Mistral sliding window; Qwen2 q/k/v bias; Qwen3 per-head q/k RMSNorm) over a flattened batch on the paged KV cache.
@@ -109,8 +129,8 @@ class SampleBuffers {
  * residual → RMSNorm → silu(gate)·up → down → residual] → final RMSNorm on the sampled rows only → LM head.
  *
  * Activation buffers live in the kernel arena, sized for `maxNumTokens` tokens and `maxNumSampled` logit rows and
- * regrown (doubling; the arena does not free the old ones) when a larger batch arrives; the hot path allocates
- * nothing else. Mirrors vLLM's vllm/model_executor/models/llama.py
+ * regrown (doubling; the arena does not free the old ones) when a larger batch arrives; the hot path allocates no
+ * other buffers. Mirrors vLLM's vllm/model_executor/models/llama.py
  * (`LlamaForCausalLM`, `LlamaDecoderLayer`, `LlamaAttention`, `LlamaMLP`) and qwen2.py / qwen3.py.
  */
 export class LlamaModel implements CausalLM {
@@ -124,7 +144,6 @@ export class LlamaModel implements CausalLM {
   private readonly fuseUpToTokens: number;
   private readonly attentionMode: AttentionMode;
   private readonly profiling: boolean;
-  private tStart = 0;
   private readonly qDim: number;
   private readonly kvDim: number;
   private readonly scale: number;
@@ -180,165 +199,173 @@ export class LlamaModel implements CausalLM {
     if (T > this.acts.tokens) this.acts = new Activations(this.backend, this.config, Math.max(T, 2 * this.acts.tokens));
     const S = batch.sampleIndices.length;
     if (S > this.samples.rows) this.samples = new SampleBuffers(this.backend, this.config, Math.max(S, 2 * this.samples.rows));
+    const m = this.stageBatch(batch);
+    const hidden = this.acts.hidden.subarray(0, T * this.config.dim);
+    this.timed('embedding', () => this.backend.embedding(hidden, this.weights.tokenEmbedding, m.ids, T));
+    for (let l = 0; l < this.config.numLayers; l++) {
+      this.attentionLayer(this.weights.layers[l], kvCaches[l], m, hidden);
+      this.mlpLayer(this.weights.layers[l], T, m.fuse, hidden);
+    }
+    return this.lmHead(batch.sampleIndices, hidden);
+  }
+
+  /** Copies the batch's metadata into the arena (the wasm kernels address everything by arena offset). */
+  private stageBatch(batch: ForwardBatch): StagedBatch {
     const a = this.acts;
-    const be = this.backend;
-    const c = this.config;
-    const { dim, hiddenDim, numHeads, numKvHeads, headSize, normEps: eps } = c;
-    const { qDim } = this;
+    const T = batch.numTokens;
     const numSeqs = batch.numSeqs;
     const mbps = batch.maxBlocksPerSeq;
-
-    // Batch metadata into the arena (the wasm kernels address everything by arena offset).
-    const ids = a.tokenIds.subarray(0, T);
-    ids.set(batch.tokenIds.subarray(0, T));
-    const positions = a.positions.subarray(0, T);
-    positions.set(batch.positions.subarray(0, T));
-    const slots = a.slotMapping.subarray(0, T);
-    slots.set(batch.slotMapping.subarray(0, T));
-    const seqLens = a.seqLens.subarray(0, numSeqs);
-    seqLens.set(batch.seqLens.subarray(0, numSeqs));
-    const qsl = a.queryStartLoc.subarray(0, numSeqs + 1);
-    qsl.set(batch.queryStartLoc.subarray(0, numSeqs + 1));
+    const stage = (buf: Int32Array, src: Int32Array, n: number): Int32Array => {
+      const view = buf.subarray(0, n);
+      view.set(src.subarray(0, n));
+      return view;
+    };
     if (this.blockTablesBuf.length < numSeqs * mbps) {
-      this.blockTablesBuf = be.arena.allocI32(Math.max(numSeqs * mbps, 2 * this.blockTablesBuf.length));
+      this.blockTablesBuf = this.backend.arena.allocI32(Math.max(numSeqs * mbps, 2 * this.blockTablesBuf.length));
     }
-    const blockTables = this.blockTablesBuf.subarray(0, numSeqs * mbps);
-    blockTables.set(batch.blockTables.subarray(0, numSeqs * mbps));
+    const qsl = stage(a.queryStartLoc, batch.queryStartLoc, numSeqs + 1);
+    const numPrefills = this.attentionMode === 'split' ? batch.numPrefills : numSeqs;
+    return {
+      numTokens: T,
+      ids: stage(a.tokenIds, batch.tokenIds, T),
+      positions: stage(a.positions, batch.positions, T),
+      slots: stage(a.slotMapping, batch.slotMapping, T),
+      seqLens: stage(a.seqLens, batch.seqLens, numSeqs),
+      queryStartLoc: qsl,
+      blockTables: stage(this.blockTablesBuf, batch.blockTables, numSeqs * mbps),
+      maxBlocksPerSeq: mbps,
+      numSeqs,
+      numPrefills,
+      numPrefillTokens: qsl[numPrefills],
+      fuse: T <= this.fuseUpToTokens,
+    };
+  }
 
-    const split = this.attentionMode === 'split';
-    const numPrefills = split ? batch.numPrefills : numSeqs;
-    const numDecodes = numSeqs - numPrefills;
-    const numPrefillTokens = qsl[numPrefills];
-    const attnBase = { numHeads, numKvHeads, headSize, scale: this.scale, slidingWindow: c.slidingWindow };
-    const fuse = T <= this.fuseUpToTokens;
-
-    const hidden = a.hidden.subarray(0, T * dim);
-    const normed = a.normed.subarray(0, T * dim);
-    const proj = a.proj.subarray(0, T * dim);
-    const attnOut = a.attnOut.subarray(0, T * qDim);
-    const act = a.act.subarray(0, T * hiddenDim);
-
-    this.t0();
-    be.embedding(hidden, this.weights.tokenEmbedding, ids, T);
-    this.t1('embedding');
-
-    for (let l = 0; l < c.numLayers; l++) {
-      const w = this.weights.layers[l];
-      const cache = kvCaches[l];
-
-      this.t0();
-      be.rmsNorm(normed, hidden, w.attnNorm, T, dim, eps);
-      this.t1('rmsNorm');
-
-      const [q, k, v] = this.qkvProjection(w, normed, T, fuse);
-
-      if (w.qNorm && w.kNorm) {
-        this.t0();
-        be.rmsNorm(q, q, w.qNorm, T * numHeads, headSize, eps);
-        be.rmsNorm(k, k, w.kNorm, T * numKvHeads, headSize, eps);
-        this.t1('qkNorm');
-      }
-
-      this.t0();
-      be.rope(q, positions, T, numHeads, headSize, this.rope.cosSin, this.rope.rotaryDim, c.ropeStyle);
-      be.rope(k, positions, T, numKvHeads, headSize, this.rope.cosSin, this.rope.rotaryDim, c.ropeStyle);
-      this.t1('rope');
-
-      this.t0();
-      be.reshapeAndCache(k, v, cache, slots, T);
-      this.t1('reshapeAndCache');
-
-      this.t0();
-      if (numPrefills > 0) {
-        be.prefillAttention({
-          ...attnBase,
-          out: attnOut.subarray(0, numPrefillTokens * qDim),
-          query: q.subarray(0, numPrefillTokens * qDim),
-          cache,
-          blockTables: blockTables.subarray(0, numPrefills * mbps),
-          maxBlocksPerSeq: mbps,
-          seqLens: seqLens.subarray(0, numPrefills),
-          queryStartLoc: qsl.subarray(0, numPrefills + 1),
-          numSeqs: numPrefills,
-        });
-      }
-      if (numDecodes > 0) {
-        be.pagedAttention({
-          ...attnBase,
-          out: attnOut.subarray(numPrefillTokens * qDim, T * qDim),
-          query: q.subarray(numPrefillTokens * qDim, T * qDim),
-          cache,
-          blockTables: blockTables.subarray(numPrefills * mbps, numSeqs * mbps),
-          maxBlocksPerSeq: mbps,
-          seqLens: seqLens.subarray(numPrefills, numSeqs),
-          numSeqs: numDecodes,
-        });
-      }
-      this.t1('attention');
-
-      this.t0();
-      be.matmul(proj, attnOut, w.wo, T);
-      this.t1('matmul.o');
-      this.t0();
+  /**
+   * One layer's attention half, in place on hidden [T, dim]: RMSNorm → q/k/v → q/k norm → RoPE → reshapeAndCache →
+   * prefill / paged attention → o-proj → residual; leaves RMSNorm(hidden) for the MLP in the `normed` buffer.
+   */
+  private attentionLayer(w: LayerWeights, cache: KvCacheLayer, m: StagedBatch, hidden: Float32Array): void {
+    const be = this.backend;
+    const c = this.config;
+    const { dim, numHeads, numKvHeads, headSize, normEps: eps } = c;
+    const { qDim } = this;
+    const T = m.numTokens;
+    const normed = this.acts.normed.subarray(0, T * dim);
+    const proj = this.acts.proj.subarray(0, T * dim);
+    const attnOut = this.acts.attnOut.subarray(0, T * qDim);
+    this.timed('rmsNorm', () => be.rmsNorm(normed, hidden, w.attnNorm, T, dim, eps));
+    const [q, k, v] = this.qkvProjection(w, normed, T, m.fuse);
+    const { qNorm, kNorm } = w;
+    if (qNorm && kNorm) {
+      this.timed('qkNorm', () => {
+        be.rmsNorm(q, q, qNorm, T * numHeads, headSize, eps);
+        be.rmsNorm(k, k, kNorm, T * numKvHeads, headSize, eps);
+      });
+    }
+    this.timed('rope', () => {
+      be.rope(q, m.positions, T, numHeads, headSize, this.rope.cosSin, this.rope.rotaryDim, c.ropeStyle);
+      be.rope(k, m.positions, T, numKvHeads, headSize, this.rope.cosSin, this.rope.rotaryDim, c.ropeStyle);
+    });
+    this.timed('reshapeAndCache', () => be.reshapeAndCache(k, v, cache, m.slots, T));
+    this.timed('attention', () => this.attention(m, q, cache, attnOut));
+    this.timed('matmul.o', () => be.matmul(proj, attnOut, w.wo, T));
+    this.timed('add+rmsNorm', () => {
       be.add(hidden, hidden, proj, T * dim);
       be.rmsNorm(normed, hidden, w.ffnNorm, T, dim, eps);
-      this.t1('add+rmsNorm');
+    });
+  }
 
-      this.t0();
-      if (fuse && w.wGateUp) {
-        const gateUp = a.gateUp.subarray(0, T * 2 * hiddenDim);
-        be.matmul(gateUp, normed, w.wGateUp, T);
-        this.t1('matmul.gateUp');
-        if (T === 1) {
-          this.t0();
-          be.siluMul(act, gateUp.subarray(0, hiddenDim), gateUp.subarray(hiddenDim, 2 * hiddenDim), hiddenDim);
-          this.t1('siluMul');
-        } else {
-          this.t0();
-          const gate = a.gate.subarray(0, T * hiddenDim);
-          const up = a.up.subarray(0, T * hiddenDim);
+  /** Attention of q over the cache: prefills (the first numPrefills sequences) and decodes (the rest) → out. */
+  private attention(m: StagedBatch, q: Float32Array, cache: KvCacheLayer, out: Float32Array): void {
+    const c = this.config;
+    const { qDim } = this;
+    const mbps = m.maxBlocksPerSeq;
+    const { numPrefills, numSeqs, numPrefillTokens } = m;
+    const T = m.numTokens;
+    const base = {
+      numHeads: c.numHeads, numKvHeads: c.numKvHeads, headSize: c.headSize, scale: this.scale,
+      slidingWindow: c.slidingWindow, cache, maxBlocksPerSeq: mbps,
+    };
+    if (numPrefills > 0) {
+      this.backend.prefillAttention({
+        ...base,
+        out: out.subarray(0, numPrefillTokens * qDim),
+        query: q.subarray(0, numPrefillTokens * qDim),
+        blockTables: m.blockTables.subarray(0, numPrefills * mbps),
+        seqLens: m.seqLens.subarray(0, numPrefills),
+        queryStartLoc: m.queryStartLoc.subarray(0, numPrefills + 1),
+        numSeqs: numPrefills,
+      });
+    }
+    if (numSeqs > numPrefills) {
+      this.backend.pagedAttention({
+        ...base,
+        out: out.subarray(numPrefillTokens * qDim, T * qDim),
+        query: q.subarray(numPrefillTokens * qDim, T * qDim),
+        blockTables: m.blockTables.subarray(numPrefills * mbps, numSeqs * mbps),
+        seqLens: m.seqLens.subarray(numPrefills, numSeqs),
+        numSeqs: numSeqs - numPrefills,
+      });
+    }
+  }
+
+  /** One layer's MLP half, in place on hidden [T, dim]: silu(gate)·up → down → residual, from the `normed` buffer. */
+  private mlpLayer(w: LayerWeights, T: number, fuse: boolean, hidden: Float32Array): void {
+    const be = this.backend;
+    const a = this.acts;
+    const { dim, hiddenDim } = this.config;
+    const normed = a.normed.subarray(0, T * dim);
+    const proj = a.proj.subarray(0, T * dim);
+    const act = a.act.subarray(0, T * hiddenDim);
+    const wGateUp = w.wGateUp;
+    if (fuse && wGateUp) {
+      const gateUp = a.gateUp.subarray(0, T * 2 * hiddenDim);
+      this.timed('matmul.gateUp', () => be.matmul(gateUp, normed, wGateUp, T));
+      if (T === 1) {
+        this.timed('siluMul', () =>
+          be.siluMul(act, gateUp.subarray(0, hiddenDim), gateUp.subarray(hiddenDim, 2 * hiddenDim), hiddenDim));
+      } else {
+        const gate = a.gate.subarray(0, T * hiddenDim);
+        const up = a.up.subarray(0, T * hiddenDim);
+        this.timed('split', () => {
           for (let t = 0; t < T; t++) {
             const row = t * 2 * hiddenDim;
             gate.set(gateUp.subarray(row, row + hiddenDim), t * hiddenDim);
             up.set(gateUp.subarray(row + hiddenDim, row + 2 * hiddenDim), t * hiddenDim);
           }
-          this.t1('split');
-          this.t0();
-          be.siluMul(act, gate, up, T * hiddenDim);
-          this.t1('siluMul');
-        }
-      } else {
-        const gate = a.gate.subarray(0, T * hiddenDim);
-        const up = a.up.subarray(0, T * hiddenDim);
+        });
+        this.timed('siluMul', () => be.siluMul(act, gate, up, T * hiddenDim));
+      }
+    } else {
+      const gate = a.gate.subarray(0, T * hiddenDim);
+      const up = a.up.subarray(0, T * hiddenDim);
+      this.timed('matmul.gateUp', () => {
         be.matmul(gate, normed, w.wGate, T);
         be.matmul(up, normed, w.wUp, T);
-        this.t1('matmul.gateUp');
-        this.t0();
-        be.siluMul(act, gate, up, T * hiddenDim);
-        this.t1('siluMul');
-      }
-      this.t0();
-      be.matmul(proj, act, w.wDown, T);
-      this.t1('matmul.down');
-      this.t0();
-      be.add(hidden, hidden, proj, T * dim);
-      this.t1('add');
+      });
+      this.timed('siluMul', () => be.siluMul(act, gate, up, T * hiddenDim));
     }
+    this.timed('matmul.down', () => be.matmul(proj, act, w.wDown, T));
+    this.timed('add', () => be.add(hidden, hidden, proj, T * dim));
+  }
 
-    // Final norm and LM head only for the rows that will be sampled.
+  /** Final RMSNorm and LM head for the sampled rows only → logits [S, vocabSize] (an arena view). */
+  private lmHead(sampleIndices: Int32Array, hidden: Float32Array): Float32Array {
+    const c = this.config;
+    const dim = c.dim;
+    const S = sampleIndices.length;
     const logits = this.samples.logits.subarray(0, S * c.vocabSize);
     if (S === 0) return logits;
-    this.t0();
     const sampled = this.samples.sampled.subarray(0, S * dim);
-    for (let j = 0; j < S; j++) {
-      const i = batch.sampleIndices[j];
-      sampled.set(hidden.subarray(i * dim, (i + 1) * dim), j * dim);
-    }
-    be.rmsNorm(sampled, sampled, this.weights.outputNorm, S, dim, eps);
-    this.t1('finalNorm');
-    this.t0();
-    be.matmul(logits, sampled, this.weights.output, S);
-    this.t1('matmul.lmHead');
+    this.timed('finalNorm', () => {
+      for (let j = 0; j < S; j++) {
+        const i = sampleIndices[j];
+        sampled.set(hidden.subarray(i * dim, (i + 1) * dim), j * dim);
+      }
+      this.backend.rmsNorm(sampled, sampled, this.weights.outputNorm, S, dim, c.normEps);
+    });
+    this.timed('matmul.lmHead', () => this.backend.matmul(logits, sampled, this.weights.output, S));
     return logits;
   }
 
@@ -347,42 +374,45 @@ export class LlamaModel implements CausalLM {
     const be = this.backend;
     const a = this.acts;
     const { qDim, kvDim } = this;
-    this.t0();
-    if (fuse && w.wqkv) {
+    const wqkv = w.wqkv;
+    if (fuse && wqkv) {
       const width = qDim + 2 * kvDim;
       const qkv = a.qkv.subarray(0, T * width);
-      be.matmul(qkv, normed, w.wqkv, T, w.bqkv);
-      this.t1('matmul.qkv');
+      this.timed('matmul.qkv', () => be.matmul(qkv, normed, wqkv, T, w.bqkv));
       if (T === 1) return [qkv.subarray(0, qDim), qkv.subarray(qDim, qDim + kvDim), qkv.subarray(qDim + kvDim, width)];
-      this.t0();
       const q = a.q.subarray(0, T * qDim);
       const k = a.k.subarray(0, T * kvDim);
       const v = a.v.subarray(0, T * kvDim);
-      for (let t = 0; t < T; t++) {
-        const row = t * width;
-        q.set(qkv.subarray(row, row + qDim), t * qDim);
-        k.set(qkv.subarray(row + qDim, row + qDim + kvDim), t * kvDim);
-        v.set(qkv.subarray(row + qDim + kvDim, row + width), t * kvDim);
-      }
-      this.t1('split');
+      this.timed('split', () => {
+        for (let t = 0; t < T; t++) {
+          const row = t * width;
+          q.set(qkv.subarray(row, row + qDim), t * qDim);
+          k.set(qkv.subarray(row + qDim, row + qDim + kvDim), t * kvDim);
+          v.set(qkv.subarray(row + qDim + kvDim, row + width), t * kvDim);
+        }
+      });
       return [q, k, v];
     }
     const q = a.q.subarray(0, T * qDim);
     const k = a.k.subarray(0, T * kvDim);
     const v = a.v.subarray(0, T * kvDim);
-    be.matmul(q, normed, w.wq, T, w.bq);
-    be.matmul(k, normed, w.wk, T, w.bk);
-    be.matmul(v, normed, w.wv, T, w.bv);
-    this.t1('matmul.qkv');
+    this.timed('matmul.qkv', () => {
+      be.matmul(q, normed, w.wq, T, w.bq);
+      be.matmul(k, normed, w.wk, T, w.bk);
+      be.matmul(v, normed, w.wv, T, w.bv);
+    });
     return [q, k, v];
   }
 
-  private t0(): void {
-    if (this.profiling) this.tStart = performance.now();
-  }
-
-  private t1(op: string): void {
-    if (this.profiling) this.profile.set(op, (this.profile.get(op) ?? 0) + performance.now() - this.tStart);
+  /** Runs `fn`; with `options.profile`, adds its wall time in ms to profile[op]. */
+  private timed(op: string, fn: () => void): void {
+    if (!this.profiling) {
+      fn();
+      return;
+    }
+    const t = performance.now();
+    fn();
+    this.profile.set(op, (this.profile.get(op) ?? 0) + performance.now() - t);
   }
 
   /** Checks every index the kernels will follow, so a bad batch fails here with a message instead of in a kernel. */

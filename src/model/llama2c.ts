@@ -30,7 +30,7 @@ export interface Llama2cHeader {
 }
 
 /** Bytes of the legacy header. */
-export const LLAMA2C_HEADER_BYTES = 28;
+const LLAMA2C_HEADER_BYTES = 28;
 /** "ak42": the magic of llama2.c's newer export versions (1, 2), which this reader does not handle. */
 const LLAMA2C_V1_MAGIC = 0x616b3432;
 
@@ -64,7 +64,7 @@ export function readLlama2cHeader(path: string): Llama2cHeader {
 }
 
 /** The ModelConfig of a llama2.c checkpoint: architecture llama, interleaved RoPE, theta 1e4, eps 1e-5, BOS 1, EOS 2. */
-export function llama2cModelConfig(h: Llama2cHeader): ModelConfig {
+function llama2cModelConfig(h: Llama2cHeader): ModelConfig {
   return {
     architecture: 'llama',
     dim: h.dim,
@@ -90,7 +90,7 @@ export function llama2cModelConfig(h: Llama2cHeader): ModelConfig {
  * The tensor table of a llama2.c checkpoint under GGUF names (w1 → ffn_gate, w3 → ffn_up, w2 → ffn_down), each a
  * slice of the stacked arrays, all f32. Throws TruncatedFileError naming the first tensor that runs past the end.
  */
-export function llama2cTensors(path: string, h: Llama2cHeader, fileSize: number): TensorInfo[] {
+function llama2cTensors(path: string, h: Llama2cHeader, fileSize: number): TensorInfo[] {
   const { dim, hiddenDim, numLayers: L, vocabSize } = h;
   const headSize = dim / h.numHeads;
   const kvDim = h.numKvHeads * headSize;

@@ -88,86 +88,94 @@ export async function loadModelWeights(
   read: TensorReader,
   options: LoadWeightsOptions = {},
 ): Promise<ModelWeights> {
+  const plan = planWeights(config, tensors, options.modelPath);
+  const loader = new ArenaLoader(arena, read, plan.totalBytes, options.onProgress);
+  const tokenEmbedding = await loader.matrix(plan.embedding);
+  const layers: LayerWeights[] = [];
+  for (const p of plan.layers) layers.push(await loader.layer(p));
+  const outputNorm = await loader.vector(plan.outputNorm);
+  const output = plan.output ? await loader.matrix(plan.output) : tokenEmbedding;
+  return { tokenEmbedding, layers, outputNorm, output, bytes: loader.bytes };
+}
+
+/** Tensors loaded back to back into one allocation, and their rows (a stacked matrix such as q/k/v). */
+interface MatrixGroup {
+  readonly tensors: readonly TensorInfo[];
+  readonly rows: readonly number[];
+  readonly cols: number;
+}
+
+/** The tensors of one layer, checked and ready to read. */
+interface LayerPlan {
+  attnNorm: TensorInfo; qkv: MatrixGroup; bias?: readonly TensorInfo[]; qNorm?: TensorInfo; kNorm?: TensorInfo;
+  wo: TensorInfo; ffnNorm: TensorInfo; gateUp: MatrixGroup; down: TensorInfo;
+}
+
+/** Every tensor of a model, checked against the config before any byte is read; totalBytes to read. */
+interface WeightsPlan {
+  readonly embedding: TensorInfo;
+  readonly outputNorm: TensorInfo;
+  readonly output: TensorInfo | undefined;
+  readonly layers: readonly LayerPlan[];
+  readonly totalBytes: number;
+}
+
+/**
+ * Finds and checks every tensor the config implies (names, shapes, byte lengths, q8_0 rows of whole blocks) and
+ * that no tensor is left over, so shape errors come before any reading and progress knows the total.
+ * @throws as {@link loadModelWeights}.
+ */
+function planWeights(config: ModelConfig, tensors: readonly TensorInfo[], modelPath: string | undefined): WeightsPlan {
   const byName = new Map<string, TensorInfo>();
   for (const t of tensors) {
-    if (byName.has(t.name)) throw new ModelFormatError({ file: options.modelPath ?? t.file, tensor: t.name }, 'appears twice in the tensor table');
+    if (byName.has(t.name)) throw new ModelFormatError({ file: modelPath ?? t.file, tensor: t.name }, 'appears twice in the tensor table');
     byName.set(t.name, t);
   }
   const used = new Set<string>();
-  const where = (t: TensorInfo): string => options.modelPath ?? t.file;
-  const fileName = options.modelPath ?? tensors[0]?.file ?? '<model>';
+  const where = (t: TensorInfo): string => modelPath ?? t.file;
+  const fileName = modelPath ?? tensors[0]?.file ?? '<model>';
+  const get = (e: Expected): TensorInfo => {
+    const t = byName.get(e.name);
+    if (t === undefined) throw new MissingTensorError({ file: fileName, tensor: e.name });
+    used.add(e.name);
+    checkTensor(t, e, where(t));
+    return t;
+  };
+  const vec = (name: string, len: number): TensorInfo => get({ name, shape: [len] });
+  const mat = (name: string, rows: number, cols: number): TensorInfo => get({ name, shape: [rows, cols] });
 
   const { dim, hiddenDim, numHeads, numKvHeads, headSize, vocabSize } = config;
   const qDim = numHeads * headSize;
   const kvDim = numKvHeads * headSize;
-
-  const get = (e: Expected, optional = false): TensorInfo | undefined => {
-    const t = byName.get(e.name);
-    if (t === undefined) {
-      if (optional) return undefined;
-      throw new MissingTensorError({ file: fileName, tensor: e.name });
-    }
-    used.add(e.name);
-    const shape = t.shape;
-    if (shape.length !== e.shape.length || shape.some((d, i) => d !== e.shape[i])) {
-      throw new TensorShapeError({ file: where(t), tensor: t.name }, e.shape, t.shape);
-    }
-    const cols = e.shape[e.shape.length - 1];
-    const rows = e.shape.length === 2 ? e.shape[0] : 1;
-    if (t.dtype === 'q8_0' && cols % 32 !== 0) {
-      throw new ModelFormatError({ file: where(t), tensor: t.name, field: 'dtype' },
-        `q8_0 needs rows of whole 32-value blocks, but the row length is ${cols}`);
-    }
-    const expectedBytes = weightBytes({ dtype: t.dtype, rows, cols });
-    if (t.byteLength !== expectedBytes) {
-      throw new ModelFormatError({ file: where(t), tensor: t.name, field: 'byteLength' },
-        `${t.byteLength} bytes, but ${t.dtype} [${t.shape.join(', ')}] takes ${expectedBytes}`);
-    }
-    return t;
-  };
-
-  // Plan every tensor first so progress knows the total and shape errors come before any reading.
-  interface MatrixGroup { readonly tensors: readonly TensorInfo[]; readonly rows: readonly number[]; readonly cols: number }
-  const vec = (name: string, len: number, optional = false): TensorInfo | undefined => get({ name, shape: [len] }, optional);
-  const mat = (name: string, rows: number, cols: number, optional = false): TensorInfo | undefined =>
-    get({ name, shape: [rows, cols] }, optional);
-
-  const embT = mat('token_embd.weight', vocabSize, dim)!;
-  const outNormT = vec('output_norm.weight', dim)!;
-  const outT = config.tiedEmbeddings ? undefined : mat('output.weight', vocabSize, dim)!;
+  const embedding = mat('token_embd.weight', vocabSize, dim);
+  const outputNorm = vec('output_norm.weight', dim);
+  const output = config.tiedEmbeddings ? undefined : mat('output.weight', vocabSize, dim);
   if (config.tiedEmbeddings && byName.has('output.weight')) {
     throw new ModelFormatError({ file: fileName, tensor: 'output.weight' }, 'present, but the config says embeddings are tied');
   }
-
-  interface LayerPlan {
-    attnNorm: TensorInfo; qkv: MatrixGroup; bias?: readonly TensorInfo[]; qNorm?: TensorInfo; kNorm?: TensorInfo;
-    wo: TensorInfo; ffnNorm: TensorInfo; gateUp: MatrixGroup; down: TensorInfo;
-  }
-  const plans: LayerPlan[] = [];
+  const layers: LayerPlan[] = [];
   for (let l = 0; l < config.numLayers; l++) {
     const p = `blk.${l}.`;
-    const q = mat(`${p}attn_q.weight`, qDim, dim)!;
-    const k = mat(`${p}attn_k.weight`, kvDim, dim)!;
-    const v = mat(`${p}attn_v.weight`, kvDim, dim)!;
+    const q = mat(`${p}attn_q.weight`, qDim, dim);
+    const k = mat(`${p}attn_k.weight`, kvDim, dim);
+    const v = mat(`${p}attn_v.weight`, kvDim, dim);
     const plan: LayerPlan = {
-      attnNorm: vec(`${p}attn_norm.weight`, dim)!,
+      attnNorm: vec(`${p}attn_norm.weight`, dim),
       qkv: { tensors: [q, k, v], rows: [qDim, kvDim, kvDim], cols: dim },
-      wo: mat(`${p}attn_output.weight`, dim, qDim)!,
-      ffnNorm: vec(`${p}ffn_norm.weight`, dim)!,
+      wo: mat(`${p}attn_output.weight`, dim, qDim),
+      ffnNorm: vec(`${p}ffn_norm.weight`, dim),
       gateUp: {
-        tensors: [mat(`${p}ffn_gate.weight`, hiddenDim, dim)!, mat(`${p}ffn_up.weight`, hiddenDim, dim)!],
+        tensors: [mat(`${p}ffn_gate.weight`, hiddenDim, dim), mat(`${p}ffn_up.weight`, hiddenDim, dim)],
         rows: [hiddenDim, hiddenDim], cols: dim,
       },
-      down: mat(`${p}ffn_down.weight`, dim, hiddenDim)!,
+      down: mat(`${p}ffn_down.weight`, dim, hiddenDim),
     };
-    if (config.qkvBias) {
-      plan.bias = [vec(`${p}attn_q.bias`, qDim)!, vec(`${p}attn_k.bias`, kvDim)!, vec(`${p}attn_v.bias`, kvDim)!];
-    }
+    if (config.qkvBias) plan.bias = [vec(`${p}attn_q.bias`, qDim), vec(`${p}attn_k.bias`, kvDim), vec(`${p}attn_v.bias`, kvDim)];
     if (config.qkNorm) {
-      plan.qNorm = vec(`${p}attn_q_norm.weight`, headSize)!;
-      plan.kNorm = vec(`${p}attn_k_norm.weight`, headSize)!;
+      plan.qNorm = vec(`${p}attn_q_norm.weight`, headSize);
+      plan.kNorm = vec(`${p}attn_k_norm.weight`, headSize);
     }
-    plans.push(plan);
+    layers.push(plan);
   }
   // Every tensor must be used: a left-over one (e.g. llama.cpp's rope_freqs.weight, which the GGUF reader drops
   // only once it has turned it into config.ropeScaling) means the config does not describe the file.
@@ -178,89 +186,120 @@ export async function loadModelWeights(
         `(qkvBias=${config.qkvBias}, qkNorm=${config.qkNorm}, tied=${config.tiedEmbeddings})`);
     }
   }
+  let totalBytes = 0;
+  for (const name of used) totalBytes += byName.get(name)!.byteLength;
+  return { embedding, outputNorm, output, layers, totalBytes };
+}
 
-  let total = 0;
-  for (const name of used) total += byName.get(name)!.byteLength;
-  let loaded = 0;
-  let bytes = 0;
-  const progress = (t: TensorInfo): void => {
-    loaded += t.byteLength;
-    options.onProgress?.(loaded, total);
-  };
+/** Checks one tensor's shape, q8_0 row length and byte length against what the config implies. */
+function checkTensor(t: TensorInfo, e: Expected, file: string): void {
+  const shape = t.shape;
+  if (shape.length !== e.shape.length || shape.some((d, i) => d !== e.shape[i])) {
+    throw new TensorShapeError({ file, tensor: t.name }, e.shape, t.shape);
+  }
+  const cols = e.shape[e.shape.length - 1];
+  const rows = e.shape.length === 2 ? e.shape[0] : 1;
+  if (t.dtype === 'q8_0' && cols % 32 !== 0) {
+    throw new ModelFormatError({ file, tensor: t.name, field: 'dtype' },
+      `q8_0 needs rows of whole 32-value blocks, but the row length is ${cols}`);
+  }
+  const expectedBytes = weightBytes({ dtype: t.dtype, rows, cols });
+  if (t.byteLength !== expectedBytes) {
+    throw new ModelFormatError({ file, tensor: t.name, field: 'byteLength' },
+      `${t.byteLength} bytes, but ${t.dtype} [${t.shape.join(', ')}] takes ${expectedBytes}`);
+  }
+}
 
-  const loadMatrix = async (t: TensorInfo): Promise<Weight> => {
-    const data = arena.allocBytes(t.byteLength, 64);
-    await read(t, data);
-    bytes += t.byteLength;
-    progress(t);
+/** Reads planned tensors straight into their arena bytes, counting bytes placed and reporting progress. */
+class ArenaLoader {
+  /** Arena bytes the weights occupy. */
+  bytes = 0;
+  private loaded = 0;
+
+  constructor(private readonly arena: Arena, private readonly read: TensorReader, private readonly totalBytes: number,
+    private readonly onProgress: LoadWeightsOptions['onProgress']) {}
+
+  /** A matrix in its own 64-byte-aligned allocation, dtype kept. */
+  async matrix(t: TensorInfo): Promise<Weight> {
+    const data = this.arena.allocBytes(t.byteLength, 64);
+    await this.read(t, data);
+    this.bytes += t.byteLength;
+    this.progress(t);
     return { dtype: t.dtype, rows: t.shape[0], cols: t.shape[1], data };
-  };
-  /** Loads tensors of one dtype back to back into one allocation; returns the parts and the stacked weight. */
-  const loadGroup = async (g: MatrixGroup): Promise<{ parts: Weight[]; stacked?: Weight }> => {
+  }
+
+  /** Tensors of one dtype back to back in one allocation: the parts and the stacked weight (parts only for mixed dtypes). */
+  async group(g: MatrixGroup): Promise<{ parts: Weight[]; stacked?: Weight }> {
     const dtype = g.tensors[0].dtype;
     if (!g.tensors.every((t) => t.dtype === dtype)) {
       const parts: Weight[] = [];
-      for (const t of g.tensors) parts.push(await loadMatrix(t));
+      for (const t of g.tensors) parts.push(await this.matrix(t));
       return { parts };
     }
     const totalBytes = g.tensors.reduce((s, t) => s + t.byteLength, 0);
-    const region = arena.allocBytes(totalBytes, 64);
+    const region = this.arena.allocBytes(totalBytes, 64);
     const parts: Weight[] = [];
     let off = 0;
     for (let i = 0; i < g.tensors.length; i++) {
       const t = g.tensors[i];
       const data = region.subarray(off, off + t.byteLength);
-      await read(t, data);
+      await this.read(t, data);
       off += t.byteLength;
-      progress(t);
+      this.progress(t);
       parts.push({ dtype, rows: g.rows[i], cols: g.cols, data });
     }
-    bytes += totalBytes;
+    this.bytes += totalBytes;
     const rows = g.rows.reduce((s, r) => s + r, 0);
     return { parts, stacked: { dtype, rows, cols: g.cols, data: region } };
-  };
-  const loadVectors = async (ts: readonly TensorInfo[]): Promise<{ parts: Float32Array[]; stacked: Float32Array }> => {
+  }
+
+  /** 1-D tensors decoded to f32, back to back in one allocation: the parts and the stacked vector. */
+  async vectors(ts: readonly TensorInfo[]): Promise<{ parts: Float32Array[]; stacked: Float32Array }> {
     const lens = ts.map((t) => t.shape[t.shape.length - 1]);
-    const stacked = arena.allocF32(lens.reduce((s, n) => s + n, 0));
+    const stacked = this.arena.allocF32(lens.reduce((s, n) => s + n, 0));
     const parts: Float32Array[] = [];
     let off = 0;
     for (let i = 0; i < ts.length; i++) {
       const t = ts[i];
       const raw = new Uint8Array(t.byteLength);
-      await read(t, raw);
+      await this.read(t, raw);
       const out = stacked.subarray(off, off + lens[i]);
       decodeWeightRow({ dtype: t.dtype, rows: 1, cols: lens[i], data: raw }, 0, out);
       parts.push(out);
       off += lens[i];
-      progress(t);
+      this.progress(t);
     }
-    bytes += stacked.byteLength;
+    this.bytes += stacked.byteLength;
     return { parts, stacked };
-  };
-  const loadVector = async (t: TensorInfo): Promise<Float32Array> => (await loadVectors([t])).parts[0];
+  }
 
-  const tokenEmbedding = await loadMatrix(embT);
-  const layers: LayerWeights[] = [];
-  for (const p of plans) {
-    const attnNorm = await loadVector(p.attnNorm);
-    const qkv = await loadGroup(p.qkv);
-    const bias = p.bias ? await loadVectors(p.bias) : undefined;
-    const qNorm = p.qNorm ? await loadVector(p.qNorm) : undefined;
-    const kNorm = p.kNorm ? await loadVector(p.kNorm) : undefined;
-    const wo = await loadMatrix(p.wo);
-    const ffnNorm = await loadVector(p.ffnNorm);
-    const gateUp = await loadGroup(p.gateUp);
-    const wDown = await loadMatrix(p.down);
-    layers.push({
+  async vector(t: TensorInfo): Promise<Float32Array> {
+    return (await this.vectors([t])).parts[0];
+  }
+
+  /** One layer's weights, in the order the plan lists them. */
+  async layer(p: LayerPlan): Promise<LayerWeights> {
+    const attnNorm = await this.vector(p.attnNorm);
+    const qkv = await this.group(p.qkv);
+    const bias = p.bias ? await this.vectors(p.bias) : undefined;
+    const qNorm = p.qNorm ? await this.vector(p.qNorm) : undefined;
+    const kNorm = p.kNorm ? await this.vector(p.kNorm) : undefined;
+    const wo = await this.matrix(p.wo);
+    const ffnNorm = await this.vector(p.ffnNorm);
+    const gateUp = await this.group(p.gateUp);
+    const wDown = await this.matrix(p.down);
+    return {
       attnNorm,
       wq: qkv.parts[0], wk: qkv.parts[1], wv: qkv.parts[2], wqkv: qkv.stacked,
       bq: bias?.parts[0], bk: bias?.parts[1], bv: bias?.parts[2], bqkv: bias?.stacked,
       qNorm, kNorm, wo, ffnNorm,
       wGate: gateUp.parts[0], wUp: gateUp.parts[1], wGateUp: gateUp.stacked,
       wDown,
-    });
+    };
   }
-  const outputNorm = await loadVector(outNormT);
-  const output = outT ? await loadMatrix(outT) : tokenEmbedding;
-  return { tokenEmbedding, layers, outputNorm, output, bytes };
+
+  private progress(t: TensorInfo): void {
+    this.loaded += t.byteLength;
+    this.onProgress?.(this.loaded, this.totalBytes);
+  }
 }

@@ -155,9 +155,6 @@ export interface ChatLogprobContent extends ChatLogprobEntry {
   top_logprobs: ChatLogprobEntry[];
 }
 
-/** Why a choice stopped: `stop` (EOS, a stop string or stop token), `length` (max_tokens or the context), `abort`. */
-export type FinishReason = 'stop' | 'length' | 'abort';
-
 // ---------------------------------------------------------------------------------------------------------------
 // JSON schemas (draft-07, checked by fastify's ajv with type coercion off).
 

@@ -125,7 +125,7 @@ for (const threads of [1, 2]) {
       }
     });
 
-    it('rmsNorm, siluMul, add, softmax match the reference (including in-place)', () => {
+    it('rmsNorm, siluMul, add match the reference (including in-place)', () => {
       const r = rng(11 + threads);
       for (const [m, dim] of [[1, 5], [3, 64], [1, 576], [300, 576], [2, 1027]]) {
         const x = randomF32(r, m * dim, 3);
@@ -149,32 +149,8 @@ for (const threads of [1, 2]) {
         const aa = toArena(be.arena, g);
         be.add(aa, aa, toArena(be.arena, u), n);
         expect(maxAbsDiff(aa, aw)).toBe(0);
-
-        const sx = randomF32(r, n, 30);
-        const smw = sx.slice();
-        ref.softmax(smw, m, dim);
-        const smg = toArena(be.arena, sx);
-        be.softmax(smg, m, dim);
-        expectClose(smg, smw, (i) => 3e-6 * smw[i] + 1e-9, `softmax ${m}x${dim}`);
       }
       expect(() => be.add(be.arena.allocF32(4), be.arena.allocF32(4), new Float32Array(4), 4)).toThrow(KernelError);
-    });
-
-    it('argmax returns the first index of the row maximum', () => {
-      const r = rng(13 + threads);
-      for (const [m, n] of [[1, 1], [1, 7], [4, 100], [8, 49152 / 8], [3, 50001]]) {
-        const x = randomF32(r, m * n);
-        for (let i = 0; i < m; i++) if (r() < 0.5 && n > 3) { // a tie: the first occurrence must win
-          const a = randInt(r, 0, n - 2);
-          x[i * n + a] = 5;
-          x[i * n + randInt(r, a + 1, n - 1)] = 5;
-        }
-        const want = new Int32Array(m);
-        ref.argmax(want, x, m, n);
-        const got = be.arena.allocI32(m);
-        be.argmax(got, toArena(be.arena, x), m, n);
-        expect(Array.from(got)).toEqual(Array.from(want));
-      }
     });
 
     it.each(['half', 'interleaved'] as const)('rope (%s) matches the reference, with partial rotary dims', (style) => {

@@ -1,9 +1,8 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  Q8_0_BLOCK_BYTES, bf16BitsToF32, dequantizeQ8_0, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits, quantizeQ8_0,
-} from '../../src/model/gguf-quant.js';
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/kernels/half.js';
+import { Q8_0_BLOCK_BYTES, dequantizeQ8_0, quantizeQ8_0 } from '../../src/kernels/weight-codec.js';
 
 // Reference encodings produced by llama.cpp's own C functions (see test/fixtures/ggml/make-ggml-reference.py).
 const ref = JSON.parse(readFileSync(new URL('../fixtures/ggml/ggml-reference.json', import.meta.url), 'utf8')) as {
@@ -23,7 +22,7 @@ describe('Q8_0 quantisation', () => {
         const x = Float32Array.from(block);
         const bytes = quantizeQ8_0(x);
         expect(bytes.length).toBe(Q8_0_BLOCK_BYTES);
-        const d = f16BitsToF32(bytes[0] | (bytes[1] << 8));
+        const d = f16ToF32(bytes[0] | (bytes[1] << 8));
         const amax = Math.max(...x.map(Math.abs));
         const q = new Int8Array(bytes.buffer, 2, 32);
         if (amax > 0 && d > 0) {
@@ -44,7 +43,7 @@ describe('Q8_0 quantisation', () => {
     const x = new Float32Array(32);
     x[31] = -1.0020040799799068e-30;
     const bytes = quantizeQ8_0(x);
-    expect(f16BitsToF32(bytes[0] | (bytes[1] << 8))).toBe(0);
+    expect(f16ToF32(bytes[0] | (bytes[1] << 8))).toBe(0);
     expect(Array.from(dequantizeQ8_0(bytes, 32)).every((v) => v === 0)).toBe(true);
   });
 
@@ -53,7 +52,7 @@ describe('Q8_0 quantisation', () => {
     for (let i = 0; i < 64; i++) x[i] = i < 32 ? 1 : -2 * ((i % 32) + 1) / 32;
     const b = quantizeQ8_0(x);
     expect(b.length).toBe(68);
-    expect(f16BitsToF32(b[0] | (b[1] << 8))).toBe(f16BitsToF32(f32ToF16Bits(1 / 127)));
+    expect(f16ToF32(b[0] | (b[1] << 8))).toBe(f16ToF32(f32ToF16(1 / 127)));
     expect(new Int8Array(b.buffer, 2, 32).every((v) => v === 127)).toBe(true);
     expect(new Int8Array(b.buffer, 36, 32)[31]).toBe(-127);
   });
@@ -66,16 +65,16 @@ describe('Q8_0 quantisation', () => {
 describe('f16 and bf16', () => {
   it('match ggml_fp32_to_fp16 / ggml_fp32_to_bf16 on random values, exact ties and range limits', () => {
     ref.f32.forEach((v, i) => {
-      expect(f32ToF16Bits(v), `f16 of ${v}`).toBe(ref.f16_bits[i]);
-      expect(f32ToBf16Bits(v), `bf16 of ${v}`).toBe(ref.bf16_bits[i]);
+      expect(f32ToF16(v), `f16 of ${v}`).toBe(ref.f16_bits[i]);
+      expect(f32ToBf16(v), `bf16 of ${v}`).toBe(ref.bf16_bits[i]);
     });
   });
 
   it('round-trips every finite half and every bf16 exactly', () => {
     for (let h = 0; h < 0x10000; h++) {
       if ((h & 0x7c00) === 0x7c00) continue;
-      expect(f32ToF16Bits(f16BitsToF32(h))).toBe(h);
-      if ((h & 0x7f80) !== 0x7f80) expect(f32ToBf16Bits(bf16BitsToF32(h))).toBe(h);
+      expect(f32ToF16(f16ToF32(h))).toBe(h);
+      if ((h & 0x7f80) !== 0x7f80) expect(f32ToBf16(bf16ToF32(h))).toBe(h);
     }
   });
 });
