@@ -175,8 +175,9 @@ export function toOpenAIError(err: unknown, classify?: (err: unknown) => OpenAIE
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
     return new OpenAIError(e.statusCode, 'invalid_request_error', e.message ?? 'bad request');
   }
-  const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-  return new InternalServerError(message);
+  // The message says what failed; class names are for the server's log, not the client.
+  const message = err instanceof Error ? err.message : String(err);
+  return new InternalServerError(`the server failed to complete the request: ${message}`);
 }
 
 /**
