@@ -41,7 +41,8 @@ export type PhysicalBlockPair = readonly [source: number, destination: number];
  * - Allocation: the first waiting sequence of a group allocates its prompt; the group's other waiting sequences
  *   fork that table (n > 1 sampling shares the prompt blocks).
  * - Admission (`canAllocate`): `NEVER` when the prompt could not fit in the GPU tier even empty
- *   (`numGpuBlocks − required < watermarkBlocks`), `OK` when `free − required ≥ watermarkBlocks`, else `LATER`.
+ *   (`numGpuBlocks − required < watermarkBlocks`, the GPU block the sliding window's null block holds not
+ *   counted), `OK` when `free − required ≥ watermarkBlocks`, else `LATER`.
  *   With prefix caching, prompt blocks already cached in blocks in use cost nothing now (vLLM 0.6.3 counts them
  *   anyway; V1 credits them).
  * - Decode (`canAppendSlots`): the exact number of new blocks the running sequences need (new capacity plus
@@ -139,7 +140,7 @@ export class BlockSpaceManager {
     const seq = firstWaiting(seqGroup);
     const tokenIds = seq.getTokenIds();
     const numRequired = BlockTable.getNumRequiredBlocks(tokenIds.length, this.blockSize, numLookaheadSlots);
-    if (this.numTotalGpuBlocks - numRequired < this.watermarkBlocks) return AllocStatus.NEVER;
+    if (this.getNumUsableBlocks(Device.GPU) - numRequired < this.watermarkBlocks) return AllocStatus.NEVER;
     let numRequiredNow = numRequired;
     if (this.hasher !== null) {
       numRequiredNow -= this.blockAllocator.countCachedBlocksInUse(this.promptHashesOf(seq));
@@ -388,7 +389,7 @@ export class BlockSpaceManager {
     }
     needed += this.blockAllocator.getNumBlocksNeededToSwap(blocks, device);
     const watermarkBlocks = device === Device.GPU ? this.watermarkBlocks : 0;
-    if (this.blockAllocator.getNumTotalBlocks(device) < needed) return AllocStatus.NEVER;
+    if (this.getNumUsableBlocks(device) < needed) return AllocStatus.NEVER;
     if (this.blockAllocator.getNumFreeBlocks(device) - needed >= watermarkBlocks) return AllocStatus.OK;
     return AllocStatus.LATER;
   }
@@ -421,6 +422,15 @@ export class BlockSpaceManager {
     const hashes = computeBlockHashes(this.hasher!, tokenIds, this.blockSize, extraHash);
     this.promptHashes.set(seq.seqId, { numTokens: tokenIds.length, extraHash, hashes });
     return hashes;
+  }
+
+  /**
+   * Blocks of `device` a sequence could ever hold: all of them, less the GPU block the null block (sliding window)
+   * holds for the manager's lifetime. What the NEVER answers compare against.
+   */
+  private getNumUsableBlocks(device: Device): number {
+    const reserved = device === Device.GPU && this.blockAllocator.getNullBlock() !== null ? 1 : 0;
+    return this.blockAllocator.getNumTotalBlocks(device) - reserved;
   }
 
   /** Tokens of `seq` whose KV is computed: the sequence's own count, else every token already in its table. */

@@ -278,6 +278,17 @@ describe('BlockSpaceManager: sliding window', () => {
     expect(m.getNumFreeGpuBlocks()).toBe(31);
   });
 
+  it('answers NEVER, not LATER forever, for a prompt that needs the block the null block holds', () => {
+    const m = new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 5, numCpuBlocks: 0, slidingWindow: 8, watermark: 0 });
+    expect(m.getNumFreeGpuBlocks()).toBe(4);
+    expect(m.canAllocate(singleSeqGroup(1, range(20)))).toBe(AllocStatus.NEVER); // 5 blocks, 4 usable
+    const fits = singleSeqGroup(2, range(16));
+    expect(m.canAllocate(fits)).toBe(AllocStatus.OK); // 4 blocks
+    m.allocate(fits);
+    expect(m.getNumFreeGpuBlocks()).toBe(0);
+    expect(m.canAllocate(singleSeqGroup(3, range(1)))).toBe(AllocStatus.LATER);
+  });
+
   it('uses the sequence\'s computed-token count when it has one', () => {
     const m = new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 32, numCpuBlocks: 0, slidingWindow: 4 });
     const g = singleSeqGroup(1, range(40));
