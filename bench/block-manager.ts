@@ -18,6 +18,7 @@
  *   npx tsx bench/block-manager.ts --make-trace bench/traces/example.jsonl   # regenerates the example trace
  */
 import { readFileSync, writeFileSync } from 'node:fs';
+import { makeServingTrace, SERVING_TRACE_DEFAULTS, type ServingTraceOptions } from './serving-trace.js';
 import {
   AllocStatus, BlockSpaceManager, BlockTable, CpuGpuBlockAllocator, initHashing, SequenceStatus,
   type SequenceGroupLike, type SequenceLike,
@@ -352,6 +353,12 @@ function makeExampleTrace(): string {
   return lines.join('\n') + '\n';
 }
 
+/** The `--make-trace` flags that ask for a serving trace (bench/serving-trace.ts), and the option each sets. */
+const SERVING_TRACE_FLAGS: readonly (readonly [string, keyof ServingTraceOptions])[] = [
+  ['--requests', 'requests'], ['--running', 'running'], ['--prompt-mean', 'promptMean'],
+  ['--output-mean', 'outputMean'], ['--shared-prefix', 'sharedPrefixTokens'], ['--seed', 'seed'],
+];
+
 function argValue(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
   if (i < 0) return undefined;
@@ -377,8 +384,11 @@ async function main(): Promise<void> {
   await initHashing();
   const makeTrace = argValue(args, '--make-trace');
   if (makeTrace !== undefined) {
-    writeFileSync(makeTrace, makeExampleTrace());
-    console.log(`wrote ${makeTrace}`);
+    const serving = SERVING_TRACE_FLAGS.some(([flag]) => args.includes(flag));
+    const options: { -readonly [K in keyof ServingTraceOptions]: number } = { ...SERVING_TRACE_DEFAULTS };
+    for (const [flag, key] of SERVING_TRACE_FLAGS) options[key] = intArg(args, flag, options[key]);
+    writeFileSync(makeTrace, serving ? makeServingTrace(options) : makeExampleTrace());
+    console.log(`wrote ${makeTrace}${serving ? ` (serving trace ${JSON.stringify(options)})` : ''}`);
     return;
   }
   const trace = argValue(args, '--trace');
@@ -402,7 +412,7 @@ async function main(): Promise<void> {
     console.log(`trace ${trace}: ${ops.length} ops ${JSON.stringify(r0.counts)}`);
     console.log(`  block size ${opts.blockSize}, ${opts.numGpuBlocks} GPU blocks, caching ${opts.enableCaching ? 'on' : 'off'}`);
     console.log(`  total ${fmt(ms, 3)} ms (median of ${repeat} warm replays), ` +
-      `${fmt((ms * 1000) / ops.length, 3)} µs per operation; first (cold) replay ${fmt(cold.ms, 3)} ms`);
+      `${fmt((ms * 1e6) / ops.length, 1)} ns per operation; first (cold) replay ${fmt(cold.ms, 3)} ms`);
     console.log(`  refused: ${r0.refusedAllocations} allocations, ${r0.refusedAppends} appends; ` +
       `peak ${r0.peakUsedGpuBlocks} GPU blocks in use; ${r0.copies} copy-on-writes; ` +
       `prefix-cache hit rate ${r0.hitRate < 0 ? 'n/a' : fmt(r0.hitRate * 100, 1) + '%'}`);
@@ -423,7 +433,7 @@ async function main(): Promise<void> {
   }
   for (const caching of [false, true]) {
     const r = medianOf(runs, 1, () => decodeStepMs(caching).median);
-    console.log(`decode step, 256 running sequences (caching ${caching ? 'on ' : 'off'}): ${fmt(r, 4)} ms median`);
+    console.log(`decode step, 256 running sequences (caching ${caching ? 'on ' : 'off'}): ${fmt(r * 1000, 2)} µs median`);
   }
 }
 
