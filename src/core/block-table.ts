@@ -80,31 +80,38 @@ export class BlockTable {
    * when the prefix cache has it), the remaining tokens in one mutable block. A prompt of exactly k blocks gets k
    * immutable blocks and no tail. All or nothing. Throws {@link InvalidStateError} if the table already holds
    * blocks, {@link InvalidArgumentError} for an empty prompt or a bad token id, {@link NoFreeBlocksError}.
-   * `blockHashes` (prefix caching): the hashes of the prompt's full blocks if the caller already computed them.
+   * `blockHashes` (prefix caching): the hashes of the prompt's full blocks (or more) if the caller already computed
+   * them. `numTokens`: only the first `numTokens` of `tokenIds` get slots (default all; a chunked prefill's chunk).
    */
   allocate(
     tokenIds: readonly number[],
     device: Device = Device.GPU,
     extraHash: string | null = null,
     blockHashes?: readonly BlockHash[],
+    numTokens: number = tokenIds.length,
   ): void {
     if (this.blockList.length > 0) {
       throw new InvalidStateError('block table is already allocated; free it before allocating again');
     }
     assertTokenIds('tokenIds', tokenIds);
     if (tokenIds.length === 0) throw new InvalidArgumentError('cannot allocate a block table for 0 tokens');
+    if (!Number.isSafeInteger(numTokens) || numTokens < 1 || numTokens > tokenIds.length) {
+      throw new InvalidArgumentError(
+        `numTokens must be an integer in [1, ${tokenIds.length}] (the tokens given), got ${describe(numTokens)}`);
+    }
     const bs = this.blockSize;
-    const numFull = Math.floor(tokenIds.length / bs);
-    const tail = tokenIds.length - numFull * bs;
+    const numFull = Math.floor(numTokens / bs);
+    const tail = numTokens - numFull * bs;
     const needed = numFull + (tail > 0 ? 1 : 0);
     const alloc = this.allocator;
     if (alloc.allocatorType === 'naive' && needed > alloc.getNumFreeBlocks(device)) {
       throw new NoFreeBlocksError(
-        `cannot allocate ${needed} blocks on ${device} for ${tokenIds.length} tokens: ${alloc.getNumFreeBlocks(device)} free`);
+        `cannot allocate ${needed} blocks on ${device} for ${numTokens} tokens: ${alloc.getNumFreeBlocks(device)} free`);
     }
     const chunks: number[][] = [];
     for (let b = 0; b < numFull; b++) chunks.push(tokenIds.slice(b * bs, (b + 1) * bs));
-    const hashes = blockHashes !== undefined && blockHashes.length === numFull ? blockHashes : undefined;
+    const hashes = blockHashes === undefined || blockHashes.length < numFull ? undefined
+      : blockHashes.length === numFull ? blockHashes : blockHashes.slice(0, numFull);
     const blocks: Block[] = numFull > 0 ? alloc.allocateImmutableBlocks(null, chunks, device, extraHash, hashes) : [];
     if (tail > 0) {
       let block: Block;
@@ -114,11 +121,11 @@ export class BlockTable {
         for (let i = blocks.length - 1; i >= 0; i--) alloc.free(blocks[i]);
         throw err;
       }
-      block.appendTokenIdsRange(tokenIds, numFull * bs, tokenIds.length);
+      block.appendTokenIdsRange(tokenIds, numFull * bs, numTokens);
       blocks.push(block);
     }
     this.blockList.update(blocks);
-    this.numFullSlotsValue = tokenIds.length;
+    this.numFullSlotsValue = numTokens;
     this.numNullBlocks = 0;
   }
 

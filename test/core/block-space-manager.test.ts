@@ -175,6 +175,27 @@ describe('BlockSpaceManager: allocate, append, fork, free', () => {
   });
 });
 
+describe('BlockSpaceManager: chunk sizes as arguments', () => {
+  it('gives slots to exactly numNewTokens tokens per call (a chunked prefill), and refuses more than are unseen', () => {
+    const m = new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 16, numCpuBlocks: 0, watermark: 0 });
+    const g = singleSeqGroup(1, range(22));
+    expect(() => m.allocate(g, 23)).toThrow(/numNewTokens must be an integer in \[1, 22\]/);
+    m.allocate(g, 6);
+    running(g);
+    const s = g.seqs[0];
+    expect(m.getBlockTableObject(s).numFullSlots).toBe(6);
+    expect(m.getBlockTable(s).length).toBe(2);
+    expect(m.canAppendSlots(g, 0, 10)).toBe(true);
+    m.appendSlots(s, 0, 10);
+    expect(m.getBlockTableObject(s).numFullSlots).toBe(16);
+    expect(m.getBlockTable(s).length).toBe(4);
+    expect(() => m.appendSlots(s, 0, 7)).toThrow(/numNewTokens must be an integer in \[0, 6\]/);
+    m.appendSlots(s); // the rest
+    expect(m.getBlockTableObject(s).numFullSlots).toBe(22);
+    expect(m.getNumFreeGpuBlocks()).toBe(10);
+  });
+});
+
 describe('BlockSpaceManager: swapping', () => {
   for (const enableCaching of [false, true]) {
     it(`swaps a forked group out and back in, keeping tokens and sharing (${enableCaching ? 'caching' : 'naive'})`, () => {
