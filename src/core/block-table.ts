@@ -52,7 +52,7 @@ export class BlockTable {
     this.blockList = new BlockList(blocks);
     if (numFullSlots === undefined) {
       let n = 0;
-      for (const b of blocks) n += b.tokenIds.length;
+      for (const b of blocks) n += b.blockSize - b.numEmptySlots;
       this.numFullSlotsValue = n;
     } else {
       assertNonNegativeInt('numFullSlots', numFullSlots);

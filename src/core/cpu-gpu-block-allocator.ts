@@ -110,8 +110,9 @@ export class CpuGpuBlockAllocator {
     assertNonNegativeInt('numGpuBlocks', numGpuBlocks);
     assertNonNegativeInt('numCpuBlocks', numCpuBlocks);
     assertPositiveInt('blockSize', blockSize);
-    // One pool of block objects for both devices: a block object keeps its identity when it is swapped.
-    const poolSize = Math.min(numGpuBlocks + numCpuBlocks, 1024);
+    // One pool of block objects for both devices (a block object keeps its identity when it is swapped), one object
+    // per physical block made up front; only sharing beyond that (forks) grows it.
+    const poolSize = numGpuBlocks + numCpuBlocks;
     if (allocatorType === 'naive') {
       let gpu: NaiveBlockAllocator | null = null;
       const blockPool = new BlockPool(() => new NaiveBlock(blockSize, gpu!), poolSize);
@@ -329,6 +330,11 @@ export class CpuGpuBlockAllocator {
    * pass, CPU blocks filled by a swap out), plus the given ids (prefix caching; no-op otherwise).
    */
   markBlocksAsComputed(blockIds: readonly BlockId[]): void {
+    if (blockIds.length === 0) {
+      this.gpuAllocator.markBlocksAsComputed(blockIds);
+      this.cpuAllocator.markBlocksAsComputed(blockIds);
+      return;
+    }
     const gpuIds: BlockId[] = [];
     const cpuIds: BlockId[] = [];
     for (const id of blockIds) (this.getDeviceOfBlockId(id) === Device.GPU ? gpuIds : cpuIds).push(id);

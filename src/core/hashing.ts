@@ -114,7 +114,7 @@ export class BlockHasher {
    */
   hashBlock(
     parentHash: HashValue | null,
-    tokenIds: readonly number[],
+    tokenIds: ArrayLike<number>,
     start: number,
     end: number,
     extraHash: string | null,

@@ -106,7 +106,7 @@ export class NaiveBlockAllocator implements BlockAllocator {
     this.refCounter = new RefCounter(first, this.numBlocks);
     this.cowTracker = new CopyOnWriteTracker(this.refCounter);
     this.blockPool = options.blockPool ??
-      new BlockPool(() => new NaiveBlock(this.blockSize, this), Math.min(this.numBlocks, 1024));
+      new BlockPool(() => new NaiveBlock(this.blockSize, this), this.numBlocks);
   }
 
   allocateMutableBlock(prevBlock: Block | null, extraHash: string | null = null): Block {
@@ -154,7 +154,7 @@ export class NaiveBlockAllocator implements BlockAllocator {
       const id = b.blockId!;
       this.refCounter.incr(id);
       const forked = this.newBlock(prev, id, b.extraHash);
-      forked.appendTokenIdsNoCow(b.tokenIds, 0, b.tokenIds.length);
+      forked.copyTokensFrom(b as NaiveBlock);
       out.push(forked);
       prev = forked;
     }

@@ -109,7 +109,13 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
   private readonly cachedTokens: Uint32Array;
   private readonly computedFlags: Uint8Array;
   private readonly touchedFlags: Uint8Array;
-  private touchedList: BlockId[] = [];
+  /**
+   * Indices registered since the last `markBlocksAsComputed` (a stack of `numTouched`): an index is listed once
+   * (`touchedListed`), so the stack never holds more than numBlocks entries.
+   */
+  private readonly touchedList: Int32Array;
+  private readonly touchedListed: Uint8Array;
+  private numTouched = 0;
   private readonly lastAccessedTimes: Float64Array;
   private hits = 0;
   private queries = 0;
@@ -132,7 +138,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     this.refCounter = new RefCounter(first, n);
     this.cowTracker = new CopyOnWriteTracker(this.refCounter);
     this.blockPool = options.blockPool ??
-      new BlockPool(() => new PrefixCachingBlock(this.blockSize, this), Math.min(n, 1024));
+      new BlockPool(() => new PrefixCachingBlock(this.blockSize, this), n);
     this.evictor = new LRUEvictor(first, n);
     this.hashlessStack = new Int32Array(n);
     for (let i = 0; i < n; i++) this.hashlessStack[i] = first + n - 1 - i;
@@ -143,6 +149,8 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     this.cachedTokens = new Uint32Array(n * this.blockSize);
     this.computedFlags = new Uint8Array(n);
     this.touchedFlags = new Uint8Array(n);
+    this.touchedList = new Int32Array(n);
+    this.touchedListed = new Uint8Array(n);
     this.lastAccessedTimes = new Float64Array(n).fill(-1);
   }
 
@@ -233,7 +241,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
       const id = b.blockId!;
       this.refCounter.incr(id);
       const forked = this.newBlock(prev, id, b.extraHash);
-      forked.appendTokenIdsNoCow(b.tokenIds, 0, b.tokenIds.length);
+      forked.copyTokensFrom(b as PrefixCachingBlock);
       forked.contentHash = b.contentHash;
       out.push(forked);
       prev = forked;
@@ -291,7 +299,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
       firstOfKey.set(key, i);
       const b = blocks[i];
       const hit = b.isFull && b.contentHash !== null
-        ? this.lookup(b.contentHash, parentHashOf(b), b.tokenIds, 0, b.extraHash) : -1;
+        ? this.lookup(b.contentHash, parentHashOf(b), (b as PrefixCachingBlock).tokens, 0, b.extraHash) : -1;
       hitIds[i] = hit;
       if (hit < 0 || this.refCounter.get(hit) === 0) needed++;
     }
@@ -339,7 +347,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
       if (seen.has(key)) continue;
       seen.add(key);
       if (b.contentHash !== null) {
-        const id = this.lookup(b.contentHash, parentHashOf(b), b.tokenIds, 0, b.extraHash);
+        const id = this.lookup(b.contentHash, parentHashOf(b), (b as PrefixCachingBlock).tokens, 0, b.extraHash);
         if (id >= 0 && this.refCounter.get(id) > 0) continue;
       }
       count++;
@@ -360,14 +368,16 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
    * when they are cached and in use. Mirrors vLLM's `mark_blocks_as_computed`.
    */
   markBlocksAsComputed(blockIds: readonly BlockId[]): void {
-    for (const id of this.touchedList) {
-      const i = id - this.firstBlockId;
+    const touched = this.touchedList;
+    for (let k = 0; k < this.numTouched; k++) {
+      const i = touched[k];
+      this.touchedListed[i] = 0;
       if (this.touchedFlags[i] === 1) {
         this.touchedFlags[i] = 0;
         this.computedFlags[i] = 1;
       }
     }
-    this.touchedList = [];
+    this.numTouched = 0;
     for (const id of blockIds) {
       if (!this.refCounter.contains(id)) throw this.unknownId(id);
       const i = id - this.firstBlockId;
@@ -442,7 +452,8 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
       this.unregister(id);
       this.hashlessStack[this.numHashless++] = id;
     }
-    this.touchedList = [];
+    this.touchedListed.fill(0);
+    this.numTouched = 0;
     this.hits = 0;
     this.queries = 0;
     return true;
@@ -497,7 +508,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     const prev = block.prevBlock;
     const parent = prev === null ? null : prev.contentHash;
     if (prev !== null && parent === null) return; // after an unhashed block: cannot be cached
-    block.contentHash = this.hasher.hashBlock(parent, block.tokenIds, 0, this.blockSize, block.extraHash);
+    block.contentHash = this.hasher.hashBlock(parent, block.tokens, 0, this.blockSize, block.extraHash);
     block.blockId = this.promoteToImmutableBlock(block, parent);
   }
 
@@ -512,11 +523,11 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     const hash = block.contentHash!;
     const existing = this.cachedBlocks.get(hash);
     if (existing === undefined) {
-      this.register(id, hash, parent, block.tokenIds, block.extraHash);
+      this.register(id, hash, parent, (block as PrefixCachingBlock).tokens, block.extraHash);
       return id;
     }
     if (existing === id) return id;
-    if (!this.verify(existing, parent, block.tokenIds, 0, block.extraHash)) return id; // collision: stay uncached
+    if (!this.verify(existing, parent, (block as PrefixCachingBlock).tokens, 0, block.extraHash)) return id; // collision
     if (this.refCounter.get(id) !== 1) return id; // shared (cannot happen after copy-on-write): keep it
     this.cowTracker.cancelCow(id);
     this.refCounter.decr(id);
@@ -534,7 +545,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
   private lookup(
     hash: HashValue,
     parent: HashValue | null,
-    tokens: readonly number[],
+    tokens: ArrayLike<number>,
     start: number,
     extraHash: string | null,
   ): number {
@@ -546,7 +557,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
   private verify(
     id: BlockId,
     parent: HashValue | null,
-    tokens: readonly number[],
+    tokens: ArrayLike<number>,
     start: number,
     extraHash: string | null,
   ): boolean {
@@ -559,7 +570,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     return true;
   }
 
-  private register(id: BlockId, hash: HashValue, parent: HashValue | null, tokens: readonly number[],
+  private register(id: BlockId, hash: HashValue, parent: HashValue | null, tokens: ArrayLike<number>,
     extraHash: string | null): void {
     const i = id - this.firstBlockId;
     this.cachedBlocks.set(hash, id);
@@ -571,7 +582,10 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     this.computedFlags[i] = 0;
     if (this.touchedFlags[i] === 0) {
       this.touchedFlags[i] = 1;
-      this.touchedList.push(id);
+      if (this.touchedListed[i] === 0) {
+        this.touchedListed[i] = 1;
+        this.touchedList[this.numTouched++] = i;
+      }
     }
   }
 
