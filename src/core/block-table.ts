@@ -108,11 +108,9 @@ export class BlockTable {
       throw new NoFreeBlocksError(
         `cannot allocate ${needed} blocks on ${device} for ${numTokens} tokens: ${alloc.getNumFreeBlocks(device)} free`);
     }
-    const chunks: number[][] = [];
-    for (let b = 0; b < numFull; b++) chunks.push(tokenIds.slice(b * bs, (b + 1) * bs));
-    const hashes = blockHashes === undefined || blockHashes.length < numFull ? undefined
-      : blockHashes.length === numFull ? blockHashes : blockHashes.slice(0, numFull);
-    const blocks: Block[] = numFull > 0 ? alloc.allocateImmutableBlocks(null, chunks, device, extraHash, hashes) : [];
+    const hashes = blockHashes === undefined || blockHashes.length < numFull ? undefined : blockHashes;
+    const blocks: Block[] = numFull > 0
+      ? alloc.allocateImmutableBlocksFrom(null, tokenIds, 0, numFull, device, extraHash, hashes) : [];
     if (tail > 0) {
       let block: Block;
       try {

@@ -202,6 +202,20 @@ export class CpuGpuBlockAllocator {
     return this.getAllocator(device).allocateImmutableBlocks(prevBlock, blockTokenIds, extraHash, blockHashes);
   }
 
+  /** Full blocks read from a token range on `device`. See {@link BlockAllocator.allocateImmutableBlocksFrom}. */
+  allocateImmutableBlocksFrom(
+    prevBlock: Block | null,
+    tokenIds: readonly number[],
+    start: number,
+    numBlocks: number,
+    device: Device,
+    extraHash: string | null = null,
+    blockHashes?: readonly BlockHash[],
+  ): Block[] {
+    return this.getAllocator(device).allocateImmutableBlocksFrom(
+      prevBlock, tokenIds, start, numBlocks, extraHash, blockHashes);
+  }
+
   /**
    * Frees `block` on the device that owns its id; the null block is ignored. Throws {@link DoubleFreeError} for a
    * block already freed.

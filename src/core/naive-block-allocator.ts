@@ -128,12 +128,25 @@ export class NaiveBlockAllocator implements BlockAllocator {
     _blockHashes?: readonly BlockHash[],
   ): Block[] {
     for (let i = 0; i < blockTokenIds.length; i++) this.checkFullTokenIds(blockTokenIds[i], i);
-    if (blockTokenIds.length > this.numFree) throw this.noFreeBlocks(blockTokenIds.length);
+    return this.allocateImmutableBlocksFrom(prevBlock, blockTokenIds.flat(), 0, blockTokenIds.length, extraHash);
+  }
+
+  allocateImmutableBlocksFrom(
+    prevBlock: Block | null,
+    tokenIds: readonly number[],
+    start: number,
+    numBlocks: number,
+    extraHash: string | null = null,
+    _blockHashes?: readonly BlockHash[],
+  ): Block[] {
+    checkTokenRange(tokenIds, start, numBlocks, this.blockSize);
+    if (numBlocks > this.numFree) throw this.noFreeBlocks(numBlocks);
+    const bs = this.blockSize;
     const out: Block[] = [];
     let prev = prevBlock;
-    for (const ids of blockTokenIds) {
+    for (let k = 0; k < numBlocks; k++) {
       const block = this.newBlock(prev, this.allocateBlockId(), extraHash);
-      block.appendTokenIdsNoCow(ids, 0, ids.length);
+      block.appendTokenIdsNoCow(tokenIds, start + k * bs, start + (k + 1) * bs);
       out.push(block);
       prev = block;
     }
@@ -379,6 +392,25 @@ export function checkReleasableBlocks(refCounter: RefCounter, blocks: readonly B
       throw new DoubleFreeError(`block ${id} appears ${n} times but is referenced only ${refCounter.get(id)}`);
     }
     uses.set(id, n);
+  }
+}
+
+/**
+ * Throws {@link InvalidArgumentError} unless `tokenIds[start .. start + numBlocks·blockSize)` lies inside `tokenIds`
+ * and holds token ids in [0, 2^32).
+ */
+export function checkTokenRange(tokenIds: readonly number[], start: number, numBlocks: number, blockSize: number): void {
+  const end = start + numBlocks * blockSize;
+  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(numBlocks) || start < 0 || numBlocks < 0 ||
+    end > tokenIds.length) {
+    throw new InvalidArgumentError(`${describe(numBlocks)} blocks of ${blockSize} tokens from index ` +
+      `${describe(start)} do not fit in ${tokenIds.length} token ids`);
+  }
+  for (let i = start; i < end; i++) {
+    const t = tokenIds[i];
+    if ((t >>> 0) !== t) {
+      throw new InvalidArgumentError(`token id at index ${i} must be an integer in [0, 2^32), got ${describe(t)}`);
+    }
   }
 }
 

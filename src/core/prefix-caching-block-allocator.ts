@@ -8,7 +8,7 @@ import {
 import { LRUEvictor } from './evictor.js';
 import { BlockHasher, type BlockHash, type HashAlgorithm, type HashValue } from './hashing.js';
 import {
-  checkFullBlockTokenIds, checkLiveBlock, checkReleasableBlocks, checkSwapIn, getAllBlocksRecursively,
+  checkFullBlockTokenIds, checkLiveBlock, checkReleasableBlocks, checkSwapIn, checkTokenRange, getAllBlocksRecursively,
   type NaiveBlockAllocatorOptions,
 } from './naive-block-allocator.js';
 import { RefCounter } from './ref-counter.js';
@@ -178,20 +178,37 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
       throw new InvalidArgumentError(`${blockHashes.length} block hashes given for ${count} blocks`);
     }
     for (let k = 0; k < count; k++) this.checkFullTokenIds(blockTokenIds[k], k);
+    return this.allocateImmutableBlocksFrom(prevBlock, blockTokenIds.flat(), 0, count, extraHash, blockHashes);
+  }
+
+  /** See {@link allocateImmutableBlocks} and {@link BlockAllocator.allocateImmutableBlocksFrom}. */
+  allocateImmutableBlocksFrom(
+    prevBlock: Block | null,
+    tokenIds: readonly number[],
+    start: number,
+    count: number,
+    extraHash: string | null = null,
+    blockHashes?: readonly BlockHash[],
+  ): Block[] {
+    checkTokenRange(tokenIds, start, count, this.blockSize);
+    if (blockHashes !== undefined && blockHashes.length < count) {
+      throw new InvalidArgumentError(`${blockHashes.length} block hashes given for ${count} blocks`);
+    }
+    const bs = this.blockSize;
     // Hashes: a chain after a block that has no hash cannot be hashed (never happens for tables built here).
     const hashes: (HashValue | null)[] = new Array<HashValue | null>(count).fill(null);
-    const parents: (HashValue | null)[] = new Array<HashValue | null>(count).fill(null);
     let parent: HashValue | null = prevBlock === null ? null : prevBlock.contentHash;
+    const firstParent = parent;
     const hashable = prevBlock === null || parent !== null;
     const hitIds = new Array<number>(count).fill(-1);
     let needed = 0;
     for (let k = 0; k < count; k++) {
       if (hashable) {
+        const from = start + k * bs;
         const h = blockHashes !== undefined ? blockHashes[k].value
-          : this.hasher.hashBlock(parent, blockTokenIds[k], 0, this.blockSize, extraHash);
+          : this.hasher.hashBlock(parent, tokenIds, from, from + bs, extraHash);
         hashes[k] = h;
-        parents[k] = parent;
-        hitIds[k] = this.lookup(h, parent, blockTokenIds[k], 0, extraHash);
+        hitIds[k] = this.lookup(h, parent, tokenIds, from, extraHash);
         parent = h;
       }
       if (hitIds[k] < 0 || this.refCounter.get(hitIds[k]) === 0) needed++;
@@ -209,17 +226,13 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     const out: Block[] = [];
     let prev = prevBlock;
     for (let k = 0; k < count; k++) {
-      const tokens = blockTokenIds[k];
-      let block: PrefixCachingBlock;
-      if (hitIds[k] >= 0) {
-        block = this.newBlock(prev, hitIds[k], extraHash);
-        block.appendTokenIdsNoCow(tokens, 0, tokens.length);
-        block.contentHash = hashes[k];
-      } else {
-        block = this.newBlock(prev, this.allocateBlockId(), extraHash);
-        block.appendTokenIdsNoCow(tokens, 0, tokens.length);
-        block.contentHash = hashes[k];
-        if (hashes[k] !== null) block.blockId = this.promoteToImmutableBlock(block, parents[k]);
+      const from = start + k * bs;
+      const hit = hitIds[k] >= 0;
+      const block = this.newBlock(prev, hit ? hitIds[k] : this.allocateBlockId(), extraHash);
+      block.appendTokenIdsNoCow(tokenIds, from, from + bs);
+      block.contentHash = hashes[k];
+      if (!hit && hashes[k] !== null) {
+        block.blockId = this.promoteToImmutableBlock(block, k === 0 ? firstParent : hashes[k - 1]);
       }
       out.push(block);
       prev = block;
