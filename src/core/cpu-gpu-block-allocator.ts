@@ -7,7 +7,8 @@ import type { BlockHash, HashAlgorithm, HashValue } from './hashing.js';
 import { assertHashAlgorithm } from './hashing.js';
 import { BlockPool } from './block-pool.js';
 import { NaiveBlock, NaiveBlockAllocator } from './naive-block-allocator.js';
-import { PrefixCachingBlock, PrefixCachingBlockAllocator } from './prefix-caching-block-allocator.js';
+import { PrefixCachingBlockAllocator } from './prefix-caching-block-allocator.js';
+import { PrefixCachingBlock } from './prefix-caching-block.js';
 import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
 
 /** Which allocator both devices use. */
