@@ -78,6 +78,9 @@ export class BlockSpaceManager {
   /** The allocator of both tiers (for inspection: ref counts, cached hashes, free counts). */
   readonly blockAllocator: CpuGpuBlockAllocator;
   private readonly blockTables = new Map<number, BlockTable>();
+  /** The table found last, and its sequence id: a decode asks canAppendSlots then appendSlots for one sequence. */
+  private lastTable: BlockTable | null = null;
+  private lastSeqId = NaN;
   private readonly hasher: BlockHasher | null;
   /**
    * Prefix caching: the full-block hashes of waiting sequences' prompts, computed once by canAllocate /
@@ -240,6 +243,7 @@ export class BlockSpaceManager {
     if (table === undefined) return;
     table.free();
     this.blockTables.delete(seq.seqId);
+    if (this.lastTable === table) this.lastTable = null;
   }
 
   /**
@@ -446,8 +450,12 @@ export class BlockSpaceManager {
   }
 
   private tableOf(seq: SequenceLike): BlockTable {
-    const table = this.blockTables.get(seq.seqId);
-    if (table === undefined) throw unknownSequence(seq.seqId);
+    const id = seq.seqId;
+    if (id === this.lastSeqId && this.lastTable !== null) return this.lastTable;
+    const table = this.blockTables.get(id);
+    if (table === undefined) throw unknownSequence(id);
+    this.lastTable = table;
+    this.lastSeqId = id;
     return table;
   }
 }

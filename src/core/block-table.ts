@@ -177,7 +177,8 @@ export class BlockTable {
       }
     }
     const windowEnd = numComputedSlots !== null ? this.slidingWindowEnd(numComputedSlots) : 0;
-    const net = this.getNumNetNewBlocksForAppend(n, numLookaheadSlots, numComputedSlots);
+    const net = windowEnd === 0 ? this.getNumNewBlocksForAppendSlots(n, numLookaheadSlots)
+      : this.getNumNetNewBlocksForAppend(n, numLookaheadSlots, numComputedSlots);
     const free = this.allocator.getNumFreeBlocks(Device.GPU);
     if (net > free) {
       throw new NoFreeBlocksError(
@@ -193,7 +194,7 @@ export class BlockTable {
       const blockIndex = (full / bs) | 0;
       const room = bs - (full - blockIndex * bs);
       const take = end - i < room ? end - i : room;
-      list.appendTokenIdsRange(blockIndex, src, i, i + take);
+      list.appendCheckedTokenIds(blockIndex, src, i, i + take); // ids checked above, room made just before
       i += take;
       full += take;
       this.numFullSlotsValue = full;

@@ -263,6 +263,7 @@ export class CpuGpuBlockAllocator {
 
   /** Reference count of `blockId` on its device. */
   getRefCount(blockId: BlockId): number {
+    if (blockId >= 0 && blockId < this.numGpuBlocks) return this.gpuAllocator.getRefCount(blockId);
     return this.allocatorOf(blockId).getRefCount(blockId);
   }
 

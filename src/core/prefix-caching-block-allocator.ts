@@ -5,9 +5,9 @@ import { checkSwapIn, checkTokenRange, commonPrefix } from './allocator-checks.j
 import { BlockHashIndex } from './block-hash-index.js';
 import { InvalidArgumentError } from './errors.js';
 import { LRUEvictor } from './evictor.js';
-import { BlockHasher, type BlockHash, type HashAlgorithm, type HashValue } from './hashing.js';
+import { BlockHasher, PromptBlockHash, type BlockHash, type HashAlgorithm, type HashValue } from './hashing.js';
 import type { NaiveBlockAllocatorOptions } from './naive-block-allocator.js';
-import { PrefixCachingBlock } from './prefix-caching-block.js';
+import { parentHashOf, PrefixCachingBlock } from './prefix-caching-block.js';
 import { RefCountedBlockAllocator } from './ref-counted-block-allocator.js';
 
 /** Options of {@link PrefixCachingBlockAllocator}. */
@@ -323,7 +323,7 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
   findCachedBlocksPrefix(blockHashes: readonly BlockHash[]): BlockId[] {
     const out: BlockId[] = [];
     for (const h of blockHashes) {
-      const id = this.index.lookup(h.value, h.parent, h.tokenIds, 0, h.extraHash);
+      const id = this.lookupHash(h);
       if (id < 0 || this.computedFlags[id - this.firstBlockId] !== 1) break;
       out.push(id);
     }
@@ -333,7 +333,7 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
   countCachedBlocksInUse(blockHashes: readonly BlockHash[]): number {
     let count = 0;
     for (const h of blockHashes) {
-      const id = this.index.lookup(h.value, h.parent, h.tokenIds, 0, h.extraHash);
+      const id = this.lookupHash(h);
       if (id >= 0 && this.refCounter.get(id) > 0) count++;
     }
     return count;
@@ -430,6 +430,12 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
     to.contentHash = from.contentHash;
   }
 
+  /** The cached block matching `h` (hash, parent, extra key and token ids), or -1. */
+  private lookupHash(h: BlockHash): BlockId {
+    return h instanceof PromptBlockHash ? this.index.lookup(h.value, h.parent, h.source, h.start, h.extraHash)
+      : this.index.lookup(h.value, h.parent, h.tokenIds, 0, h.extraHash);
+  }
+
   protected newBlock(prevBlock: Block | null, blockId: BlockId, extraHash: string | null): PrefixCachingBlock {
     const block = this.blockPool.initBlock(prevBlock, blockId, extraHash);
     block.owner = this;
@@ -488,9 +494,4 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
     this.touchedFlags[i] = 0;
     this.hashlessStack[this.numHashless++] = id;
   }
-}
-
-/** The content hash of the block before `block` (null for a first block). */
-function parentHashOf(block: Block): HashValue | null {
-  return block.prevBlock === null ? null : block.prevBlock.contentHash;
 }

@@ -44,3 +44,8 @@ export class PrefixCachingBlock extends TokenBlock {
     this.owner.onBlockFull(this);
   }
 }
+
+/** The content hash of the block before `block` (null for a first block). */
+export function parentHashOf(block: Block): HashValue | null {
+  return block.prevBlock === null ? null : block.prevBlock.contentHash;
+}

@@ -69,6 +69,15 @@ export abstract class TokenBlock implements PooledBlock {
   appendTokenIdsRange(src: readonly number[], start: number, end: number): void {
     if (end <= start) return;
     checkAppend(this, src, start, end);
+    this.appendCheckedTokenIds(src, start, end);
+  }
+
+  /**
+   * Appends `src[start..end)` that the caller has already checked (live block, enough room, valid ids; what
+   * {@link checkAppend} checks): copies the block on write if its id is shared, appends, and promotes a block that
+   * became full. Throws {@link NoFreeBlocksError} (nothing changed) when a copy is needed and no block is free.
+   */
+  appendCheckedTokenIds(src: readonly number[], start: number, end: number): void {
     this.blockId = this.cowBlockIfNotAppendable();
     this.appendTokenIdsNoCow(src, start, end);
     if (this.numTokens === this.blockSize) this.onFull();
