@@ -4,6 +4,7 @@ import type { CpuGpuBlockAllocator } from './cpu-gpu-block-allocator.js';
 import { Device } from './device.js';
 import { InvalidArgumentError, InvalidStateError, NoFreeBlocksError } from './errors.js';
 import type { BlockHash } from './hashing.js';
+import type { TokenBlock } from './token-block.js';
 import { assertNonNegativeInt, assertPositiveInt, assertTokenIds, describe } from './validate.js';
 
 /**
@@ -166,6 +167,7 @@ export class BlockTable {
       throw new InvalidStateError('cannot append to a block table that was never allocated (call allocate first)');
     }
     const n = end - start;
+    if (n === 1 && numLookaheadSlots === 0 && numComputedSlots === null && this.appendOneInPlace(src[start])) return;
     if (n < 0 || numLookaheadSlots < 0 || (numLookaheadSlots | 0) !== numLookaheadSlots) {
       throw new InvalidArgumentError(
         `bad append: ${n} tokens with ${describe(numLookaheadSlots)} lookahead slots`);
@@ -199,6 +201,25 @@ export class BlockTable {
       full += take;
       this.numFullSlotsValue = full;
     }
+  }
+
+  /**
+   * The decode fast path: appends one token id to the last block when it has room after this token (it does not
+   * fill up) and is not shared, so no block is allocated, copied or promoted. Returns false, changing nothing, when
+   * that does not hold (or the id is not valid), leaving the append to the general path.
+   */
+  private appendOneInPlace(tokenId: number): boolean {
+    const bs = this.blockSize;
+    const full = this.numFullSlotsValue;
+    const offset = full % bs;
+    const last = this.blockList.length - 1;
+    if (offset === 0 || offset === bs - 1 || ((full / bs) | 0) !== last || (tokenId >>> 0) !== tokenId) return false;
+    const block = this.blockList.get(last) as TokenBlock;
+    if (block.blockId === null || this.allocator.getRefCount(block.blockId) > 1) return false;
+    block.tokens[offset] = tokenId;
+    block.numTokens = offset + 1;
+    this.numFullSlotsValue = full + 1;
+    return true;
   }
 
   /**
