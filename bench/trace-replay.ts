@@ -6,12 +6,10 @@
  * sequence id is resolved to a slot, and the sequence objects of `allocate` operations are built with their prompt.
  * The timed loop does what a scheduler does per operation — `canAllocate` + `allocate`, or push the sampled token +
  * `canAppendSlots` + `appendSlots`, `fork`, `free`, with `markBlocksAsComputed` after every allocate and append —
- * and reads the free-block count for the peak. The heap is collected before the clock starts, so the garbage of
- * the previous replay's manager (tens of thousands of blocks' state) is not collected inside the timed loop.
+ * and reads the free-block count for the peak. (No garbage collection is forced between replays: a full GC clears
+ * V8's inline caches, and a forced one made the next replay of a small trace twenty times slower.)
  */
 import { readFileSync } from 'node:fs';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import {
   AllocStatus, BlockSpaceManager, SequenceStatus, type SequenceGroupLike, type SequenceLike,
 } from '../src/core/index.js';
@@ -136,10 +134,6 @@ export function parseTrace(path: string): Trace {
   };
 }
 
-setFlagsFromString('--expose-gc');
-/** A full garbage collection (V8's `gc`, exposed at run time). */
-const collectGarbage = runInNewContext('gc') as () => void;
-
 /** What one replay measured. */
 export interface ReplayResult {
   /** Wall-clock time of the timed loop, ms. */
@@ -168,7 +162,6 @@ export function replay(trace: Trace, opts: { blockSize: number; numGpuBlocks: nu
   let refusedAppends = 0;
   let peak = 0;
   let copies = 0;
-  collectGarbage();
   const c0 = process.cpuUsage();
   const t0 = performance.now();
   for (let i = 0; i < kinds.length; i++) {
