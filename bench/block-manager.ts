@@ -17,39 +17,12 @@
  *
  *   npx tsx bench/block-manager.ts --make-trace bench/traces/example.jsonl   # regenerates the example trace
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
+import { makeServingTrace, SERVING_TRACE_DEFAULTS, type ServingTraceOptions } from './serving-trace.js';
+import { BenchSequence, parseTrace, replay, type ReplayResult } from './trace-replay.js';
 import {
   AllocStatus, BlockSpaceManager, BlockTable, CpuGpuBlockAllocator, initHashing, SequenceStatus,
-  type SequenceGroupLike, type SequenceLike,
 } from '../src/core/index.js';
-
-class BenchSequence implements SequenceLike, SequenceGroupLike {
-  readonly seqId: number;
-  readonly requestId: string;
-  status: SequenceStatus = SequenceStatus.WAITING;
-  readonly tokens: number[];
-  private readonly self: readonly BenchSequence[];
-  private static readonly none: readonly BenchSequence[] = [];
-
-  constructor(seqId: number, tokens: number[]) {
-    this.seqId = seqId;
-    this.requestId = `req-${seqId}`;
-    this.tokens = tokens;
-    this.self = [this];
-  }
-
-  getTokenIds(): readonly number[] {
-    return this.tokens;
-  }
-
-  getLen(): number {
-    return this.tokens.length;
-  }
-
-  getSeqs(status?: SequenceStatus): readonly BenchSequence[] {
-    return status === undefined || status === this.status ? this.self : BenchSequence.none;
-  }
-}
 
 function median(xs: number[]): number {
   const s = xs.slice().sort((a, b) => a - b);
@@ -188,127 +161,6 @@ function decodeStepMs(enableCaching: boolean): { median: number; p90: number } {
   return { median: median(warm), p90: warm[Math.floor(warm.length * 0.9)] };
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// Trace replay
-
-type TraceOp =
-  | { op: 'allocate'; seq: number; tokens: number[] }
-  | { op: 'append'; seq: number; tokens: number[] }
-  | { op: 'fork'; parent: number; child: number }
-  | { op: 'free'; seq: number };
-
-function isTokenArray(v: unknown): v is number[] {
-  return Array.isArray(v) && v.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32);
-}
-
-function parseTrace(path: string): TraceOp[] {
-  const lines = readFileSync(path, 'utf8').split('\n');
-  const ops: TraceOp[] = [];
-  lines.forEach((line, i) => {
-    if (line.trim() === '') return;
-    let v: unknown;
-    try {
-      v = JSON.parse(line);
-    } catch (err) {
-      throw new Error(`${path}:${i + 1}: not JSON (${(err as Error).message})`, { cause: err });
-    }
-    const o = v as Record<string, unknown>;
-    const ok = typeof o === 'object' && o !== null && (
-      ((o.op === 'allocate' || o.op === 'append') && Number.isInteger(o.seq) && isTokenArray(o.tokens)) ||
-      (o.op === 'fork' && Number.isInteger(o.parent) && Number.isInteger(o.child)) ||
-      (o.op === 'free' && Number.isInteger(o.seq)));
-    if (!ok) {
-      throw new Error(`${path}:${i + 1}: expected {"op":"allocate"|"append","seq":N,"tokens":[...]}, ` +
-        `{"op":"fork","parent":N,"child":M} or {"op":"free","seq":N}, got ${line.slice(0, 120)}`);
-    }
-    ops.push(o as TraceOp);
-  });
-  return ops;
-}
-
-interface ReplayResult {
-  ms: number;
-  counts: Record<string, number>;
-  refusedAllocations: number;
-  refusedAppends: number;
-  peakUsedGpuBlocks: number;
-  copies: number;
-  hitRate: number;
-}
-
-function replay(ops: TraceOp[], opts: { blockSize: number; numGpuBlocks: number; numCpuBlocks: number;
-  enableCaching: boolean }): ReplayResult {
-  const m = new BlockSpaceManager({ ...opts, watermark: 0 });
-  const seqs = new Map<number, BenchSequence>();
-  const counts: Record<string, number> = { allocate: 0, append: 0, fork: 0, free: 0 };
-  let refusedAllocations = 0;
-  let refusedAppends = 0;
-  let peak = 0;
-  let copies = 0;
-  const get = (id: number, line: number): BenchSequence => {
-    const s = seqs.get(id);
-    if (s === undefined) throw new Error(`trace op ${line + 1}: sequence ${id} is not live`);
-    return s;
-  };
-  const t0 = performance.now();
-  for (let i = 0; i < ops.length; i++) {
-    const op = ops[i];
-    counts[op.op]++;
-    switch (op.op) {
-      case 'allocate': {
-        if (seqs.has(op.seq)) throw new Error(`trace op ${i + 1}: sequence ${op.seq} already exists`);
-        const s = new BenchSequence(op.seq, op.tokens.slice());
-        if (m.canAllocate(s) !== AllocStatus.OK) {
-          refusedAllocations++;
-          break;
-        }
-        m.allocate(s);
-        s.status = SequenceStatus.RUNNING;
-        seqs.set(op.seq, s);
-        m.markBlocksAsComputed();
-        break;
-      }
-      case 'append': {
-        const s = seqs.get(op.seq);
-        if (s === undefined) {
-          refusedAppends++; // its allocation was refused (or it was freed): skip, as a scheduler would
-          break;
-        }
-        for (const t of op.tokens) s.tokens.push(t);
-        if (!m.canAppendSlots(s)) {
-          s.tokens.length -= op.tokens.length;
-          refusedAppends++;
-          break;
-        }
-        copies += m.appendSlots(s).length;
-        m.markBlocksAsComputed();
-        break;
-      }
-      case 'fork': {
-        const parent = get(op.parent, i);
-        if (seqs.has(op.child)) throw new Error(`trace op ${i + 1}: sequence ${op.child} already exists`);
-        const child = new BenchSequence(op.child, parent.tokens.slice());
-        child.status = SequenceStatus.RUNNING;
-        m.fork(parent, child);
-        seqs.set(op.child, child);
-        break;
-      }
-      case 'free': {
-        const s = seqs.get(op.seq);
-        if (s !== undefined) m.free(s);
-        seqs.delete(op.seq);
-        break;
-      }
-    }
-    const used = opts.numGpuBlocks - m.getNumFreeGpuBlocks();
-    if (used > peak) peak = used;
-  }
-  const ms = performance.now() - t0;
-  const hitRate = m.getPrefixCacheHitRate();
-  for (const s of seqs.values()) m.free(s);
-  return { ms, counts, refusedAllocations, refusedAppends, peakUsedGpuBlocks: peak, copies, hitRate };
-}
-
 /**
  * A small deterministic trace: 12 chat requests, 8 of them opening with the same 48-token system prompt, two
  * sampling n = 2 (a fork after the prompt), decoding 20..80 tokens each in round-robin steps, freed when done.
@@ -352,6 +204,12 @@ function makeExampleTrace(): string {
   return lines.join('\n') + '\n';
 }
 
+/** The `--make-trace` flags that ask for a serving trace (bench/serving-trace.ts), and the option each sets. */
+const SERVING_TRACE_FLAGS: readonly (readonly [string, keyof ServingTraceOptions])[] = [
+  ['--requests', 'requests'], ['--running', 'running'], ['--prompt-mean', 'promptMean'],
+  ['--output-mean', 'outputMean'], ['--shared-prefix', 'sharedPrefixTokens'], ['--seed', 'seed'],
+];
+
 function argValue(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
   if (i < 0) return undefined;
@@ -377,8 +235,11 @@ async function main(): Promise<void> {
   await initHashing();
   const makeTrace = argValue(args, '--make-trace');
   if (makeTrace !== undefined) {
-    writeFileSync(makeTrace, makeExampleTrace());
-    console.log(`wrote ${makeTrace}`);
+    const serving = SERVING_TRACE_FLAGS.some(([flag]) => args.includes(flag));
+    const options: { -readonly [K in keyof ServingTraceOptions]: number } = { ...SERVING_TRACE_DEFAULTS };
+    for (const [flag, key] of SERVING_TRACE_FLAGS) options[key] = intArg(args, flag, options[key]);
+    writeFileSync(makeTrace, serving ? makeServingTrace(options) : makeExampleTrace());
+    console.log(`wrote ${makeTrace}${serving ? ` (serving trace ${JSON.stringify(options)})` : ''}`);
     return;
   }
   const trace = argValue(args, '--trace');
@@ -390,19 +251,22 @@ async function main(): Promise<void> {
       enableCaching: args.includes('--enable-caching'),
     };
     const repeat = Math.max(1, intArg(args, '--repeat', 11));
-    const ops = parseTrace(trace);
+    const parsed = parseTrace(trace);
+    const numOps = parsed.kinds.length;
     // The first replay runs cold (the JIT has not compiled the block manager yet); then warm up for ~200 ms.
-    const cold = replay(ops, opts);
+    const cold = replay(parsed, opts);
     const warmUntil = performance.now() + 200;
-    while (performance.now() < warmUntil) replay(ops, opts);
+    while (performance.now() < warmUntil) replay(parsed, opts);
     const results: ReplayResult[] = [];
-    for (let r = 0; r < repeat; r++) results.push(replay(ops, opts));
+    for (let r = 0; r < repeat; r++) results.push(replay(parsed, opts));
     const ms = median(results.map((r) => r.ms));
+    const cpuMs = median(results.map((r) => r.cpuMs));
     const r0 = results[0];
-    console.log(`trace ${trace}: ${ops.length} ops ${JSON.stringify(r0.counts)}`);
+    console.log(`trace ${trace}: ${numOps} ops ${JSON.stringify(parsed.counts)}`);
     console.log(`  block size ${opts.blockSize}, ${opts.numGpuBlocks} GPU blocks, caching ${opts.enableCaching ? 'on' : 'off'}`);
-    console.log(`  total ${fmt(ms, 3)} ms (median of ${repeat} warm replays), ` +
-      `${fmt((ms * 1000) / ops.length, 3)} µs per operation; first (cold) replay ${fmt(cold.ms, 3)} ms`);
+    console.log(`  wall ${fmt(ms, 3)} ms, CPU ${fmt(cpuMs, 3)} ms (medians of ${repeat} warm replays): ` +
+      `${fmt((ms * 1e6) / numOps, 1)} ns per operation (CPU ${fmt((cpuMs * 1e6) / numOps, 1)} ns); ` +
+      `first (cold) replay ${fmt(cold.ms, 3)} ms`);
     console.log(`  refused: ${r0.refusedAllocations} allocations, ${r0.refusedAppends} appends; ` +
       `peak ${r0.peakUsedGpuBlocks} GPU blocks in use; ${r0.copies} copy-on-writes; ` +
       `prefix-cache hit rate ${r0.hitRate < 0 ? 'n/a' : fmt(r0.hitRate * 100, 1) + '%'}`);
@@ -423,7 +287,7 @@ async function main(): Promise<void> {
   }
   for (const caching of [false, true]) {
     const r = medianOf(runs, 1, () => decodeStepMs(caching).median);
-    console.log(`decode step, 256 running sequences (caching ${caching ? 'on ' : 'off'}): ${fmt(r, 4)} ms median`);
+    console.log(`decode step, 256 running sequences (caching ${caching ? 'on ' : 'off'}): ${fmt(r * 1000, 2)} µs median`);
   }
 }
 

@@ -64,6 +64,20 @@ export interface BlockAllocator {
     blockHashes?: readonly BlockHash[],
   ): Block[];
   /**
+   * {@link allocateImmutableBlocks} for `numBlocks` full blocks read from `tokenIds` at `start` (block k holds
+   * `tokenIds[start + k·blockSize ..]`), without cutting the prompt into per-block arrays. `blockHashes` may hold
+   * more hashes than blocks (the first `numBlocks` are used). Throws {@link InvalidArgumentError} when the range
+   * exceeds `tokenIds` or holds a bad token id, {@link NoFreeBlocksError} (nothing allocated).
+   */
+  allocateImmutableBlocksFrom(
+    prevBlock: Block | null,
+    tokenIds: readonly number[],
+    start: number,
+    numBlocks: number,
+    extraHash?: string | null,
+    blockHashes?: readonly BlockHash[],
+  ): Block[];
+  /**
    * Drops the block's reference to its physical id (the id is free again at ref count zero) and clears
    * `block.blockId`; the block object goes back to the pool unless `keepBlockObject`. Throws
    * {@link DoubleFreeError} for a block already freed.

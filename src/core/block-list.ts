@@ -1,5 +1,6 @@
 import type { Block, BlockId } from './block.js';
 import { FreedBlockError } from './errors.js';
+import type { TokenBlock } from './token-block.js';
 
 /**
  * The blocks of one block table together with their physical ids, kept side by side so that reading a sequence's
@@ -40,6 +41,17 @@ export class BlockList {
     block.appendTokenIdsRange(src, start, end);
     const after = block.blockId;
     if (after !== before) this.blockIds[blockIndex] = idOf(block, blockIndex);
+  }
+
+  /**
+   * {@link appendTokenIdsRange} for tokens the caller has checked (see `TokenBlock.appendCheckedTokenIds`); the
+   * block at `blockIndex` must be an allocator's block (not the null block).
+   */
+  appendCheckedTokenIds(blockIndex: number, src: readonly number[], start: number, end: number): void {
+    const block = this.blocks[blockIndex] as TokenBlock;
+    const before = block.blockId;
+    block.appendCheckedTokenIds(src, start, end);
+    if (block.blockId !== before) this.blockIds[blockIndex] = idOf(block, blockIndex);
   }
 
   /** Adds a block at the end. Throws {@link FreedBlockError} if it has no physical id. */

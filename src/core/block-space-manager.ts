@@ -41,7 +41,8 @@ export type PhysicalBlockPair = readonly [source: number, destination: number];
  * - Allocation: the first waiting sequence of a group allocates its prompt; the group's other waiting sequences
  *   fork that table (n > 1 sampling shares the prompt blocks).
  * - Admission (`canAllocate`): `NEVER` when the prompt could not fit in the GPU tier even empty
- *   (`numGpuBlocks − required < watermarkBlocks`), `OK` when `free − required ≥ watermarkBlocks`, else `LATER`.
+ *   (`numGpuBlocks − required < watermarkBlocks`, the GPU block the sliding window's null block holds not
+ *   counted), `OK` when `free − required ≥ watermarkBlocks`, else `LATER`.
  *   With prefix caching, prompt blocks already cached in blocks in use cost nothing now (vLLM 0.6.3 counts them
  *   anyway; V1 credits them).
  * - Decode (`canAppendSlots`): the exact number of new blocks the running sequences need (new capacity plus
@@ -77,6 +78,9 @@ export class BlockSpaceManager {
   /** The allocator of both tiers (for inspection: ref counts, cached hashes, free counts). */
   readonly blockAllocator: CpuGpuBlockAllocator;
   private readonly blockTables = new Map<number, BlockTable>();
+  /** The table found last, and its sequence id: a decode asks canAppendSlots then appendSlots for one sequence. */
+  private lastTable: BlockTable | null = null;
+  private lastSeqId = NaN;
   private readonly hasher: BlockHasher | null;
   /**
    * Prefix caching: the full-block hashes of waiting sequences' prompts, computed once by canAllocate /
@@ -139,7 +143,7 @@ export class BlockSpaceManager {
     const seq = firstWaiting(seqGroup);
     const tokenIds = seq.getTokenIds();
     const numRequired = BlockTable.getNumRequiredBlocks(tokenIds.length, this.blockSize, numLookaheadSlots);
-    if (this.numTotalGpuBlocks - numRequired < this.watermarkBlocks) return AllocStatus.NEVER;
+    if (this.getNumUsableBlocks(Device.GPU) - numRequired < this.watermarkBlocks) return AllocStatus.NEVER;
     let numRequiredNow = numRequired;
     if (this.hasher !== null) {
       numRequiredNow -= this.blockAllocator.countCachedBlocksInUse(this.promptHashesOf(seq));
@@ -151,9 +155,12 @@ export class BlockSpaceManager {
   /**
    * Allocates the prompt blocks of the group's first waiting sequence and forks them for the group's other waiting
    * sequences. Throws {@link InvalidStateError} when there is no waiting sequence or one already has a block table,
-   * {@link NoFreeBlocksError} when the blocks are not free (nothing changes). Mirrors vLLM's `allocate`.
+   * {@link NoFreeBlocksError} when the blocks are not free (nothing changes). `numNewTokens`: how many leading
+   * tokens get slots now (a chunked prefill's first chunk, cached tokens included); default all of them (vLLM V1's
+   * `allocate_slots(request, num_new_tokens)`; vLLM 0.6.3's `allocate` takes the whole prompt). Throws
+   * {@link InvalidArgumentError} for a count outside [1, length]. Mirrors vLLM's `allocate`.
    */
-  allocate(seqGroup: SequenceGroupLike): void {
+  allocate(seqGroup: SequenceGroupLike, numNewTokens?: number): void {
     const waiting = seqGroup.getSeqs(SequenceStatus.WAITING);
     if (waiting.length === 0) {
       throw new InvalidStateError(`request ${seqGroup.requestId}: no waiting sequence to allocate`);
@@ -165,21 +172,24 @@ export class BlockSpaceManager {
       }
     }
     const seq = waiting[0];
+    const numTokens = newTokenCount(seq, 0, numNewTokens);
     const table = new BlockTable(this.blockSize, this.blockAllocator, [], this.maxBlockSlidingWindow);
     const hashes = this.hasher === null ? undefined : this.promptHashesOf(seq);
-    table.allocate(seq.getTokenIds(), Device.GPU, extraHashOf(seq), hashes);
+    table.allocate(seq.getTokenIds(), Device.GPU, extraHashOf(seq), hashes, numTokens);
     this.blockTables.set(seq.seqId, table);
     this.promptHashes.delete(seq.seqId);
     for (let i = 1; i < waiting.length; i++) this.blockTables.set(waiting[i].seqId, table.fork());
   }
 
   /**
-   * Whether every running sequence of the group can append its unseen tokens plus `numLookaheadSlots` slots:
+   * Whether every running sequence of the group can append `numNewTokens` tokens after those in its table
+   * (default: all its unseen tokens; a prefill chunk's size, or 1 for a decode) plus `numLookaheadSlots` slots:
    * the exact new blocks each needs, less what its sliding window releases first, taken from the free GPU blocks
    * sequence by sequence in the order `appendSlots` runs (getSeqs(RUNNING)). Throws {@link UnknownSequenceError}
-   * for a running sequence without a block table. Mirrors vLLM's `can_append_slots` (with an exact count).
+   * for a running sequence without a block table, {@link InvalidArgumentError} for more new tokens than a sequence
+   * has unseen. Mirrors vLLM's `can_append_slots` (with an exact count; V1's `allocate_slots` takes the count).
    */
-  canAppendSlots(seqGroup: SequenceGroupLike, numLookaheadSlots = 0): boolean {
+  canAppendSlots(seqGroup: SequenceGroupLike, numLookaheadSlots = 0, numNewTokens?: number): boolean {
     const seqs = seqGroup.getSeqs(SequenceStatus.RUNNING);
     // In the order appendSlots will run: blocks one sequence's window releases help only the sequences after it.
     let free = this.blockAllocator.getNumFreeBlocks(Device.GPU);
@@ -187,29 +197,28 @@ export class BlockSpaceManager {
       const seq = seqs[i];
       const table = this.tableOf(seq);
       const numComputed = this.maxBlockSlidingWindow === null ? null : this.numComputedTokens(seq, table);
-      free -= table.getNumNetNewBlocksForAppend(seq.getLen() - table.numFullSlots, numLookaheadSlots, numComputed);
+      const n = newTokenCount(seq, table.numFullSlots, numNewTokens);
+      free -= table.getNumNetNewBlocksForAppend(n, numLookaheadSlots, numComputed);
       if (free < 0) return false;
     }
     return true;
   }
 
   /**
-   * Appends the sequence's unseen tokens to its block table and reserves `numLookaheadSlots` more slots; with a
+   * Appends the sequence's next `numNewTokens` unseen tokens (default: all of them) to its block table and reserves
+   * `numLookaheadSlots` more slots; with a
    * sliding window, frees the blocks that left the window. Returns the copy-on-write (source, destination) GPU
    * block pairs made since the last call, to be copied in order before the forward pass. Throws
    * {@link UnknownSequenceError}, {@link InvalidStateError} when the sequence is shorter than its table,
-   * {@link NoFreeBlocksError} (nothing changes). Mirrors vLLM's `append_slots`.
+   * {@link InvalidArgumentError} for more new tokens than it has unseen, {@link NoFreeBlocksError} (nothing
+   * changes). Mirrors vLLM's `append_slots` (V1: `allocate_slots(request, num_new_tokens)`).
    */
-  appendSlots(seq: SequenceLike, numLookaheadSlots = 0): readonly CopyOnWritePair[] {
+  appendSlots(seq: SequenceLike, numLookaheadSlots = 0, numNewTokens?: number): readonly CopyOnWritePair[] {
     const table = this.tableOf(seq);
-    const tokenIds = seq.getTokenIds();
     const seen = table.numFullSlots;
-    if (tokenIds.length < seen) {
-      throw new InvalidStateError(
-        `sequence ${seq.seqId} has ${tokenIds.length} tokens but its block table already holds ${seen}`);
-    }
+    const n = newTokenCount(seq, seen, numNewTokens);
     const numComputed = this.maxBlockSlidingWindow === null ? null : this.numComputedTokens(seq, table);
-    table.appendTokenIdsRange(tokenIds, seen, tokenIds.length, numLookaheadSlots, numComputed, extraHashOf(seq));
+    table.appendTokenIdsRange(seq.getTokenIds(), seen, seen + n, numLookaheadSlots, numComputed, extraHashOf(seq));
     return this.blockAllocator.clearCopyOnWrites();
   }
 
@@ -234,6 +243,7 @@ export class BlockSpaceManager {
     if (table === undefined) return;
     table.free();
     this.blockTables.delete(seq.seqId);
+    if (this.lastTable === table) this.lastTable = null;
   }
 
   /**
@@ -263,16 +273,17 @@ export class BlockSpaceManager {
   }
 
   /**
-   * Whether the group's swapped sequences can come back to the GPU (with `numLookaheadSlots` slots each), watermark
-   * included. Mirrors vLLM's `can_swap_in`.
+   * Whether the group's swapped sequences can come back to the GPU (with `numLookaheadSlots` slots each, and the
+   * blocks for the `numNewTokens` tokens each appends next — default all its unseen tokens), watermark included.
+   * Mirrors vLLM's `can_swap_in`.
    */
-  canSwapIn(seqGroup: SequenceGroupLike, numLookaheadSlots = 0): AllocStatus {
-    return this.canSwap(seqGroup, Device.GPU, SequenceStatus.SWAPPED, numLookaheadSlots);
+  canSwapIn(seqGroup: SequenceGroupLike, numLookaheadSlots = 0, numNewTokens?: number): AllocStatus {
+    return this.canSwap(seqGroup, Device.GPU, SequenceStatus.SWAPPED, numLookaheadSlots, numNewTokens);
   }
 
   /** Whether the group's running sequences fit in the CPU tier. Mirrors vLLM's `can_swap_out`. */
   canSwapOut(seqGroup: SequenceGroupLike): boolean {
-    return this.canSwap(seqGroup, Device.CPU, SequenceStatus.RUNNING, 0) === AllocStatus.OK;
+    return this.canSwap(seqGroup, Device.CPU, SequenceStatus.RUNNING, 0, 0) === AllocStatus.OK;
   }
 
   /**
@@ -376,19 +387,20 @@ export class BlockSpaceManager {
    * full blocks plus "touched" blocks, which misses reserved lookahead blocks; this count is what `swap` takes.
    */
   private canSwap(seqGroup: SequenceGroupLike, device: Device, status: SequenceStatus,
-    numLookaheadSlots: number): AllocStatus {
+    numLookaheadSlots: number, numNewTokens: number | undefined): AllocStatus {
     const blocks: Block[] = [];
     let needed = 0;
     for (const seq of seqGroup.getSeqs(status)) {
       const table = this.tableOf(seq);
       for (const b of table.blocks) blocks.push(b);
       if (device === Device.GPU) {
-        needed += table.getNumNewBlocksForAppendSlots(seq.getLen() - table.numFullSlots, numLookaheadSlots);
+        const n = newTokenCount(seq, table.numFullSlots, numNewTokens);
+        needed += table.getNumNewBlocksForAppendSlots(n, numLookaheadSlots);
       }
     }
     needed += this.blockAllocator.getNumBlocksNeededToSwap(blocks, device);
     const watermarkBlocks = device === Device.GPU ? this.watermarkBlocks : 0;
-    if (this.blockAllocator.getNumTotalBlocks(device) < needed) return AllocStatus.NEVER;
+    if (this.getNumUsableBlocks(device) < needed) return AllocStatus.NEVER;
     if (this.blockAllocator.getNumFreeBlocks(device) - needed >= watermarkBlocks) return AllocStatus.OK;
     return AllocStatus.LATER;
   }
@@ -423,14 +435,27 @@ export class BlockSpaceManager {
     return hashes;
   }
 
+  /**
+   * Blocks of `device` a sequence could ever hold: all of them, less the GPU block the null block (sliding window)
+   * holds for the manager's lifetime. What the NEVER answers compare against.
+   */
+  private getNumUsableBlocks(device: Device): number {
+    const reserved = device === Device.GPU && this.blockAllocator.getNullBlock() !== null ? 1 : 0;
+    return this.blockAllocator.getNumTotalBlocks(device) - reserved;
+  }
+
   /** Tokens of `seq` whose KV is computed: the sequence's own count, else every token already in its table. */
   private numComputedTokens(seq: SequenceLike, table: BlockTable): number {
     return seq.getNumComputedTokens !== undefined ? seq.getNumComputedTokens() : table.numFullSlots;
   }
 
   private tableOf(seq: SequenceLike): BlockTable {
-    const table = this.blockTables.get(seq.seqId);
-    if (table === undefined) throw unknownSequence(seq.seqId);
+    const id = seq.seqId;
+    if (id === this.lastSeqId && this.lastTable !== null) return this.lastTable;
+    const table = this.blockTables.get(id);
+    if (table === undefined) throw unknownSequence(id);
+    this.lastTable = table;
+    this.lastSeqId = id;
     return table;
   }
 }
@@ -441,6 +466,25 @@ function firstWaiting(seqGroup: SequenceGroupLike): SequenceLike {
     throw new InvalidStateError(`request ${seqGroup.requestId}: no waiting sequence (canAllocate needs one)`);
   }
   return waiting[0];
+}
+
+/**
+ * How many tokens after the first `seen` of `seq` get slots: `numNewTokens`, or every unseen token when undefined.
+ * Throws {@link InvalidStateError} when the sequence is shorter than `seen`, {@link InvalidArgumentError} for a
+ * count that is not an integer in [0, unseen] (at least 1 for a first allocation).
+ */
+function newTokenCount(seq: SequenceLike, seen: number, numNewTokens: number | undefined): number {
+  const unseen = seq.getLen() - seen;
+  if (unseen < 0) {
+    throw new InvalidStateError(`sequence ${seq.seqId} has ${seq.getLen()} tokens but its block table already holds ${seen}`);
+  }
+  if (numNewTokens === undefined) return unseen;
+  const min = seen === 0 ? 1 : 0;
+  if (!Number.isSafeInteger(numNewTokens) || numNewTokens < min || numNewTokens > unseen) {
+    throw new InvalidArgumentError(`sequence ${seq.seqId}: numNewTokens must be an integer in [${min}, ${unseen}] ` +
+      `(its tokens not yet in its block table), got ${describe(numNewTokens)}`);
+  }
+  return numNewTokens;
 }
 
 function extraHashOf(seq: SequenceLike): string | null {

@@ -4,6 +4,7 @@ import type { CpuGpuBlockAllocator } from './cpu-gpu-block-allocator.js';
 import { Device } from './device.js';
 import { InvalidArgumentError, InvalidStateError, NoFreeBlocksError } from './errors.js';
 import type { BlockHash } from './hashing.js';
+import type { TokenBlock } from './token-block.js';
 import { assertNonNegativeInt, assertPositiveInt, assertTokenIds, describe } from './validate.js';
 
 /**
@@ -52,7 +53,7 @@ export class BlockTable {
     this.blockList = new BlockList(blocks);
     if (numFullSlots === undefined) {
       let n = 0;
-      for (const b of blocks) n += b.tokenIds.length;
+      for (const b of blocks) n += b.blockSize - b.numEmptySlots;
       this.numFullSlotsValue = n;
     } else {
       assertNonNegativeInt('numFullSlots', numFullSlots);
@@ -80,32 +81,37 @@ export class BlockTable {
    * when the prefix cache has it), the remaining tokens in one mutable block. A prompt of exactly k blocks gets k
    * immutable blocks and no tail. All or nothing. Throws {@link InvalidStateError} if the table already holds
    * blocks, {@link InvalidArgumentError} for an empty prompt or a bad token id, {@link NoFreeBlocksError}.
-   * `blockHashes` (prefix caching): the hashes of the prompt's full blocks if the caller already computed them.
+   * `blockHashes` (prefix caching): the hashes of the prompt's full blocks (or more) if the caller already computed
+   * them. `numTokens`: only the first `numTokens` of `tokenIds` get slots (default all; a chunked prefill's chunk).
    */
   allocate(
     tokenIds: readonly number[],
     device: Device = Device.GPU,
     extraHash: string | null = null,
     blockHashes?: readonly BlockHash[],
+    numTokens: number = tokenIds.length,
   ): void {
     if (this.blockList.length > 0) {
       throw new InvalidStateError('block table is already allocated; free it before allocating again');
     }
     assertTokenIds('tokenIds', tokenIds);
     if (tokenIds.length === 0) throw new InvalidArgumentError('cannot allocate a block table for 0 tokens');
+    if (!Number.isSafeInteger(numTokens) || numTokens < 1 || numTokens > tokenIds.length) {
+      throw new InvalidArgumentError(
+        `numTokens must be an integer in [1, ${tokenIds.length}] (the tokens given), got ${describe(numTokens)}`);
+    }
     const bs = this.blockSize;
-    const numFull = Math.floor(tokenIds.length / bs);
-    const tail = tokenIds.length - numFull * bs;
+    const numFull = Math.floor(numTokens / bs);
+    const tail = numTokens - numFull * bs;
     const needed = numFull + (tail > 0 ? 1 : 0);
     const alloc = this.allocator;
     if (alloc.allocatorType === 'naive' && needed > alloc.getNumFreeBlocks(device)) {
       throw new NoFreeBlocksError(
-        `cannot allocate ${needed} blocks on ${device} for ${tokenIds.length} tokens: ${alloc.getNumFreeBlocks(device)} free`);
+        `cannot allocate ${needed} blocks on ${device} for ${numTokens} tokens: ${alloc.getNumFreeBlocks(device)} free`);
     }
-    const chunks: number[][] = [];
-    for (let b = 0; b < numFull; b++) chunks.push(tokenIds.slice(b * bs, (b + 1) * bs));
-    const hashes = blockHashes !== undefined && blockHashes.length === numFull ? blockHashes : undefined;
-    const blocks: Block[] = numFull > 0 ? alloc.allocateImmutableBlocks(null, chunks, device, extraHash, hashes) : [];
+    const hashes = blockHashes === undefined || blockHashes.length < numFull ? undefined : blockHashes;
+    const blocks: Block[] = numFull > 0
+      ? alloc.allocateImmutableBlocksFrom(null, tokenIds, 0, numFull, device, extraHash, hashes) : [];
     if (tail > 0) {
       let block: Block;
       try {
@@ -114,11 +120,11 @@ export class BlockTable {
         for (let i = blocks.length - 1; i >= 0; i--) alloc.free(blocks[i]);
         throw err;
       }
-      block.appendTokenIdsRange(tokenIds, numFull * bs, tokenIds.length);
+      block.appendTokenIdsRange(tokenIds, numFull * bs, numTokens);
       blocks.push(block);
     }
     this.blockList.update(blocks);
-    this.numFullSlotsValue = tokenIds.length;
+    this.numFullSlotsValue = numTokens;
     this.numNullBlocks = 0;
   }
 
@@ -161,6 +167,7 @@ export class BlockTable {
       throw new InvalidStateError('cannot append to a block table that was never allocated (call allocate first)');
     }
     const n = end - start;
+    if (n === 1 && numLookaheadSlots === 0 && numComputedSlots === null && this.appendOneInPlace(src[start])) return;
     if (n < 0 || numLookaheadSlots < 0 || (numLookaheadSlots | 0) !== numLookaheadSlots) {
       throw new InvalidArgumentError(
         `bad append: ${n} tokens with ${describe(numLookaheadSlots)} lookahead slots`);
@@ -172,7 +179,8 @@ export class BlockTable {
       }
     }
     const windowEnd = numComputedSlots !== null ? this.slidingWindowEnd(numComputedSlots) : 0;
-    const net = this.getNumNetNewBlocksForAppend(n, numLookaheadSlots, numComputedSlots);
+    const net = windowEnd === 0 ? this.getNumNewBlocksForAppendSlots(n, numLookaheadSlots)
+      : this.getNumNetNewBlocksForAppend(n, numLookaheadSlots, numComputedSlots);
     const free = this.allocator.getNumFreeBlocks(Device.GPU);
     if (net > free) {
       throw new NoFreeBlocksError(
@@ -188,11 +196,30 @@ export class BlockTable {
       const blockIndex = (full / bs) | 0;
       const room = bs - (full - blockIndex * bs);
       const take = end - i < room ? end - i : room;
-      list.appendTokenIdsRange(blockIndex, src, i, i + take);
+      list.appendCheckedTokenIds(blockIndex, src, i, i + take); // ids checked above, room made just before
       i += take;
       full += take;
       this.numFullSlotsValue = full;
     }
+  }
+
+  /**
+   * The decode fast path: appends one token id to the last block when it has room after this token (it does not
+   * fill up) and is not shared, so no block is allocated, copied or promoted. Returns false, changing nothing, when
+   * that does not hold (or the id is not valid), leaving the append to the general path.
+   */
+  private appendOneInPlace(tokenId: number): boolean {
+    const bs = this.blockSize;
+    const full = this.numFullSlotsValue;
+    const offset = full % bs;
+    const last = this.blockList.length - 1;
+    if (offset === 0 || offset === bs - 1 || ((full / bs) | 0) !== last || (tokenId >>> 0) !== tokenId) return false;
+    const block = this.blockList.get(last) as TokenBlock;
+    if (block.blockId === null || this.allocator.getRefCount(block.blockId) > 1) return false;
+    block.tokens[offset] = tokenId;
+    block.numTokens = offset + 1;
+    this.numFullSlotsValue = full + 1;
+    return true;
   }
 
   /**

@@ -13,7 +13,7 @@ export type BlockId = number;
 export interface Block {
   /** The physical block id, or null once the block was freed (or swapped out and not yet swapped in). */
   blockId: BlockId | null;
-  /** Token ids stored in this block (at most `blockSize`). The live array: do not mutate. */
+  /** Token ids stored in this block (at most `blockSize`), as a fresh array made on each read. */
   readonly tokenIds: readonly number[];
   /** Tokens per block. */
   readonly blockSize: number;

@@ -7,7 +7,8 @@ import type { BlockHash, HashAlgorithm, HashValue } from './hashing.js';
 import { assertHashAlgorithm } from './hashing.js';
 import { BlockPool } from './block-pool.js';
 import { NaiveBlock, NaiveBlockAllocator } from './naive-block-allocator.js';
-import { PrefixCachingBlock, PrefixCachingBlockAllocator } from './prefix-caching-block-allocator.js';
+import { PrefixCachingBlockAllocator } from './prefix-caching-block-allocator.js';
+import { PrefixCachingBlock } from './prefix-caching-block.js';
 import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
 
 /** Which allocator both devices use. */
@@ -110,8 +111,9 @@ export class CpuGpuBlockAllocator {
     assertNonNegativeInt('numGpuBlocks', numGpuBlocks);
     assertNonNegativeInt('numCpuBlocks', numCpuBlocks);
     assertPositiveInt('blockSize', blockSize);
-    // One pool of block objects for both devices: a block object keeps its identity when it is swapped.
-    const poolSize = Math.min(numGpuBlocks + numCpuBlocks, 1024);
+    // One pool of block objects for both devices (a block object keeps its identity when it is swapped), one object
+    // per physical block made up front; only sharing beyond that (forks) grows it.
+    const poolSize = numGpuBlocks + numCpuBlocks;
     if (allocatorType === 'naive') {
       let gpu: NaiveBlockAllocator | null = null;
       const blockPool = new BlockPool(() => new NaiveBlock(blockSize, gpu!), poolSize);
@@ -201,6 +203,20 @@ export class CpuGpuBlockAllocator {
     return this.getAllocator(device).allocateImmutableBlocks(prevBlock, blockTokenIds, extraHash, blockHashes);
   }
 
+  /** Full blocks read from a token range on `device`. See {@link BlockAllocator.allocateImmutableBlocksFrom}. */
+  allocateImmutableBlocksFrom(
+    prevBlock: Block | null,
+    tokenIds: readonly number[],
+    start: number,
+    numBlocks: number,
+    device: Device,
+    extraHash: string | null = null,
+    blockHashes?: readonly BlockHash[],
+  ): Block[] {
+    return this.getAllocator(device).allocateImmutableBlocksFrom(
+      prevBlock, tokenIds, start, numBlocks, extraHash, blockHashes);
+  }
+
   /**
    * Frees `block` on the device that owns its id; the null block is ignored. Throws {@link DoubleFreeError} for a
    * block already freed.
@@ -247,6 +263,7 @@ export class CpuGpuBlockAllocator {
 
   /** Reference count of `blockId` on its device. */
   getRefCount(blockId: BlockId): number {
+    if (blockId >= 0 && blockId < this.numGpuBlocks) return this.gpuAllocator.getRefCount(blockId);
     return this.allocatorOf(blockId).getRefCount(blockId);
   }
 
@@ -329,6 +346,11 @@ export class CpuGpuBlockAllocator {
    * pass, CPU blocks filled by a swap out), plus the given ids (prefix caching; no-op otherwise).
    */
   markBlocksAsComputed(blockIds: readonly BlockId[]): void {
+    if (blockIds.length === 0) {
+      this.gpuAllocator.markBlocksAsComputed(blockIds);
+      this.cpuAllocator.markBlocksAsComputed(blockIds);
+      return;
+    }
     const gpuIds: BlockId[] = [];
     const cpuIds: BlockId[] = [];
     for (const id of blockIds) (this.getDeviceOfBlockId(id) === Device.GPU ? gpuIds : cpuIds).push(id);

@@ -114,7 +114,7 @@ export class BlockHasher {
    */
   hashBlock(
     parentHash: HashValue | null,
-    tokenIds: readonly number[],
+    tokenIds: ArrayLike<number>,
     start: number,
     end: number,
     extraHash: string | null,
@@ -192,6 +192,26 @@ export interface BlockHash {
 }
 
 /**
+ * A {@link BlockHash} whose token ids are read in place from one copy of the prompt's full blocks, shared by the
+ * prompt's hashes (one copy per prompt instead of one array per block); `tokenIds` copies them out on request.
+ */
+export class PromptBlockHash implements BlockHash {
+  constructor(
+    readonly value: HashValue,
+    readonly parent: HashValue | null,
+    /** The copy of the prompt's full blocks; this block's tokens are `source[start .. start + blockSize)`. */
+    readonly source: readonly number[],
+    readonly start: number,
+    readonly blockSize: number,
+    readonly extraHash: string | null,
+  ) {}
+
+  get tokenIds(): readonly number[] {
+    return this.source.slice(this.start, this.start + this.blockSize);
+  }
+}
+
+/**
  * Block hashes of the full blocks of `tokenIds` (`⌊maxTokens / blockSize⌋` of them, where maxTokens defaults to
  * all tokens), chained from the first block. Mirrors vLLM V1's `hash_request_tokens`.
  * Throws {@link InvalidArgumentError} for a non-positive block size.
@@ -208,11 +228,12 @@ export function computeBlockHashes(
   }
   const numBlocks = Math.floor(Math.min(maxTokens, tokenIds.length) / blockSize);
   const out: BlockHash[] = [];
+  const source = tokenIds.slice(0, numBlocks * blockSize);
   let parent: HashValue | null = null;
   for (let b = 0; b < numBlocks; b++) {
     const start = b * blockSize;
-    const value = hasher.hashBlock(parent, tokenIds, start, start + blockSize, extraHash);
-    out.push({ value, parent, tokenIds: tokenIds.slice(start, start + blockSize), extraHash });
+    const value = hasher.hashBlock(parent, source, start, start + blockSize, extraHash);
+    out.push(new PromptBlockHash(value, parent, source, start, blockSize, extraHash));
     parent = value;
   }
   return out;

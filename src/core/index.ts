@@ -27,12 +27,11 @@ export { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracke
 export { BlockPool, type PooledBlock } from './block-pool.js';
 export { BlockList } from './block-list.js';
 export type { BlockAllocator, BlockStates } from './block-allocator.js';
-export {
-  NaiveBlockAllocator, NaiveBlock, getAllBlocksRecursively, type NaiveBlockAllocatorOptions,
-} from './naive-block-allocator.js';
-export {
-  PrefixCachingBlockAllocator, PrefixCachingBlock, type PrefixCachingBlockAllocatorOptions,
-} from './prefix-caching-block-allocator.js';
+export { NaiveBlockAllocator, NaiveBlock, type NaiveBlockAllocatorOptions } from './naive-block-allocator.js';
+export { getAllBlocksRecursively } from './allocator-checks.js';
+export { PrefixCachingBlockAllocator, type PrefixCachingBlockAllocatorOptions } from './prefix-caching-block-allocator.js';
+export { PrefixCachingBlock } from './prefix-caching-block.js';
+export { BlockHashIndex } from './block-hash-index.js';
 export { LRUEvictor, type Evictor } from './evictor.js';
 export {
   CpuGpuBlockAllocator, NullBlock, type AllocatorType, type CpuGpuBlockAllocatorOptions,

@@ -1,26 +1,14 @@
 import type { Block, BlockId } from './block.js';
 import type { BlockAllocator, BlockStates } from './block-allocator.js';
-import { BlockPool } from './block-pool.js';
-import { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
-import {
-  DoubleFreeError, FreedBlockError, InvalidArgumentError, InvalidStateError, NoFreeBlocksError,
-  UnknownBlockIdError,
-} from './errors.js';
+import type { BlockPool } from './block-pool.js';
+import { checkSwapIn, checkTokenRange } from './allocator-checks.js';
+import { InvalidArgumentError } from './errors.js';
 import type { BlockHash, HashValue } from './hashing.js';
-import { RefCounter } from './ref-counter.js';
+import { RefCountedBlockAllocator, type RefCountedBlockAllocatorOptions } from './ref-counted-block-allocator.js';
 import { TokenBlock } from './token-block.js';
-import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
 
 /** Options of {@link NaiveBlockAllocator}. */
-export interface NaiveBlockAllocatorOptions {
-  /** Physical blocks this allocator owns. */
-  readonly numBlocks: number;
-  /** Tokens per block. */
-  readonly blockSize: number;
-  /** First id of the allocator's contiguous id range (default 0). */
-  readonly firstBlockId?: BlockId;
-  /** A name for error messages, e.g. the device (default "allocator"). */
-  readonly name?: string;
+export interface NaiveBlockAllocatorOptions extends RefCountedBlockAllocatorOptions {
   /**
    * Block objects to draw from, shared with the other device's allocator so that blocks can move between devices
    * on swap (vLLM's `block_pool` argument). Default: a pool of this allocator's own.
@@ -61,13 +49,6 @@ export class NaiveBlock extends TokenBlock {
   }
 }
 
-/** Collects the chain ending at `lastBlock` (first block first), following `prevBlock`. */
-export function getAllBlocksRecursively(lastBlock: Block): Block[] {
-  const out: Block[] = [];
-  for (let b: Block | null = lastBlock; b !== null; b = b.prevBlock) out.push(b);
-  return out.reverse();
-}
-
 /**
  * The simple allocator: a fixed range of physical block ids handed out from a LIFO free stack, with reference
  * counts so that forked sequences can share blocks, and copy-on-write when a shared block is appended to. No
@@ -77,36 +58,19 @@ export function getAllBlocksRecursively(lastBlock: Block): Block[] {
  * kept in typed arrays, and copy-on-write allocates the new id before it releases the shared one (so a failed copy
  * changes nothing).
  */
-export class NaiveBlockAllocator implements BlockAllocator {
-  readonly blockSize: number;
-  readonly firstBlockId: BlockId;
-  /** Name used in error messages. */
-  readonly name: string;
-  private readonly numBlocks: number;
+export class NaiveBlockAllocator extends RefCountedBlockAllocator<NaiveBlock> implements BlockAllocator {
+  protected readonly freeWords = 'free';
   private readonly freeStack: Int32Array;
   private numFree: number;
-  private readonly refCounter: RefCounter;
-  private readonly cowTracker: CopyOnWriteTracker;
-  private readonly blockPool: BlockPool<NaiveBlock>;
 
   /** Throws {@link InvalidArgumentError} for a non-integer or non-positive block size or negative count. */
   constructor(options: NaiveBlockAllocatorOptions) {
-    assertNonNegativeInt('numBlocks', options.numBlocks);
-    assertPositiveInt('blockSize', options.blockSize);
-    const first = options.firstBlockId ?? 0;
-    assertNonNegativeInt('firstBlockId', first);
-    this.blockSize = options.blockSize;
-    this.firstBlockId = first;
-    this.numBlocks = options.numBlocks;
-    this.name = options.name ?? 'allocator';
+    super(options, options.blockPool, (a) => new NaiveBlock(options.blockSize, a as NaiveBlockAllocator));
+    const first = this.firstBlockId;
     this.freeStack = new Int32Array(this.numBlocks);
     // Lowest id on top of the stack: blocks are handed out 0, 1, 2, ... from a fresh allocator.
     for (let i = 0; i < this.numBlocks; i++) this.freeStack[i] = first + this.numBlocks - 1 - i;
     this.numFree = this.numBlocks;
-    this.refCounter = new RefCounter(first, this.numBlocks);
-    this.cowTracker = new CopyOnWriteTracker(this.refCounter);
-    this.blockPool = options.blockPool ??
-      new BlockPool(() => new NaiveBlock(this.blockSize, this), Math.min(this.numBlocks, 1024));
   }
 
   allocateMutableBlock(prevBlock: Block | null, extraHash: string | null = null): Block {
@@ -128,59 +92,33 @@ export class NaiveBlockAllocator implements BlockAllocator {
     _blockHashes?: readonly BlockHash[],
   ): Block[] {
     for (let i = 0; i < blockTokenIds.length; i++) this.checkFullTokenIds(blockTokenIds[i], i);
-    if (blockTokenIds.length > this.numFree) throw this.noFreeBlocks(blockTokenIds.length);
+    return this.allocateImmutableBlocksFrom(prevBlock, blockTokenIds.flat(), 0, blockTokenIds.length, extraHash);
+  }
+
+  allocateImmutableBlocksFrom(
+    prevBlock: Block | null,
+    tokenIds: readonly number[],
+    start: number,
+    numBlocks: number,
+    extraHash: string | null = null,
+    _blockHashes?: readonly BlockHash[],
+  ): Block[] {
+    checkTokenRange(tokenIds, start, numBlocks, this.blockSize);
+    if (numBlocks > this.numFree) throw this.noFreeBlocks(numBlocks);
+    const bs = this.blockSize;
     const out: Block[] = [];
     let prev = prevBlock;
-    for (const ids of blockTokenIds) {
+    for (let k = 0; k < numBlocks; k++) {
       const block = this.newBlock(prev, this.allocateBlockId(), extraHash);
-      block.appendTokenIdsNoCow(ids, 0, ids.length);
+      block.appendTokenIdsNoCow(tokenIds, start + k * bs, start + (k + 1) * bs);
       out.push(block);
       prev = block;
     }
     return out;
   }
 
-  free(block: Block, keepBlockObject = false): void {
-    this.freeBlockId(block);
-    if (!keepBlockObject) this.blockPool.freeBlock(block as NaiveBlock);
-  }
-
-  fork(lastBlock: Block): Block[] {
-    const source = getAllBlocksRecursively(lastBlock);
-    for (const b of source) this.checkLive(b, 'fork');
-    const out: Block[] = [];
-    let prev: Block | null = null;
-    for (const b of source) {
-      const id = b.blockId!;
-      this.refCounter.incr(id);
-      const forked = this.newBlock(prev, id, b.extraHash);
-      forked.appendTokenIdsNoCow(b.tokenIds, 0, b.tokenIds.length);
-      out.push(forked);
-      prev = forked;
-    }
-    return out;
-  }
-
   getNumFreeBlocks(): number {
     return this.numFree;
-  }
-
-  getNumTotalBlocks(): number {
-    return this.numBlocks;
-  }
-
-  getPhysicalBlockId(absoluteId: BlockId): number {
-    if (!this.refCounter.contains(absoluteId)) throw this.unknownId(absoluteId);
-    return absoluteId - this.firstBlockId;
-  }
-
-  getRefCount(blockId: BlockId): number {
-    return this.refCounter.get(blockId);
-  }
-
-  swapOut(blocks: readonly Block[]): void {
-    this.checkReleasable(blocks, 'swap out');
-    for (let i = blocks.length - 1; i >= 0; i--) this.freeBlockId(blocks[i]);
   }
 
   swapIn(blocks: readonly Block[], shareKeys?: readonly number[]): void {
@@ -203,10 +141,6 @@ export class NaiveBlockAllocator implements BlockAllocator {
       b.blockId = id;
       b.owner = this;
     }
-  }
-
-  clearCopyOnWrites(): readonly CopyOnWritePair[] {
-    return this.cowTracker.clearCopyOnWrites();
   }
 
   getNumFullBlocksTouched(blocks: readonly Block[]): number {
@@ -273,125 +207,20 @@ export class NaiveBlockAllocator implements BlockAllocator {
     };
   }
 
-  /**
-   * Called by a block about to be appended to: returns its id if the block is appendable in place, otherwise a
-   * fresh id, after recording the (old, new) copy. Throws {@link NoFreeBlocksError} when a copy is needed and no
-   * block is free. Mirrors vLLM's `cow_block_if_not_appendable`.
-   */
-  cowBlockIfNotAppendable(block: Block): BlockId {
-    const src = block.blockId!;
-    if (this.cowTracker.isAppendable(block)) return src;
-    const trg = this.allocateBlockId();
-    this.refCounter.decr(src);
-    this.cowTracker.recordCow(src, trg);
-    return trg;
-  }
-
-  private newBlock(prevBlock: Block | null, blockId: BlockId, extraHash: string | null): NaiveBlock {
+  protected newBlock(prevBlock: Block | null, blockId: BlockId, extraHash: string | null): NaiveBlock {
     const block = this.blockPool.initBlock(prevBlock, blockId, extraHash);
     block.owner = this;
     return block;
   }
 
-  private allocateBlockId(): BlockId {
+  protected allocateBlockId(): BlockId {
     if (this.numFree === 0) throw this.noFreeBlocks(1);
     const id = this.freeStack[--this.numFree];
     this.refCounter.incr(id);
     return id;
   }
 
-  private freeBlockId(block: Block): void {
-    const id = block.blockId;
-    if (id === null) throw new DoubleFreeError('block was already freed (its physical id is null)');
-    if (this.refCounter.decr(id) === 0) this.freeStack[this.numFree++] = id;
-    block.blockId = null;
-  }
-
-  private checkLive(block: Block, what: string): void {
-    checkLiveBlock(this.refCounter, block, what, (id) => this.unknownId(id));
-  }
-
-  /** Checks that every block is live here and no id is released more often than it is referenced. */
-  private checkReleasable(blocks: readonly Block[], what: string): void {
-    checkReleasableBlocks(this.refCounter, blocks, what, (id) => this.unknownId(id));
-  }
-
-  private checkFullTokenIds(tokenIds: readonly number[], index: number): void {
-    checkFullBlockTokenIds(tokenIds, index, this.blockSize);
-  }
-
-  private noFreeBlocks(needed: number): NoFreeBlocksError {
-    return new NoFreeBlocksError(
-      `${this.name}: no free blocks (${needed} needed, ${this.numFree} free of ${this.numBlocks}); ` +
-      'free or swap out sequences first (the scheduler checks canAllocate / canAppendSlots)');
-  }
-
-  private unknownId(id: BlockId): UnknownBlockIdError {
-    return new UnknownBlockIdError(
-      `${this.name}: block id ${id} is not managed here (ids ${this.firstBlockId}..${this.firstBlockId + this.numBlocks - 1})`);
-  }
-}
-
-/**
- * Checks a swap-in request: every block swapped out (null id), share keys aligned. Returns the number of distinct
- * destination blocks needed.
- */
-export function checkSwapIn(blocks: readonly Block[], shareKeys: readonly number[] | undefined): number {
-  if (shareKeys !== undefined && shareKeys.length !== blocks.length) {
-    throw new InvalidArgumentError(
-      `swapIn: shareKeys has ${shareKeys.length} entries for ${blocks.length} blocks`);
-  }
-  for (let i = 0; i < blocks.length; i++) {
-    if (blocks[i].blockId !== null) {
-      throw new InvalidStateError(
-        `swapIn: block ${i} still holds physical id ${blocks[i].blockId}; swap it out of its device first`);
-    }
-  }
-  return shareKeys === undefined ? blocks.length : new Set(shareKeys).size;
-}
-
-/**
- * Throws {@link FreedBlockError} unless `block` holds an id referenced in `refCounter`, and the error `unknownId`
- * builds for an id outside it. Shared by the naive and prefix-caching allocators.
- */
-export function checkLiveBlock(refCounter: RefCounter, block: Block, what: string,
-  unknownId: (id: BlockId) => Error): void {
-  const id = block.blockId;
-  if (id === null) throw new FreedBlockError(`cannot ${what} a freed block (its physical id is null)`);
-  if (!refCounter.contains(id)) throw unknownId(id);
-  if (refCounter.get(id) === 0) {
-    throw new FreedBlockError(`cannot ${what} block ${id}: it is not referenced (already freed)`);
-  }
-}
-
-/**
- * Checks that every block is live and no id is released more often than it is referenced: throws
- * {@link DoubleFreeError} otherwise (before anything is released, so counts never go wrong).
- */
-export function checkReleasableBlocks(refCounter: RefCounter, blocks: readonly Block[], what: string,
-  unknownId: (id: BlockId) => Error): void {
-  const uses = new Map<BlockId, number>();
-  for (const b of blocks) {
-    checkLiveBlock(refCounter, b, what, unknownId);
-    const id = b.blockId!;
-    const n = (uses.get(id) ?? 0) + 1;
-    if (n > refCounter.get(id)) {
-      throw new DoubleFreeError(`block ${id} appears ${n} times but is referenced only ${refCounter.get(id)}`);
-    }
-    uses.set(id, n);
-  }
-}
-
-/** Throws {@link InvalidArgumentError} unless `tokenIds` fills one block of `blockSize` with ids in [0, 2^32). */
-export function checkFullBlockTokenIds(tokenIds: readonly number[], index: number, blockSize: number): void {
-  if (!Array.isArray(tokenIds) || tokenIds.length !== blockSize) {
-    throw new InvalidArgumentError(
-      `immutable block ${index} must hold exactly ${blockSize} token ids, got ${describe(tokenIds)}`);
-  }
-  for (let i = 0; i < tokenIds.length; i++) {
-    const t = tokenIds[i];
-    if ((t >>> 0) !== t) {
-      throw new InvalidArgumentError(`token id ${i} of block ${index} must be an integer in [0, 2^32), got ${describe(t)}`);
-    }
+  protected releaseId(id: BlockId): void {
+    this.freeStack[this.numFree++] = id;
   }
 }

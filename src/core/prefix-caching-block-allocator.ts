@@ -1,19 +1,14 @@
 import type { Block, BlockId } from './block.js';
 import type { BlockAllocator, BlockStates } from './block-allocator.js';
-import { BlockPool } from './block-pool.js';
-import { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
-import {
-  DoubleFreeError, InvalidArgumentError, NoFreeBlocksError, UnknownBlockIdError,
-} from './errors.js';
+import type { BlockPool } from './block-pool.js';
+import { checkSwapIn, checkTokenRange, commonPrefix } from './allocator-checks.js';
+import { BlockHashIndex } from './block-hash-index.js';
+import { InvalidArgumentError } from './errors.js';
 import { LRUEvictor } from './evictor.js';
-import { BlockHasher, type BlockHash, type HashAlgorithm, type HashValue } from './hashing.js';
-import {
-  checkFullBlockTokenIds, checkLiveBlock, checkReleasableBlocks, checkSwapIn, getAllBlocksRecursively,
-  type NaiveBlockAllocatorOptions,
-} from './naive-block-allocator.js';
-import { RefCounter } from './ref-counter.js';
-import { TokenBlock } from './token-block.js';
-import { assertNonNegativeInt, assertPositiveInt } from './validate.js';
+import { BlockHasher, PromptBlockHash, type BlockHash, type HashAlgorithm, type HashValue } from './hashing.js';
+import type { NaiveBlockAllocatorOptions } from './naive-block-allocator.js';
+import { parentHashOf, PrefixCachingBlock } from './prefix-caching-block.js';
+import { RefCountedBlockAllocator } from './ref-counted-block-allocator.js';
 
 /** Options of {@link PrefixCachingBlockAllocator}. */
 export interface PrefixCachingBlockAllocatorOptions extends Omit<NaiveBlockAllocatorOptions, 'blockPool'> {
@@ -21,48 +16,6 @@ export interface PrefixCachingBlockAllocatorOptions extends Omit<NaiveBlockAlloc
   readonly blockPool?: BlockPool<PrefixCachingBlock>;
   /** Hash function for block contents (default `'xxhash64'`, which needs `await initHashing()` first). */
   readonly hashAlgorithm?: HashAlgorithm;
-}
-
-/**
- * A block of the prefix-caching allocator. When it becomes full its content hash is computed (chaining the
- * previous block's hash) and the allocator promotes it to an immutable cached block — possibly merging it into an
- * identical block that is already cached, which changes its `blockId`.
- * Mirrors vLLM's `PrefixCachingBlock` (vllm/core/block/prefix_caching_block.py).
- */
-export class PrefixCachingBlock extends TokenBlock {
-  contentHash: HashValue | null = null;
-  /** The allocator that owns the block's current physical id (changes when the block is swapped). */
-  owner: PrefixCachingBlockAllocator;
-
-  constructor(blockSize: number, owner: PrefixCachingBlockAllocator) {
-    super(blockSize);
-    this.owner = owner;
-  }
-
-  /** Resets the object for reuse (see `TokenBlock.init`); forgets the content hash. */
-  override init(prevBlock: Block | null, blockId: BlockId | null, extraHash: string | null): void {
-    super.init(prevBlock, blockId, extraHash);
-    this.contentHash = null;
-  }
-
-  /** Whether the physical block's KV is known to be computed (see `markBlocksAsComputed`). */
-  get computed(): boolean {
-    return this.blockId !== null && this.owner.blockIsComputed(this.blockId);
-  }
-
-  /** Last access time recorded for the physical block, -1 if none. */
-  get lastAccessed(): number {
-    return this.blockId === null ? -1 : this.owner.getLastAccessed(this.blockId);
-  }
-
-  protected cowBlockIfNotAppendable(): BlockId {
-    return this.owner.cowBlockIfNotAppendable(this);
-  }
-
-  /** A full block is promoted: registered in the cache or merged into an identical cached block. */
-  protected override onFull(): void {
-    this.owner.onBlockFull(this);
-  }
 }
 
 /**
@@ -84,32 +37,26 @@ export class PrefixCachingBlock extends TokenBlock {
  * Mirrors vLLM's `PrefixCachingBlockAllocator` (vllm/core/block/prefix_caching_block.py), with V1's evictor and
  * V1's hash-plus-tokens block identity. Per-block state lives in typed arrays indexed by id.
  */
-export class PrefixCachingBlockAllocator implements BlockAllocator {
-  readonly blockSize: number;
-  readonly firstBlockId: BlockId;
-  /** Name used in error messages. */
-  readonly name: string;
+export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<PrefixCachingBlock>
+  implements BlockAllocator {
+  protected readonly freeWords = 'free or evictable';
   /** The hash function in use. */
   readonly hasher: BlockHasher;
-  private readonly numBlocks: number;
-  private readonly refCounter: RefCounter;
-  private readonly cowTracker: CopyOnWriteTracker;
-  private readonly blockPool: BlockPool<PrefixCachingBlock>;
   private readonly evictor: LRUEvictor;
   /** Free ids that hold no cached content (LIFO). */
   private readonly hashlessStack: Int32Array;
   private numHashless: number;
-  /** Content hash → id of the block caching it. */
-  private readonly cachedBlocks = new Map<HashValue, BlockId>();
-  /** Per index: the cached hash (null when the block caches nothing), its parent hash and extra key. */
-  private readonly cachedHash: (HashValue | null)[];
-  private readonly cachedParent: (HashValue | null)[];
-  private readonly cachedExtra: (string | null)[];
-  /** Per index: the cached token ids, blockSize per block. */
-  private readonly cachedTokens: Uint32Array;
+  /** What each block caches: hash → block, and each cached block's parent hash, extra key and token ids. */
+  private readonly index: BlockHashIndex;
   private readonly computedFlags: Uint8Array;
   private readonly touchedFlags: Uint8Array;
-  private touchedList: BlockId[] = [];
+  /**
+   * Indices registered since the last `markBlocksAsComputed` (a stack of `numTouched`): an index is listed once
+   * (`touchedListed`), so the stack never holds more than numBlocks entries.
+   */
+  private readonly touchedList: Int32Array;
+  private readonly touchedListed: Uint8Array;
+  private numTouched = 0;
   private readonly lastAccessedTimes: Float64Array;
   private hits = 0;
   private queries = 0;
@@ -119,30 +66,20 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
    * {@link HashingNotInitializedError} for xxhash64 before `await initHashing()`.
    */
   constructor(options: PrefixCachingBlockAllocatorOptions) {
-    assertNonNegativeInt('numBlocks', options.numBlocks);
-    assertPositiveInt('blockSize', options.blockSize);
-    const first = options.firstBlockId ?? 0;
-    assertNonNegativeInt('firstBlockId', first);
+    super(options, options.blockPool,
+      (a) => new PrefixCachingBlock(options.blockSize, a as PrefixCachingBlockAllocator));
     this.hasher = new BlockHasher(options.hashAlgorithm ?? 'xxhash64');
-    this.blockSize = options.blockSize;
-    this.firstBlockId = first;
-    this.numBlocks = options.numBlocks;
-    this.name = options.name ?? 'allocator';
+    const first = this.firstBlockId;
     const n = this.numBlocks;
-    this.refCounter = new RefCounter(first, n);
-    this.cowTracker = new CopyOnWriteTracker(this.refCounter);
-    this.blockPool = options.blockPool ??
-      new BlockPool(() => new PrefixCachingBlock(this.blockSize, this), Math.min(n, 1024));
     this.evictor = new LRUEvictor(first, n);
     this.hashlessStack = new Int32Array(n);
     for (let i = 0; i < n; i++) this.hashlessStack[i] = first + n - 1 - i;
     this.numHashless = n;
-    this.cachedHash = new Array<HashValue | null>(n).fill(null);
-    this.cachedParent = new Array<HashValue | null>(n).fill(null);
-    this.cachedExtra = new Array<string | null>(n).fill(null);
-    this.cachedTokens = new Uint32Array(n * this.blockSize);
+    this.index = new BlockHashIndex(first, n, this.blockSize);
     this.computedFlags = new Uint8Array(n);
     this.touchedFlags = new Uint8Array(n);
+    this.touchedList = new Int32Array(n);
+    this.touchedListed = new Uint8Array(n);
     this.lastAccessedTimes = new Float64Array(n).fill(-1);
   }
 
@@ -170,20 +107,37 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
       throw new InvalidArgumentError(`${blockHashes.length} block hashes given for ${count} blocks`);
     }
     for (let k = 0; k < count; k++) this.checkFullTokenIds(blockTokenIds[k], k);
+    return this.allocateImmutableBlocksFrom(prevBlock, blockTokenIds.flat(), 0, count, extraHash, blockHashes);
+  }
+
+  /** See {@link allocateImmutableBlocks} and {@link BlockAllocator.allocateImmutableBlocksFrom}. */
+  allocateImmutableBlocksFrom(
+    prevBlock: Block | null,
+    tokenIds: readonly number[],
+    start: number,
+    count: number,
+    extraHash: string | null = null,
+    blockHashes?: readonly BlockHash[],
+  ): Block[] {
+    checkTokenRange(tokenIds, start, count, this.blockSize);
+    if (blockHashes !== undefined && blockHashes.length < count) {
+      throw new InvalidArgumentError(`${blockHashes.length} block hashes given for ${count} blocks`);
+    }
+    const bs = this.blockSize;
     // Hashes: a chain after a block that has no hash cannot be hashed (never happens for tables built here).
     const hashes: (HashValue | null)[] = new Array<HashValue | null>(count).fill(null);
-    const parents: (HashValue | null)[] = new Array<HashValue | null>(count).fill(null);
     let parent: HashValue | null = prevBlock === null ? null : prevBlock.contentHash;
+    const firstParent = parent;
     const hashable = prevBlock === null || parent !== null;
     const hitIds = new Array<number>(count).fill(-1);
     let needed = 0;
     for (let k = 0; k < count; k++) {
       if (hashable) {
+        const from = start + k * bs;
         const h = blockHashes !== undefined ? blockHashes[k].value
-          : this.hasher.hashBlock(parent, blockTokenIds[k], 0, this.blockSize, extraHash);
+          : this.hasher.hashBlock(parent, tokenIds, from, from + bs, extraHash);
         hashes[k] = h;
-        parents[k] = parent;
-        hitIds[k] = this.lookup(h, parent, blockTokenIds[k], 0, extraHash);
+        hitIds[k] = this.index.lookup(h, parent, tokenIds, from, extraHash);
         parent = h;
       }
       if (hitIds[k] < 0 || this.refCounter.get(hitIds[k]) === 0) needed++;
@@ -201,42 +155,16 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     const out: Block[] = [];
     let prev = prevBlock;
     for (let k = 0; k < count; k++) {
-      const tokens = blockTokenIds[k];
-      let block: PrefixCachingBlock;
-      if (hitIds[k] >= 0) {
-        block = this.newBlock(prev, hitIds[k], extraHash);
-        block.appendTokenIdsNoCow(tokens, 0, tokens.length);
-        block.contentHash = hashes[k];
-      } else {
-        block = this.newBlock(prev, this.allocateBlockId(), extraHash);
-        block.appendTokenIdsNoCow(tokens, 0, tokens.length);
-        block.contentHash = hashes[k];
-        if (hashes[k] !== null) block.blockId = this.promoteToImmutableBlock(block, parents[k]);
+      const from = start + k * bs;
+      const hit = hitIds[k] >= 0;
+      const block = this.newBlock(prev, hit ? hitIds[k] : this.allocateBlockId(), extraHash);
+      block.appendTokenIdsNoCow(tokenIds, from, from + bs);
+      block.contentHash = hashes[k];
+      if (!hit && hashes[k] !== null) {
+        block.blockId = this.promoteToImmutableBlock(block, k === 0 ? firstParent : hashes[k - 1]);
       }
       out.push(block);
       prev = block;
-    }
-    return out;
-  }
-
-  free(block: Block, keepBlockObject = false): void {
-    this.freeBlockId(block);
-    if (!keepBlockObject) this.blockPool.freeBlock(block as PrefixCachingBlock);
-  }
-
-  fork(lastBlock: Block): Block[] {
-    const source = getAllBlocksRecursively(lastBlock);
-    for (const b of source) this.checkLive(b, 'fork');
-    const out: Block[] = [];
-    let prev: Block | null = null;
-    for (const b of source) {
-      const id = b.blockId!;
-      this.refCounter.incr(id);
-      const forked = this.newBlock(prev, id, b.extraHash);
-      forked.appendTokenIdsNoCow(b.tokenIds, 0, b.tokenIds.length);
-      forked.contentHash = b.contentHash;
-      out.push(forked);
-      prev = forked;
     }
     return out;
   }
@@ -246,27 +174,9 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     return this.numHashless + this.evictor.numBlocks;
   }
 
-  getNumTotalBlocks(): number {
-    return this.numBlocks;
-  }
-
   /** Number of freed blocks still holding cached content (evictable). */
   getNumEvictableBlocks(): number {
     return this.evictor.numBlocks;
-  }
-
-  getPhysicalBlockId(absoluteId: BlockId): number {
-    if (!this.refCounter.contains(absoluteId)) throw this.unknownId(absoluteId);
-    return absoluteId - this.firstBlockId;
-  }
-
-  getRefCount(blockId: BlockId): number {
-    return this.refCounter.get(blockId);
-  }
-
-  swapOut(blocks: readonly Block[]): void {
-    this.checkReleasable(blocks, 'swap out');
-    for (let i = blocks.length - 1; i >= 0; i--) this.freeBlockId(blocks[i]);
   }
 
   /**
@@ -291,7 +201,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
       firstOfKey.set(key, i);
       const b = blocks[i];
       const hit = b.isFull && b.contentHash !== null
-        ? this.lookup(b.contentHash, parentHashOf(b), b.tokenIds, 0, b.extraHash) : -1;
+        ? this.index.lookup(b.contentHash, parentHashOf(b), (b as PrefixCachingBlock).tokens, 0, b.extraHash) : -1;
       hitIds[i] = hit;
       if (hit < 0 || this.refCounter.get(hit) === 0) needed++;
     }
@@ -326,10 +236,6 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     }
   }
 
-  clearCopyOnWrites(): readonly CopyOnWritePair[] {
-    return this.cowTracker.clearCopyOnWrites();
-  }
-
   getNumFullBlocksTouched(blocks: readonly Block[]): number {
     const seen = new Set<BlockId | Block>();
     let count = 0;
@@ -339,7 +245,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
       if (seen.has(key)) continue;
       seen.add(key);
       if (b.contentHash !== null) {
-        const id = this.lookup(b.contentHash, parentHashOf(b), b.tokenIds, 0, b.extraHash);
+        const id = this.index.lookup(b.contentHash, parentHashOf(b), (b as PrefixCachingBlock).tokens, 0, b.extraHash);
         if (id >= 0 && this.refCounter.get(id) > 0) continue;
       }
       count++;
@@ -360,18 +266,20 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
    * when they are cached and in use. Mirrors vLLM's `mark_blocks_as_computed`.
    */
   markBlocksAsComputed(blockIds: readonly BlockId[]): void {
-    for (const id of this.touchedList) {
-      const i = id - this.firstBlockId;
+    const touched = this.touchedList;
+    for (let k = 0; k < this.numTouched; k++) {
+      const i = touched[k];
+      this.touchedListed[i] = 0;
       if (this.touchedFlags[i] === 1) {
         this.touchedFlags[i] = 0;
         this.computedFlags[i] = 1;
       }
     }
-    this.touchedList = [];
+    this.numTouched = 0;
     for (const id of blockIds) {
       if (!this.refCounter.contains(id)) throw this.unknownId(id);
       const i = id - this.firstBlockId;
-      if (this.cachedHash[i] !== null && this.refCounter.get(id) > 0) {
+      if (this.index.hashOf(id) !== null && this.refCounter.get(id) > 0) {
         this.touchedFlags[i] = 0;
         this.computedFlags[i] = 1;
       }
@@ -415,7 +323,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
   findCachedBlocksPrefix(blockHashes: readonly BlockHash[]): BlockId[] {
     const out: BlockId[] = [];
     for (const h of blockHashes) {
-      const id = this.lookup(h.value, h.parent, h.tokenIds, 0, h.extraHash);
+      const id = this.lookupHash(h);
       if (id < 0 || this.computedFlags[id - this.firstBlockId] !== 1) break;
       out.push(id);
     }
@@ -425,7 +333,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
   countCachedBlocksInUse(blockHashes: readonly BlockHash[]): number {
     let count = 0;
     for (const h of blockHashes) {
-      const id = this.lookup(h.value, h.parent, h.tokenIds, 0, h.extraHash);
+      const id = this.lookupHash(h);
       if (id >= 0 && this.refCounter.get(id) > 0) count++;
     }
     return count;
@@ -442,7 +350,8 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
       this.unregister(id);
       this.hashlessStack[this.numHashless++] = id;
     }
-    this.touchedList = [];
+    this.touchedListed.fill(0);
+    this.numTouched = 0;
     this.hits = 0;
     this.queries = 0;
     return true;
@@ -450,7 +359,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
 
   getCachedBlockHash(blockId: BlockId): HashValue | null {
     if (!this.refCounter.contains(blockId)) throw this.unknownId(blockId);
-    return this.cachedHash[blockId - this.firstBlockId];
+    return this.index.hashOf(blockId);
   }
 
   /** True when `blockId` holds cached content (in use or evictable). */
@@ -467,7 +376,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
   getBlockStates(): BlockStates {
     const n = this.numBlocks;
     const cached = new Uint8Array(n);
-    for (let i = 0; i < n; i++) if (this.cachedHash[i] !== null) cached[i] = 1;
+    for (let i = 0; i < n; i++) if (this.index.hashOf(this.firstBlockId + i) !== null) cached[i] = 1;
     const evictionRank = new Int32Array(n).fill(-1);
     const order = this.evictor.ids();
     for (let r = 0; r < order.length; r++) evictionRank[order[r] - this.firstBlockId] = r;
@@ -482,22 +391,12 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     };
   }
 
-  /** See {@link NaiveBlockAllocator.cowBlockIfNotAppendable}. */
-  cowBlockIfNotAppendable(block: Block): BlockId {
-    const src = block.blockId!;
-    if (this.cowTracker.isAppendable(block)) return src;
-    const trg = this.allocateBlockId();
-    this.refCounter.decr(src);
-    this.cowTracker.recordCow(src, trg);
-    return trg;
-  }
-
   /** Called by a block that just became full: hashes it and promotes it. */
   onBlockFull(block: PrefixCachingBlock): void {
     const prev = block.prevBlock;
     const parent = prev === null ? null : prev.contentHash;
     if (prev !== null && parent === null) return; // after an unhashed block: cannot be cached
-    block.contentHash = this.hasher.hashBlock(parent, block.tokenIds, 0, this.blockSize, block.extraHash);
+    block.contentHash = this.hasher.hashBlock(parent, block.tokens, 0, this.blockSize, block.extraHash);
     block.blockId = this.promoteToImmutableBlock(block, parent);
   }
 
@@ -510,13 +409,13 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
   promoteToImmutableBlock(block: Block, parent: HashValue | null): BlockId {
     const id = block.blockId!;
     const hash = block.contentHash!;
-    const existing = this.cachedBlocks.get(hash);
-    if (existing === undefined) {
-      this.register(id, hash, parent, block.tokenIds, block.extraHash);
+    const existing = this.index.blockOfHash(hash);
+    if (existing < 0) {
+      this.register(id, hash, parent, (block as PrefixCachingBlock).tokens, block.extraHash);
       return id;
     }
     if (existing === id) return id;
-    if (!this.verify(existing, parent, block.tokenIds, 0, block.extraHash)) return id; // collision: stay uncached
+    if (!this.index.verify(existing, parent, (block as PrefixCachingBlock).tokens, 0, block.extraHash)) return id; // collision
     if (this.refCounter.get(id) !== 1) return id; // shared (cannot happen after copy-on-write): keep it
     this.cowTracker.cancelCow(id);
     this.refCounter.decr(id);
@@ -525,63 +424,41 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     return existing;
   }
 
-  private newBlock(prevBlock: Block | null, blockId: BlockId, extraHash: string | null): PrefixCachingBlock {
+  /** The forked block shares the source's content hash too. */
+  protected override copyBlockContent(from: PrefixCachingBlock, to: PrefixCachingBlock): void {
+    to.copyTokensFrom(from);
+    to.contentHash = from.contentHash;
+  }
+
+  /** The cached block matching `h` (hash, parent, extra key and token ids), or -1. */
+  private lookupHash(h: BlockHash): BlockId {
+    return h instanceof PromptBlockHash ? this.index.lookup(h.value, h.parent, h.source, h.start, h.extraHash)
+      : this.index.lookup(h.value, h.parent, h.tokenIds, 0, h.extraHash);
+  }
+
+  protected newBlock(prevBlock: Block | null, blockId: BlockId, extraHash: string | null): PrefixCachingBlock {
     const block = this.blockPool.initBlock(prevBlock, blockId, extraHash);
     block.owner = this;
     return block;
   }
 
-  private lookup(
-    hash: HashValue,
-    parent: HashValue | null,
-    tokens: readonly number[],
-    start: number,
-    extraHash: string | null,
-  ): number {
-    const id = this.cachedBlocks.get(hash);
-    if (id === undefined) return -1;
-    return this.verify(id, parent, tokens, start, extraHash) ? id : -1;
-  }
-
-  private verify(
-    id: BlockId,
-    parent: HashValue | null,
-    tokens: readonly number[],
-    start: number,
-    extraHash: string | null,
-  ): boolean {
-    const i = id - this.firstBlockId;
-    if (this.cachedParent[i] !== parent || this.cachedExtra[i] !== extraHash) return false;
-    const bs = this.blockSize;
-    const base = i * bs;
-    const cached = this.cachedTokens;
-    for (let j = 0; j < bs; j++) if (cached[base + j] !== tokens[start + j]) return false;
-    return true;
-  }
-
-  private register(id: BlockId, hash: HashValue, parent: HashValue | null, tokens: readonly number[],
+  private register(id: BlockId, hash: HashValue, parent: HashValue | null, tokens: ArrayLike<number>,
     extraHash: string | null): void {
     const i = id - this.firstBlockId;
-    this.cachedBlocks.set(hash, id);
-    this.cachedHash[i] = hash;
-    this.cachedParent[i] = parent;
-    this.cachedExtra[i] = extraHash;
-    const base = i * this.blockSize;
-    for (let j = 0; j < this.blockSize; j++) this.cachedTokens[base + j] = tokens[j];
+    this.index.register(id, hash, parent, tokens, extraHash);
     this.computedFlags[i] = 0;
     if (this.touchedFlags[i] === 0) {
       this.touchedFlags[i] = 1;
-      this.touchedList.push(id);
+      if (this.touchedListed[i] === 0) {
+        this.touchedListed[i] = 1;
+        this.touchedList[this.numTouched++] = i;
+      }
     }
   }
 
   private unregister(id: BlockId): void {
     const i = id - this.firstBlockId;
-    const hash = this.cachedHash[i];
-    if (hash !== null && this.cachedBlocks.get(hash) === id) this.cachedBlocks.delete(hash);
-    this.cachedHash[i] = null;
-    this.cachedParent[i] = null;
-    this.cachedExtra[i] = null;
+    this.index.unregister(id);
     this.computedFlags[i] = 0;
     this.touchedFlags[i] = 0;
   }
@@ -591,7 +468,7 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
     if (this.refCounter.incr(id) === 1) this.evictor.remove(id);
   }
 
-  private allocateBlockId(): BlockId {
+  protected allocateBlockId(): BlockId {
     let id: BlockId;
     if (this.numHashless > 0) {
       id = this.hashlessStack[--this.numHashless];
@@ -607,62 +484,14 @@ export class PrefixCachingBlockAllocator implements BlockAllocator {
   }
 
   /** An id whose ref count just reached zero: evictable if it caches computed content, else plain free. */
-  private releaseId(id: BlockId): void {
+  protected releaseId(id: BlockId): void {
     const i = id - this.firstBlockId;
-    if (this.cachedHash[i] !== null && this.computedFlags[i] === 1) {
+    if (this.index.hashOf(id) !== null && this.computedFlags[i] === 1) {
       this.evictor.add(id);
       return;
     }
-    if (this.cachedHash[i] !== null) this.unregister(id);
+    if (this.index.hashOf(id) !== null) this.unregister(id);
     this.touchedFlags[i] = 0;
     this.hashlessStack[this.numHashless++] = id;
   }
-
-  private freeBlockId(block: Block): void {
-    const id = block.blockId;
-    if (id === null) throw new DoubleFreeError('block was already freed (its physical id is null)');
-    if (this.refCounter.decr(id) === 0) this.releaseId(id);
-    block.blockId = null;
-  }
-
-  private checkLive(block: Block, what: string): void {
-    checkLiveBlock(this.refCounter, block, what, (id) => this.unknownId(id));
-  }
-
-  private checkReleasable(blocks: readonly Block[], what: string): void {
-    checkReleasableBlocks(this.refCounter, blocks, what, (id) => this.unknownId(id));
-  }
-
-  private checkFullTokenIds(tokenIds: readonly number[], index: number): void {
-    checkFullBlockTokenIds(tokenIds, index, this.blockSize);
-  }
-
-  private noFreeBlocks(needed: number): NoFreeBlocksError {
-    return new NoFreeBlocksError(
-      `${this.name}: no free blocks (${needed} needed, ${this.getNumFreeBlocks()} free or evictable of ` +
-      `${this.numBlocks}); free or swap out sequences first (the scheduler checks canAllocate / canAppendSlots)`);
-  }
-
-  private unknownId(id: BlockId): UnknownBlockIdError {
-    return new UnknownBlockIdError(
-      `${this.name}: block id ${id} is not managed here (ids ${this.firstBlockId}..${this.firstBlockId + this.numBlocks - 1})`);
-  }
-}
-
-/** The content hash of the block before `block` (null for a first block). */
-function parentHashOf(block: Block): HashValue | null {
-  return block.prevBlock === null ? null : block.prevBlock.contentHash;
-}
-
-/** The longest common prefix of several id lists (a single list is returned as a copy). */
-export function commonPrefix(lists: readonly (readonly BlockId[])[]): BlockId[] {
-  if (lists.length === 0) return [];
-  let n = lists[0].length;
-  for (let k = 1; k < lists.length; k++) {
-    const l = lists[k];
-    let i = 0;
-    while (i < n && i < l.length && l[i] === lists[0][i]) i++;
-    n = i;
-  }
-  return lists[0].slice(0, n);
 }

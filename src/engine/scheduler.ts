@@ -19,12 +19,12 @@ export type { ScheduledSequenceGroup, SchedulerOutputs } from './scheduler-outpu
  */
 export interface SchedulerBlockManager {
   canAllocate(seqGroup: SequenceGroupLike, numLookaheadSlots?: number): AllocStatus;
-  allocate(seqGroup: SequenceGroupLike): void;
-  canAppendSlots(seqGroup: SequenceGroupLike, numLookaheadSlots: number): boolean;
-  appendSlots(seq: SequenceLike, numLookaheadSlots: number): ReadonlyArray<BlockPair>;
+  allocate(seqGroup: SequenceGroupLike, numNewTokens?: number): void;
+  canAppendSlots(seqGroup: SequenceGroupLike, numLookaheadSlots: number, numNewTokens?: number): boolean;
+  appendSlots(seq: SequenceLike, numLookaheadSlots: number, numNewTokens?: number): ReadonlyArray<BlockPair>;
   fork(parentSeq: SequenceLike, childSeq: SequenceLike): void;
   free(seq: SequenceLike): void;
-  canSwapIn(seqGroup: SequenceGroupLike, numLookaheadSlots: number): AllocStatus;
+  canSwapIn(seqGroup: SequenceGroupLike, numLookaheadSlots: number, numNewTokens?: number): AllocStatus;
   canSwapOut(seqGroup: SequenceGroupLike): boolean;
   swapIn(seqGroup: SequenceGroupLike): ReadonlyArray<BlockPair>;
   swapOut(seqGroup: SequenceGroupLike): ReadonlyArray<BlockPair>;
@@ -210,9 +210,9 @@ export class Scheduler extends SchedulerQueues {
       const { uncached, cached } = this.getNumNewTokens(g, SequenceStatus.RUNNING, enableChunking, budget);
       if (uncached === 0 || (enableChunking && uncached > budget.remainingTokenBudget())) break;
       head++;
-      this.exposeChunk(g, SequenceStatus.RUNNING, uncached + cached);
+      const numNewTokens = newTokensOf(g, uncached + cached);
       let scheduled = true;
-      while (!this.blockManager.canAppendSlots(g.blockView, 0)) {
+      while (!this.blockManager.canAppendSlots(g.blockView, 0, numNewTokens)) {
         budget.subtractNumBatchedTokens(g.requestId);
         budget.subtractNumSeqs(g.requestId);
         if (head < tail) {
@@ -227,7 +227,7 @@ export class Scheduler extends SchedulerQueues {
         }
       }
       if (!scheduled) break;
-      this.appendSlots(g);
+      this.appendSlots(g, numNewTokens);
       const isPrefill = g.isPrefill();
       const s: ScheduledSequenceGroup = {
         seqGroup: g, tokenChunkSize: isPrefill ? uncached + cached : 1, numCachedTokens: isPrefill ? cached : 0, isPrefill,
@@ -248,8 +248,8 @@ export class Scheduler extends SchedulerQueues {
       const { uncached, cached } = this.getNumNewTokens(g, SequenceStatus.SWAPPED, enableChunking, budget);
       if (uncached === 0 || !budget.canSchedule(uncached, g.getMaxNumRunningSeqs())) break;
       // Blocks for this step's chunk count too: a prefill gets its slots chunk by chunk.
-      this.exposeChunk(g, SequenceStatus.SWAPPED, uncached + cached);
-      let status = this.blockManager.canSwapIn(g.blockView, 0);
+      const numNewTokens = newTokensOf(g, uncached + cached);
+      let status = this.blockManager.canSwapIn(g.blockView, 0, numNewTokens);
       if (status === AllocStatus.LATER && this.running.length === 0 && budget.numSeqs === 0) {
         // Nothing runs that could free blocks: waiting would never end (the group needs more than the cache holds
         // above the watermark).
@@ -267,8 +267,7 @@ export class Scheduler extends SchedulerQueues {
       this.swapped.shift();
       pushNewPairs(this.blocksToSwapIn, this.blockManager.swapIn(g.blockView));
       for (const seq of g.getSeqs(SequenceStatus.SWAPPED)) seq.status = SequenceStatus.RUNNING;
-      this.exposeChunk(g, SequenceStatus.RUNNING, uncached + cached);
-      this.appendSlots(g);
+      this.appendSlots(g, numNewTokens);
       const isPrefill = g.isPrefill();
       (isPrefill ? out.prefill : out.decode).push({
         seqGroup: g, tokenChunkSize: isPrefill ? uncached + cached : 1, numCachedTokens: isPrefill ? cached : 0, isPrefill,
@@ -296,7 +295,6 @@ export class Scheduler extends SchedulerQueues {
           'a waiting group holds exactly one (its prompt, or its single sequence after a recompute)');
       }
       const seq = waitingSeqs[0];
-      seq.setBlockManagerLen(null);
       if (seq.getLen() > promptLimit) {
         this.waiting.shift();
         const what = seq.getOutputLen() > 0 ? `sequence (${seq.getPromptLen()} prompt + ${seq.getOutputLen()} ` +
@@ -323,8 +321,7 @@ export class Scheduler extends SchedulerQueues {
         this.cacheQueries += seq.getLen();
         this.cacheHits += cached;
       }
-      seq.setBlockManagerLen(seq.getNumComputedTokens() + uncached + cached);
-      this.blockManager.allocate(g.blockView);
+      this.blockManager.allocate(g.blockView, seq.getNumComputedTokens() + uncached + cached);
       seq.status = SequenceStatus.RUNNING;
       scheduled.push({ seqGroup: g, tokenChunkSize: uncached + cached, numCachedTokens: cached, isPrefill: true });
       budget.addNumBatchedTokens(g.requestId, uncached, cached);
@@ -342,7 +339,6 @@ export class Scheduler extends SchedulerQueues {
     const g = this.waiting[0];
     const waitingSeqs = g.getSeqs(SequenceStatus.WAITING);
     if (waitingSeqs.length !== 1) return;
-    waitingSeqs[0].setBlockManagerLen(null);
     const out: RunningOutputs = { decode: [], prefill: [], preempted: [], swappedOut: [], leftover: [] };
     while (this.running.length > 0 && this.compare(this.running[this.running.length - 1], g) > 0) {
       const status = this.blockManager.canAllocate(g.blockView, 0);
@@ -401,19 +397,12 @@ export class Scheduler extends SchedulerQueues {
   }
 
   /**
-   * Sets what the block manager sees of the group's sequences in `status`: a prefill shows its computed tokens
-   * plus the `chunk` tokens this step runs (so slots exist exactly for those), a decode shows every token.
+   * Appends slots for every running sequence's `numNewTokens` new tokens (undefined: all its unseen tokens);
+   * copy-on-write pairs go to blocksToCopy.
    */
-  private exposeChunk(g: SequenceGroup, status: SequenceStatus, chunk: number): void {
-    for (const seq of g.getSeqs(status)) {
-      seq.setBlockManagerLen(seq.isPrefill() ? seq.getNumComputedTokens() + chunk : null);
-    }
-  }
-
-  /** Appends slots for every running sequence's new tokens; copy-on-write pairs go to blocksToCopy. */
-  private appendSlots(g: SequenceGroup): void {
+  private appendSlots(g: SequenceGroup, numNewTokens: number | undefined): void {
     for (const seq of g.getSeqs(SequenceStatus.RUNNING)) {
-      const cows = this.blockManager.appendSlots(seq.blockView, 0);
+      const cows = this.blockManager.appendSlots(seq.blockView, 0, numNewTokens);
       for (const c of cows) this.blocksToCopy.push(c);
     }
   }
@@ -486,4 +475,12 @@ function pushNewPairs(into: BlockPair[], pairs: readonly BlockPair[]): void {
   for (const p of pairs) {
     if (!into.some((q) => q[0] === p[0] && q[1] === p[1])) into.push(p);
   }
+}
+
+/**
+ * Tokens each of the group's sequences gets slots for this step, as the block manager's `numNewTokens`: a prefill's
+ * `chunk` (its table holds its computed tokens), undefined for a decode (every unseen token: one per sequence).
+ */
+function newTokensOf(g: SequenceGroup, chunk: number): number | undefined {
+  return g.isPrefill() ? chunk : undefined;
 }

@@ -88,10 +88,9 @@ export class Sequence implements SequenceLike {
   deltaLogprobOffset = 0;
 
   /**
-   * What the block manager sees of this sequence: the same id and status, but only the first
-   * {@link setBlockManagerLen} tokens. The scheduler hands this view to core's BlockSpaceManager so that a chunked
-   * prefill gets its blocks chunk by chunk (vLLM V1's rule: slots only for the tokens computed so far plus this
-   * step's), which also keeps prefix-cache blocks from being marked computed before their chunk has run.
+   * What the block manager sees of this sequence (core's `SequenceLike`): its id, status, tokens and computed-token
+   * count. How many tokens get slots each step is an argument of the block manager's calls (the scheduler passes a
+   * chunked prefill's chunk size).
    */
   readonly blockView: SequenceLike;
 
@@ -99,7 +98,6 @@ export class Sequence implements SequenceLike {
   private readonly tokens: number[];
   private numComputedTokens = 0;
   private stage: SequenceStage = SequenceStage.PREFILL;
-  private blockManagerLen: number | null = null;
   private promptIds: readonly number[] | null = null;
 
   /**
@@ -114,23 +112,6 @@ export class Sequence implements SequenceLike {
     this.promptLen = promptTokenIds.length;
     this.outputLogprobs = [];
     this.blockView = new SequenceBlockView(this);
-  }
-
-  /**
-   * Sets how many leading tokens {@link blockView} shows (null: all of them). Throws RangeError for a count outside
-   * [0, length].
-   */
-  setBlockManagerLen(n: number | null): void {
-    if (n !== null && (!Number.isInteger(n) || n < 0 || n > this.tokens.length)) {
-      throw new RangeError(`sequence ${this.seqId}: block manager length ${n} is outside [0, ${this.tokens.length}]`);
-    }
-    this.blockManagerLen = n;
-  }
-
-  /** Tokens {@link blockView} shows. */
-  getBlockManagerLen(): number {
-    const n = this.blockManagerLen;
-    return n === null ? this.tokens.length : Math.min(n, this.tokens.length);
   }
 
   /** The prompt text when the request gave one. */
@@ -270,7 +251,7 @@ export class Sequence implements SequenceLike {
   }
 }
 
-/** The block manager's view of a {@link Sequence}: its first `getBlockManagerLen()` tokens. */
+/** The block manager's view of a {@link Sequence} (core's `SequenceLike`). */
 class SequenceBlockView implements SequenceLike {
   constructor(private readonly seq: Sequence) {}
 
@@ -283,13 +264,11 @@ class SequenceBlockView implements SequenceLike {
   }
 
   getTokenIds(): readonly number[] {
-    const all = this.seq.getTokenIds();
-    const n = this.seq.getBlockManagerLen();
-    return n >= all.length ? all : all.slice(0, n);
+    return this.seq.getTokenIds();
   }
 
   getLen(): number {
-    return this.seq.getBlockManagerLen();
+    return this.seq.getLen();
   }
 
   getNumComputedTokens(): number {

@@ -175,6 +175,27 @@ describe('BlockSpaceManager: allocate, append, fork, free', () => {
   });
 });
 
+describe('BlockSpaceManager: chunk sizes as arguments', () => {
+  it('gives slots to exactly numNewTokens tokens per call (a chunked prefill), and refuses more than are unseen', () => {
+    const m = new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 16, numCpuBlocks: 0, watermark: 0 });
+    const g = singleSeqGroup(1, range(22));
+    expect(() => m.allocate(g, 23)).toThrow(/numNewTokens must be an integer in \[1, 22\]/);
+    m.allocate(g, 6);
+    running(g);
+    const s = g.seqs[0];
+    expect(m.getBlockTableObject(s).numFullSlots).toBe(6);
+    expect(m.getBlockTable(s).length).toBe(2);
+    expect(m.canAppendSlots(g, 0, 10)).toBe(true);
+    m.appendSlots(s, 0, 10);
+    expect(m.getBlockTableObject(s).numFullSlots).toBe(16);
+    expect(m.getBlockTable(s).length).toBe(4);
+    expect(() => m.appendSlots(s, 0, 7)).toThrow(/numNewTokens must be an integer in \[0, 6\]/);
+    m.appendSlots(s); // the rest
+    expect(m.getBlockTableObject(s).numFullSlots).toBe(22);
+    expect(m.getNumFreeGpuBlocks()).toBe(10);
+  });
+});
+
 describe('BlockSpaceManager: swapping', () => {
   for (const enableCaching of [false, true]) {
     it(`swaps a forked group out and back in, keeping tokens and sharing (${enableCaching ? 'caching' : 'naive'})`, () => {
@@ -276,6 +297,17 @@ describe('BlockSpaceManager: sliding window', () => {
     expect(m.getBlockTable(s)[0]).toBe(nullId);
     m.free(s);
     expect(m.getNumFreeGpuBlocks()).toBe(31);
+  });
+
+  it('answers NEVER, not LATER forever, for a prompt that needs the block the null block holds', () => {
+    const m = new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 5, numCpuBlocks: 0, slidingWindow: 8, watermark: 0 });
+    expect(m.getNumFreeGpuBlocks()).toBe(4);
+    expect(m.canAllocate(singleSeqGroup(1, range(20)))).toBe(AllocStatus.NEVER); // 5 blocks, 4 usable
+    const fits = singleSeqGroup(2, range(16));
+    expect(m.canAllocate(fits)).toBe(AllocStatus.OK); // 4 blocks
+    m.allocate(fits);
+    expect(m.getNumFreeGpuBlocks()).toBe(0);
+    expect(m.canAllocate(singleSeqGroup(3, range(1)))).toBe(AllocStatus.LATER);
   });
 
   it('uses the sequence\'s computed-token count when it has one', () => {
