@@ -1,6 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import { RequestOutputKind, type RequestOutput } from '../engine/index.js';
 import { BadRequestError, toOpenAIError } from './errors.js';
+import { HeldLogprobs } from './held-logprobs.js';
 import { chatLogprobs } from './logprobs-format.js';
 import type { ChatCompletionRequest, UsageInfo } from './protocol.js';
 import { abortOnClientClose, usage } from './serving-completion.js';
@@ -57,7 +58,7 @@ export async function serveChatCompletion(ctx: ServingContext, body: ChatComplet
   const created = Math.floor(Date.now() / 1000);
   const source = ctx.start(requestId, { promptTokenIds: tokenIds, prompt }, params, body.priority ?? undefined);
   const iterator = source[Symbol.asyncIterator]();
-  const fingerprint = ctx.randomWeights ? { system_fingerprint: 'pagellm-random-weights' } : {};
+  const fingerprint = { system_fingerprint: ctx.systemFingerprint };
   const stopWatching = abortOnClientClose(reply, () => ctx.abort(requestId));
 
   if (!stream) {
@@ -101,6 +102,7 @@ export async function serveChatCompletion(ctx: ServingContext, body: ChatComplet
   const sse = new SseStream(reply.raw, ctx.randomWeights ? { 'x-pagellm-random-weights': 'true' } : {});
   sse.onDisconnect(() => ctx.abort(requestId));
   let completionTokens = 0;
+  const held = new HeldLogprobs();
   const chunk = (choices: unknown[], withUsage: UsageInfo | null): unknown => ({
     id: requestId, object: 'chat.completion.chunk', created, model: ctx.modelName, ...fingerprint, choices,
     ...(includeUsage ? { usage: withUsage } : {}),
@@ -118,11 +120,12 @@ export async function serveChatCompletion(ctx: ServingContext, body: ChatComplet
       if (failed !== null) throw failed;
       for (const o of out.outputs) {
         completionTokens += o.tokenIds.length;
-        if (o.text === '' && o.tokenIds.length === 0 && o.finishReason === null) continue;
+        if (held.hold(o.index, o.text, o.finishReason, o.logprobs)) continue;
+        const entries = held.take(o.index, o.logprobs);
         await sse.send(chunk([{
           index: o.index,
-          delta: o.text === '' && o.finishReason !== null ? {} : { content: o.text },
-          logprobs: logprobs === null || o.logprobs === null ? null : chatLogprobs(o.logprobs, logprobs),
+          delta: o.text === '' ? {} : { content: o.text },
+          logprobs: logprobs === null || entries === null ? null : chatLogprobs(entries, logprobs),
           finish_reason: o.finishReason,
           stop_reason: o.stopReason,
         }], continuousUsage ? usage(tokenIds.length, completionTokens) : null));

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import {
   DuplicateRequestError, EngineConfigError, EngineStateError, InvalidRequestError, RequestAbortedError,
   SamplingParams, SamplingParamsError, type AsyncLLMEngine, type LLMEngine, type RequestOutput, type RequestOutputKind,
@@ -65,6 +65,13 @@ export class ServingContext {
   readonly createdAt = Math.floor(Date.now() / 1000);
   /** True for weights made by `create-random-model`: responses are marked, see app.ts. */
   readonly randomWeights: boolean;
+  /**
+   * `system_fingerprint` of every response and chunk: `fp_` + 10 hex digits of a SHA-256 over the model (path,
+   * format, architecture, shape) and the engine configuration that changes outputs or their scheduling (block size,
+   * KV cache dtype, max-model-len, batch limits, chunked prefill, prefix caching), so two servers with the same
+   * fingerprint run the same model the same way; `pagellm-random-weights` for a model with random weights.
+   */
+  readonly systemFingerprint: string;
   /** The bounds every request is checked against before expensive work. */
   readonly limits: RequestLimits;
   readonly preprocess: PreprocessPool;
@@ -90,6 +97,7 @@ export class ServingContext {
     this.maxModelLen = this.engine.schedulerConfig.maxModelLen;
     this.vocabSize = this.engine.model.config.vocabSize;
     this.randomWeights = this.source.randomWeights === true;
+    this.systemFingerprint = this.randomWeights ? 'pagellm-random-weights' : engineFingerprint(this.engine);
     this.chatTemplateOverride = options.chatTemplate;
     this.preprocess = options.preprocess;
     this.trustRequestChatTemplate = options.trustRequestChatTemplate === true;
@@ -414,6 +422,21 @@ export class ServingContext {
     }
     return undefined;
   }
+}
+
+/** `fp_` + the first 10 hex digits of a SHA-256 over the engine's model and configuration (see systemFingerprint). */
+function engineFingerprint(engine: LLMEngine): string {
+  const source = engine.modelSource;
+  const config = engine.model.config;
+  const sc = engine.schedulerConfig;
+  const described = JSON.stringify({
+    model: source?.path, format: source?.format, architecture: config.architecture, numLayers: config.numLayers,
+    dim: config.dim, numHeads: config.numHeads, numKvHeads: config.numKvHeads, vocabSize: config.vocabSize,
+    blockSize: engine.blockSize, cacheDtype: engine.cacheEngine.spec.cacheDtype, maxModelLen: sc.maxModelLen,
+    maxNumSeqs: sc.maxNumSeqs, maxNumBatchedTokens: sc.maxNumBatchedTokens,
+    enableChunkedPrefill: sc.enableChunkedPrefill, enablePrefixCaching: engine.enablePrefixCaching,
+  });
+  return `fp_${createHash('sha256').update(described).digest('hex').slice(0, 10)}`;
 }
 
 /** The text of a message: a string, null (''), or text parts joined by newlines. */
