@@ -148,7 +148,7 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
         if (echo && !started.has(index)) text = echoText(i) + text;
         started.add(index);
         completionTokens += o.tokenIds.length;
-        if (held.hold(index, text, o.finishReason, o.logprobs)) continue;
+        if (held.hold(index, text !== '', o.finishReason, o.logprobs)) continue;
         const entries = held.take(index, o.logprobs);
         const offset = textOffset.get(index) ?? 0;
         let lp: CompletionLogprobs | null = null;
