@@ -86,17 +86,7 @@ export function extractLlama3Json(text: string, final: boolean): ToolCallExtract
     const maybeTag = rest.length < PYTHON_TAG.length && PYTHON_TAG.startsWith(rest);
     return { content: !final && maybeTag ? '' : text, calls: [] };
   }
-  const calls: PartialToolCall[] = [];
-  for (;;) {
-    const scanned = scanCallObject(text, at);
-    if (scanned === null) break;
-    calls.push(scanned.call);
-    if (!scanned.call.complete) break;
-    at = skipWhitespace(text, scanned.end);
-    if (text[at] !== ';') break;
-    at = skipWhitespace(text, at + 1);
-  }
-  return { content: '', calls };
+  return { content: '', calls: scanCallSequence(text, at, ';') };
 }
 
 /** Mistral: content, then `[TOOL_CALLS]` and a JSON array of calls. */
@@ -113,17 +103,20 @@ export function extractCallArray(text: string): ToolCallExtraction {
 
 /** The calls of a JSON array starting at `from` (after whitespace), as far as it is written. */
 function scanCallArray(text: string, from: number): PartialToolCall[] {
+  const at = skipWhitespace(text, from);
+  return text[at] === '[' ? scanCallSequence(text, at + 1, ',') : [];
+}
+
+/** The call objects from `from` on, separated by `separator` (whitespace around it allowed), as far as written. */
+function scanCallSequence(text: string, from: number, separator: string): PartialToolCall[] {
   const calls: PartialToolCall[] = [];
-  let at = skipWhitespace(text, from);
-  if (text[at] !== '[') return calls;
-  at++;
-  for (;;) {
+  for (let at = from; ;) {
     const scanned = scanCallObject(text, at);
     if (scanned === null) break;
     calls.push(scanned.call);
     if (!scanned.call.complete) break;
     at = skipWhitespace(text, scanned.end);
-    if (text[at] !== ',') break;
+    if (text[at] !== separator) break;
     at++;
   }
   return calls;
