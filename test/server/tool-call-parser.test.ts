@@ -1,10 +1,16 @@
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { sharedDir } from '../../src/cli/default-model.js';
+import { ChatTemplate } from '../../src/model/chat-template.js';
+import { HfTokenizer } from '../../src/model/hf-tokenizer.js';
+import { IncrementalDetokenizer } from '../../src/model/incremental-detokenizer.js';
 import {
   extractCallArray, extractHermes, extractLlama3Json, extractMistral, scanJsonValue, toolCallParser,
   type ToolCallExtractor,
 } from '../../src/server/tool-call-parser.js';
 import { ToolCallStreamer, type ToolCallDelta } from '../../src/server/tool-call-stream.js';
 import { finishedToolCalls, toolChoiceSchema } from '../../src/server/tool-calls-request.js';
+import { HERMES_TEMPLATE } from './tool-templates.js';
 
 /** What a client assembles from a stream, fed one character at a time (the hardest split). */
 function streamByChars(extract: ToolCallExtractor, text: string): {
@@ -100,6 +106,30 @@ describe('tool-call parsers', () => {
     }
     // The arguments arrive in fragments, as OpenAI streams them.
     expect(streamByChars(extractHermes, HERMES).deltas.filter((d) => d.index === 0).length).toBeGreaterThan(10);
+  });
+
+  it('streams a ChatML model\'s output as its tokens come (SmolLM2\'s tokenizer, special tokens kept)', () => {
+    const tok = HfTokenizer.fromFiles(join(sharedDir(), 'models/smollm2-135m-instruct-tokenizer/tokenizer.json'));
+    const tools = [{ type: 'function', function: { name: 'weather', parameters: { type: 'object' } } }];
+    const prompt = new ChatTemplate(HERMES_TEMPLATE).render([{ role: 'user', content: 'Weather in Paris?' }], { tools });
+    expect(prompt).toContain('<tools>{"name": "weather", "parameters": {"type": "object"}}</tools>');
+    const promptIds = tok.encode(prompt, { addSpecialTokens: false });
+    const imStart = tok.encode('<|im_start|>', { addSpecialTokens: false });
+    expect(imStart).toHaveLength(1); // the template writes the model's own control tokens
+    const output = 'Checking 🌦.\n<tool_call>\n{"name": "weather", "arguments": {"city": "Paris é"}}\n</tool_call>';
+    const detok = new IncrementalDetokenizer(tok, promptIds, { skipSpecialTokens: false });
+    const streamer = new ToolCallStreamer(extractHermes);
+    const ids = tok.encode(output, { addSpecialTokens: false });
+    let content = '';
+    let args = '';
+    for (const [i, id] of ids.entries()) {
+      const d = streamer.push(detok.push(id), i === ids.length - 1);
+      content += d.content;
+      for (const c of d.toolCalls) args += c.function.arguments;
+    }
+    expect(content).toBe('Checking 🌦.\n');
+    expect(JSON.parse(args)).toEqual({ city: 'Paris é' });
+    expect(streamer.calledTools).toBe(true);
   });
 
   it('scanJsonValue finds where a value ends, or −1 while it is unfinished', () => {
