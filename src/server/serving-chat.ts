@@ -132,15 +132,8 @@ export async function serveChatCompletion(ctx: ServingContext, body: ChatComplet
       if (failed !== null) throw failed;
       for (const o of out.outputs) {
         completionTokens += o.tokenIds.length;
-        const deltas: Array<Record<string, unknown>> = [];
         const streamer = streamers[o.index];
-        if (streamer === undefined) {
-          if (o.text !== '') deltas.push({ content: o.text });
-        } else {
-          const d = streamer.push(o.text, o.finishReason !== null);
-          if (d.content !== '') deltas.push({ content: d.content });
-          for (const call of d.toolCalls) deltas.push({ tool_calls: [call] });
-        }
+        const deltas = chatDeltas(o.text, o.finishReason !== null, streamer);
         if (held.hold(o.index, deltas.length > 0, o.finishReason, o.logprobs)) continue;
         if (deltas.length === 0) deltas.push({});
         const entries = held.take(o.index, o.logprobs);
@@ -166,4 +159,17 @@ export async function serveChatCompletion(ctx: ServingContext, body: ChatComplet
     await sse.done();
   }
   return reply;
+}
+
+/**
+ * The `delta`s one output step of a streamed choice sends, in order: its new content, then each tool-call delta on
+ * its own (OpenAI's shape) when tools are parsed. Empty when the step adds nothing visible.
+ */
+function chatDeltas(text: string, finished: boolean, streamer: ToolCallStreamer | undefined):
+  Array<Record<string, unknown>> {
+  if (streamer === undefined) return text === '' ? [] : [{ content: text }];
+  const d = streamer.push(text, finished);
+  const deltas: Array<Record<string, unknown>> = d.content === '' ? [] : [{ content: d.content }];
+  for (const call of d.toolCalls) deltas.push({ tool_calls: [call] });
+  return deltas;
 }
