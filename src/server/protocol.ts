@@ -142,6 +142,8 @@ export interface TokenizeRequest {
   add_special_tokens?: boolean | null;
   add_generation_prompt?: boolean | null;
   chat_template?: string | null;
+  /** With `messages`: the tools the chat template writes into the prompt, as in a chat request. */
+  tools?: ChatTool[] | null;
   return_token_strs?: boolean | null;
 }
 
@@ -364,6 +366,7 @@ export const tokenizeRequestSchema = {
     add_special_tokens: nullable({ type: 'boolean' }),
     add_generation_prompt: nullable({ type: 'boolean' }),
     chat_template: nullable({ type: 'string' }),
+    tools: nullable({ type: 'array', items: toolSchema, maxItems: 128 }),
     return_token_strs: nullable({ type: 'boolean' }),
   },
 } as const;

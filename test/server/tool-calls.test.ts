@@ -207,6 +207,9 @@ describe('tools in the prompt and the history', () => {
       expect(rendered).toContain('"description": "of a city"');
       const tokenized = await postRaw(server.url, '/tokenize', JSON.stringify({ prompt: rendered, add_special_tokens: false }));
       expect(res.usage!.prompt_tokens).toBe((tokenized.json as { count: number }).count);
+      // /tokenize renders chat messages with the same tools.
+      const viaMessages = await postRaw(server.url, '/tokenize', JSON.stringify({ messages: history, tools: TOOLS }));
+      expect((viaMessages.json as { count: number }).count).toBe(res.usage!.prompt_tokens);
     }
   });
 
