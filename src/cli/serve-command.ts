@@ -1,6 +1,7 @@
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { startServer, type ServerHandle } from '../server/api-server.js';
 import { startupLogLines } from '../server/startup-log.js';
+import { TOOL_CALL_PARSERS, type ToolCallParserName } from '../server/tool-call-parser.js';
 import { createByteProgress, type ByteProgress } from './byte-progress.js';
 import { addChatTemplateOption, addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
 import { checkModelPath } from './input-path.js';
@@ -28,6 +29,8 @@ interface ServeCliOptions extends EngineCliOptions {
   trustRequestChatTemplate?: boolean;
   maxSeqsPerRequest?: number;
   chatTemplateTimeout?: number;
+  enableAutoToolChoice?: boolean;
+  toolCallParser?: ToolCallParserName;
 }
 
 /** Prints one log line on stdout, prefixed like vLLM's INFO / WARNING lines. */
@@ -70,7 +73,11 @@ export function createServeCommand(version: string): Command {
     .option('--trust-request-chat-template', 'accept "chat_template" sent in requests (refused with 400 otherwise)')
     .option('--max-seqs-per-request <n>', 'most sequences one request may start, prompts × n (default: --max-num-seqs)',
       intAtLeast(1))
-    .option('--chat-template-timeout <ms>', 'wall-clock limit of one chat-template render (default: 5000)', intAtLeast(1));
+    .option('--chat-template-timeout <ms>', 'wall-clock limit of one chat-template render (default: 5000)', intAtLeast(1))
+    .option('--enable-auto-tool-choice', 'let the model decide when to call tools (tool_choice "auto", the default ' +
+      'when tools are given); needs --tool-call-parser')
+    .addOption(new Option('--tool-call-parser <name>', 'the format the model writes tool calls in')
+      .choices([...TOOL_CALL_PARSERS]));
   cmd.action(async (modelArg: string | undefined, opts: ServeCliOptions) => {
     let progress: ByteProgress | undefined;
     checkModelPath(modelArg ?? opts.model, '--model <path>, as the first argument or with PAGELLM_MODEL');
@@ -82,6 +89,10 @@ export function createServeCommand(version: string): Command {
       (opts.allowedMethods !== undefined || opts.allowedHeaders !== undefined || opts.allowCredentials === true)) {
       cmd.error('error: --allowed-methods, --allowed-headers and --allow-credentials configure CORS, which is off ' +
         'until --allowed-origins names the origins to allow');
+    }
+    if (opts.enableAutoToolChoice === true && opts.toolCallParser === undefined) {
+      cmd.error('error: --enable-auto-tool-choice needs --tool-call-parser to read the calls out of the model\'s ' +
+        `output (${TOOL_CALL_PARSERS.join(', ')})`);
     }
     log(`pagellm ${version} starting: model ${engineArgs.model}`);
     let handle: ServerHandle;
@@ -105,6 +116,8 @@ export function createServeCommand(version: string): Command {
         maxSeqsPerRequest: opts.maxSeqsPerRequest,
         chatTemplateLimits: opts.chatTemplateTimeout !== undefined ? { timeoutMs: opts.chatTemplateTimeout } : undefined,
         allowRandomWeights: opts.allowRandomWeights,
+        enableAutoToolChoice: opts.enableAutoToolChoice,
+        toolCallParser: opts.toolCallParser,
         version,
       });
     } finally {

@@ -11,6 +11,7 @@ import { readModelSource, totalTensorBytes } from '../model/read-model-source.js
 import { createApp, type CorsOptions } from './app.js';
 import type { PrometheusMetrics } from './prometheus-metrics.js';
 import { ServingContext } from './serving-context.js';
+import { toolCallParser, type ToolCallParserName } from './tool-call-parser.js';
 
 /** The model's weights are random (create-random-model) and `allowRandomWeights` was not given. */
 export class RandomWeightsRefusedError extends Error {
@@ -54,6 +55,10 @@ export interface ServerOptions extends EngineArgs {
   readonly chatTemplateLimits?: Partial<ChatTemplateLimits>;
   /** Sequences one request may start, prompts × max(n, best_of) (default: maxNumSeqs). */
   readonly maxSeqsPerRequest?: number;
+  /** Let the model decide when to call tools (`tool_choice: "auto"`); needs toolCallParser (vLLM's flag). */
+  readonly enableAutoToolChoice?: boolean;
+  /** The format the model writes tool calls in: `hermes`, `llama3_json` or `mistral` (vLLM's --tool-call-parser). */
+  readonly toolCallParser?: ToolCallParserName;
   /** Serve a model with random weights (responses are marked as such). */
   readonly allowRandomWeights?: boolean;
   /** Largest request body in bytes (default 4 MiB). */
@@ -147,7 +152,8 @@ export function defaultServedModelName(modelPath: string): string {
  * `allowRandomWeights` is set, and checks the chat template parses, before any weight is loaded.
  * Mirrors vLLM's `run_server` / `build_async_engine_client` (vllm/entrypoints/openai/api_server.py).
  *
- * @throws RandomWeightsRefusedError, ChatTemplateArgumentError, the model template's ChatTemplateError, the
+ * @throws RandomWeightsRefusedError, ChatTemplateArgumentError, the model template's ChatTemplateError, RangeError
+ *   for an unknown toolCallParser, the
  *   engine's configuration and loading errors, and the listen error (e.g. EADDRINUSE).
  */
 export async function startServer(options: ServerOptions): Promise<ServerHandle> {
@@ -158,6 +164,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const servedModelNames = options.servedModelNames !== undefined && options.servedModelNames.length > 0
     ? options.servedModelNames : [defaultServedModelName(options.model)];
   if (chatTemplate !== undefined) resolveChatTemplate(source, servedModelNames[0], chatTemplate); // parses or throws
+  if (options.toolCallParser !== undefined) toolCallParser(options.toolCallParser); // a known name or throws
 
   const preprocess = await PreprocessPool.start({
     model: options.model, tokenizerPath: options.tokenizerPath, limits: options.chatTemplateLimits,
@@ -175,6 +182,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     const context = new ServingContext({
       asyncEngine, servedModelNames, chatTemplate, preprocess,
       trustRequestChatTemplate: options.trustRequestChatTemplate, maxSeqsPerRequest: options.maxSeqsPerRequest,
+      toolCalling: { enableAutoToolChoice: options.enableAutoToolChoice, toolCallParser: options.toolCallParser },
     });
     const created = createApp(context, {
       apiKey: options.apiKey, metricsPublic: options.metricsPublic, host: options.host,

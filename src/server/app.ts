@@ -75,7 +75,7 @@ export interface App {
 /**
  * The OpenAI-compatible HTTP API on fastify, over a {@link ServingContext}:
  *
- * - `GET /health` (200 while serving, 503 while shutting down), `GET /version`, `GET /v1/models`,
+ * - `GET /health` (200 while serving, 503 while shutting down), `GET /version`, `GET /v1/models`, `GET /v1/models/{id}`,
  * - `POST /v1/completions`, `POST /v1/chat/completions` (JSON or SSE streaming),
  * - `POST /tokenize`, `POST /detokenize`, `GET /metrics` (Prometheus text), and the dashboard (dashboard-plugin.ts).
  *
@@ -177,20 +177,24 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
 
   app.get('/version', async () => ({ version: options.version ?? 'unknown' }));
 
-  app.get('/v1/models', async () => ({
-    object: 'list',
-    data: ctx.servedModelNames.map((id) => ({
-      id,
-      object: 'model',
-      created: ctx.createdAt,
-      owned_by: 'pagellm',
-      root: ctx.source.path,
-      parent: null,
-      max_model_len: ctx.maxModelLen,
-      random_weights: ctx.randomWeights,
-      permission: [],
-    })),
-  }));
+  const modelCard = (id: string): Record<string, unknown> => ({
+    id,
+    object: 'model',
+    created: ctx.createdAt,
+    owned_by: 'pagellm',
+    root: ctx.source.path,
+    parent: null,
+    max_model_len: ctx.maxModelLen,
+    random_weights: ctx.randomWeights,
+    permission: [],
+  });
+  app.get('/v1/models', async () => ({ object: 'list', data: ctx.servedModelNames.map(modelCard) }));
+  // A wildcard, so ids holding slashes (`org/model`) are found; unknown ids get OpenAI's 404 (model_not_found).
+  app.get<{ Params: { '*': string } }>('/v1/models/*', async (request) => {
+    const id = request.params['*'];
+    ctx.checkModel(id);
+    return modelCard(id);
+  });
 
   app.post<{ Body: CompletionRequest }>('/v1/completions', { schema: { body: completionRequestSchema } },
     async (request, reply: FastifyReply) => ctx.track(() => serveCompletion(ctx, request.body, reply)));

@@ -5,7 +5,8 @@
  *
  * Field names are OpenAI's (snake_case on the wire). vLLM's extra sampling fields are accepted too: `top_k`,
  * `min_p`, `repetition_penalty`, `min_tokens`, `ignore_eos`, `stop_token_ids`, `skip_special_tokens`,
- * `add_generation_prompt`, `chat_template`, `chat_template_kwargs`, `priority`, and the structured-output fields
+ * `add_generation_prompt`, `chat_template`, `chat_template_kwargs`, `priority`, the tool-calling fields `tools`,
+ * `tool_choice`, `parallel_tool_calls` (and `tool_calls` / `tool` messages in the history), and the structured-output fields
  * `guided_json`, `guided_regex`, `guided_choice`, `guided_grammar`, `structured_outputs` (OpenAI's `response_format`
  * is accepted by both endpoints).
  *
@@ -95,7 +96,27 @@ export interface ChatMessage {
   role: string;
   content?: string | ChatContentPart[] | null;
   name?: string;
+  /** An assistant message's calls (passed to the chat template with their arguments parsed). */
+  tool_calls?: ChatToolCall[] | null;
+  /** A `tool` message: the id of the call it answers. */
+  tool_call_id?: string | null;
 }
+
+/** A tool call in an assistant message of the history: `arguments` is JSON text, as responses give it. */
+export interface ChatToolCall {
+  id?: string;
+  type?: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** One entry of `tools`: a function the model may call, its parameters a JSON schema. */
+export interface ChatTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean | null };
+}
+
+/** `tool_choice`: `none`, `auto`, `required`, or one named function. */
+export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
 
 /** POST /v1/chat/completions. */
 export interface ChatCompletionRequest extends SamplingRequestFields {
@@ -107,8 +128,10 @@ export interface ChatCompletionRequest extends SamplingRequestFields {
   add_generation_prompt?: boolean | null;
   chat_template?: string | null;
   chat_template_kwargs?: Record<string, unknown> | null;
-  tools?: unknown[] | null;
-  tool_choice?: unknown;
+  tools?: ChatTool[] | null;
+  tool_choice?: ToolChoice | null;
+  /** Allow more than one call in one answer (default true). */
+  parallel_tool_calls?: boolean | null;
 }
 
 /** POST /tokenize: either a prompt or chat messages. */
@@ -119,6 +142,8 @@ export interface TokenizeRequest {
   add_special_tokens?: boolean | null;
   add_generation_prompt?: boolean | null;
   chat_template?: string | null;
+  /** With `messages`: the tools the chat template writes into the prompt, as in a chat request. */
+  tools?: ChatTool[] | null;
   return_token_strs?: boolean | null;
 }
 
@@ -236,7 +261,59 @@ const messageSchema = {
       ],
     },
     name: { type: 'string' },
+    tool_calls: nullable({
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['function'],
+        properties: {
+          id: { type: 'string' },
+          type: { type: 'string', enum: ['function'] },
+          function: {
+            type: 'object', required: ['name', 'arguments'],
+            properties: { name: { type: 'string' }, arguments: { type: 'string' } },
+          },
+        },
+      },
+    }),
+    tool_call_id: nullable({ type: 'string' }),
   },
+} as const;
+
+/** A function name as OpenAI accepts it. */
+const functionName = { type: 'string', pattern: '^[a-zA-Z0-9_.-]{1,64}$' } as const;
+
+const toolSchema = {
+  type: 'object',
+  required: ['type', 'function'],
+  properties: {
+    type: { type: 'string', enum: ['function'] },
+    function: {
+      type: 'object',
+      required: ['name'],
+      properties: {
+        name: functionName,
+        description: { type: 'string' },
+        parameters: { type: 'object' },
+        strict: nullable({ type: 'boolean' }),
+      },
+    },
+  },
+} as const;
+
+const toolChoiceSchema = {
+  anyOf: [
+    { type: 'string', enum: ['none', 'auto', 'required'] },
+    {
+      type: 'object',
+      required: ['type', 'function'],
+      properties: {
+        type: { type: 'string', enum: ['function'] },
+        function: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
+      },
+    },
+    { type: 'null' },
+  ],
 } as const;
 
 /** Body schema of POST /v1/completions. */
@@ -273,7 +350,9 @@ export const chatCompletionRequestSchema = {
     add_generation_prompt: nullable({ type: 'boolean' }),
     chat_template: nullable({ type: 'string' }),
     chat_template_kwargs: nullable({ type: 'object' }),
-    tools: nullable({ type: 'array' }),
+    tools: nullable({ type: 'array', items: toolSchema, maxItems: 128 }),
+    tool_choice: toolChoiceSchema,
+    parallel_tool_calls: nullable({ type: 'boolean' }),
   },
 } as const;
 
@@ -287,6 +366,7 @@ export const tokenizeRequestSchema = {
     add_special_tokens: nullable({ type: 'boolean' }),
     add_generation_prompt: nullable({ type: 'boolean' }),
     chat_template: nullable({ type: 'string' }),
+    tools: nullable({ type: 'array', items: toolSchema, maxItems: 128 }),
     return_token_strs: nullable({ type: 'boolean' }),
   },
 } as const;

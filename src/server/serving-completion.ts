@@ -2,6 +2,7 @@ import type { FastifyReply } from 'fastify';
 import { RequestOutputKind, type RequestOutput, type SamplingParams } from '../engine/index.js';
 import { BadRequestError, toOpenAIError } from './errors.js';
 import { completionLogprobs } from './logprobs-format.js';
+import { HeldLogprobs } from './held-logprobs.js';
 import { mergeAsyncIterables } from './merge-async.js';
 import type { CompletionLogprobs, CompletionRequest, UsageInfo } from './protocol.js';
 import type { ServingContext } from './serving-context.js';
@@ -105,8 +106,7 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
     if (ctx.randomWeights) reply.header('x-pagellm-random-weights', 'true');
     return {
       id: requestId, object: 'text_completion', created, model: ctx.modelName,
-      ...(ctx.randomWeights ? { system_fingerprint: 'pagellm-random-weights' } : {}),
-      choices, usage: usage(promptTokens, completionTokens),
+      system_fingerprint: ctx.systemFingerprint, choices, usage: usage(promptTokens, completionTokens),
     };
   }
 
@@ -129,11 +129,11 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
   sse.onDisconnect(() => ids.forEach((id) => ctx.abort(id)));
   const textOffset = new Map<number, number>();
   const started = new Set<number>();
+  const held = new HeldLogprobs();
   let completionTokens = 0;
   const chunk = (choices: unknown[], withUsage: UsageInfo | null | undefined): unknown => ({
     id: requestId, object: 'text_completion', created, model: ctx.modelName,
-    ...(ctx.randomWeights ? { system_fingerprint: 'pagellm-random-weights' } : {}),
-    choices,
+    system_fingerprint: ctx.systemFingerprint, choices,
     ...(includeUsage ? { usage: withUsage ?? null } : {}),
   });
   try {
@@ -148,10 +148,11 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
         if (echo && !started.has(index)) text = echoText(i) + text;
         started.add(index);
         completionTokens += o.tokenIds.length;
-        if (text === '' && o.tokenIds.length === 0 && o.finishReason === null) continue;
+        if (held.hold(index, text !== '', o.finishReason, o.logprobs)) continue;
+        const entries = held.take(index, o.logprobs);
         const offset = textOffset.get(index) ?? 0;
         let lp: CompletionLogprobs | null = null;
-        if (logprobs !== null && o.logprobs !== null) lp = completionLogprobs(o.logprobs, offset, logprobs);
+        if (logprobs !== null && entries !== null) lp = completionLogprobs(entries, offset, logprobs);
         textOffset.set(index, offset + text.length);
         await sse.send(chunk([{ index, text, logprobs: lp, finish_reason: o.finishReason, stop_reason: o.stopReason }],
           continuousUsage ? usage(promptTokens, completionTokens) : null));

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import {
   DuplicateRequestError, EngineConfigError, EngineStateError, InvalidRequestError, RequestAbortedError,
   SamplingParams, SamplingParamsError, type AsyncLLMEngine, type LLMEngine, type RequestOutput, type RequestOutputKind,
@@ -14,6 +14,7 @@ import type { Tokenizer } from '../model/tokenizer.js';
 import { BadRequestError, NotFoundError, OpenAIError, ServiceUnavailableError } from './errors.js';
 import type { ChatMessage, SamplingRequestFields } from './protocol.js';
 import { RequestLimits } from './request-limits.js';
+import { templateMessages, type ToolCallingOptions } from './tool-calls-request.js';
 
 /** Everything the request handlers share. */
 export interface ServingContextOptions {
@@ -28,6 +29,8 @@ export interface ServingContextOptions {
   readonly trustRequestChatTemplate?: boolean;
   /** Sequences one request may start, prompts × max(n, best_of) (default: the engine's maxNumSeqs). */
   readonly maxSeqsPerRequest?: number;
+  /** --enable-auto-tool-choice and --tool-call-parser. */
+  readonly toolCalling?: ToolCallingOptions;
 }
 
 /**
@@ -65,10 +68,19 @@ export class ServingContext {
   readonly createdAt = Math.floor(Date.now() / 1000);
   /** True for weights made by `create-random-model`: responses are marked, see app.ts. */
   readonly randomWeights: boolean;
+  /**
+   * `system_fingerprint` of every response and chunk: `fp_` + 10 hex digits of a SHA-256 over the model (path,
+   * format, architecture, shape) and the engine configuration that changes outputs or their scheduling (block size,
+   * KV cache dtype, max-model-len, batch limits, chunked prefill, prefix caching), so two servers with the same
+   * fingerprint run the same model the same way; `pagellm-random-weights` for a model with random weights.
+   */
+  readonly systemFingerprint: string;
   /** The bounds every request is checked against before expensive work. */
   readonly limits: RequestLimits;
   readonly preprocess: PreprocessPool;
   readonly trustRequestChatTemplate: boolean;
+  /** The server's tool-calling flags. */
+  readonly toolCalling: ToolCallingOptions;
   private readonly chatTemplateOverride: string | undefined;
   private readonly specialTokens: { bosToken?: string; eosToken?: string };
   private readonly inFlight = new Set<string>();
@@ -90,9 +102,11 @@ export class ServingContext {
     this.maxModelLen = this.engine.schedulerConfig.maxModelLen;
     this.vocabSize = this.engine.model.config.vocabSize;
     this.randomWeights = this.source.randomWeights === true;
+    this.systemFingerprint = this.randomWeights ? 'pagellm-random-weights' : engineFingerprint(this.engine);
     this.chatTemplateOverride = options.chatTemplate;
     this.preprocess = options.preprocess;
     this.trustRequestChatTemplate = options.trustRequestChatTemplate === true;
+    this.toolCalling = options.toolCalling ?? {};
     this.specialTokens = templateSpecialTokens(this.tokenizer);
     this.limits = new RequestLimits(this.tokenizer, {
       maxModelLen: this.maxModelLen,
@@ -267,12 +281,15 @@ export class ServingContext {
    * Renders chat messages with the template — the request's `chat_template` (only with trustRequestChatTemplate),
    * the server's `--chat-template`, or the model's own — in the preprocess pool, under its limits and with the
    * output bounded by the prompt's character limit, then tokenizes the result without adding special tokens (the
-   * template writes them).
+   * template writes them). `tools` (the request's tool definitions) is passed to the template as `tools`, and
+   * assistant `tool_calls` in the history with their arguments parsed, as vLLM does.
    * @throws BadRequestError when the request sends a template the server does not trust, there is no template, it
-   *   fails or hits a limit, the result is too long, or a message holds a non-text part.
+   *   fails or hits a limit, the result is too long, a message holds a non-text part, or a tool call's arguments in
+   *   the history are not JSON.
    */
   async renderChat(messages: readonly ChatMessage[], options: {
     addGenerationPrompt: boolean; chatTemplate?: string | null; variables?: Record<string, unknown> | null;
+    tools?: readonly unknown[];
   }): Promise<{ prompt: string; tokenIds: number[] }> {
     const fromRequest = options.chatTemplate ?? undefined;
     if (fromRequest !== undefined && !this.trustRequestChatTemplate) {
@@ -280,12 +297,12 @@ export class ServingContext {
         'it to use the server\'s template, or start the server with --trust-request-chat-template to allow them',
       'chat_template', 'chat_template_not_trusted');
     }
-    const plain: TemplateMessage[] = messages.map((m, i) => ({ ...m, content: messageText(m, i) }));
+    const plain = templateMessages(messages.map((m, i): TemplateMessage => ({ ...m, content: messageText(m, i) })));
     const source = fromRequest ?? this.chatTemplateOverride ?? this.source.chatTemplate;
     try {
       if (source === undefined || source.trim() === '') throw new ChatTemplateMissingError(this.modelName);
       const context = chatTemplateContext(plain, {
-        addGenerationPrompt: options.addGenerationPrompt, variables: options.variables ?? undefined,
+        addGenerationPrompt: options.addGenerationPrompt, variables: options.variables ?? undefined, tools: options.tools,
       }, this.specialTokens);
       const prompt = await this.preprocess.render(source, context, this.limits.maxPromptChars);
       const [tokenIds] = await this.encode([prompt], false, 'messages');
@@ -414,6 +431,21 @@ export class ServingContext {
     }
     return undefined;
   }
+}
+
+/** `fp_` + the first 10 hex digits of a SHA-256 over the engine's model and configuration (see systemFingerprint). */
+function engineFingerprint(engine: LLMEngine): string {
+  const source = engine.modelSource;
+  const config = engine.model.config;
+  const sc = engine.schedulerConfig;
+  const described = JSON.stringify({
+    model: source?.path, format: source?.format, architecture: config.architecture, numLayers: config.numLayers,
+    dim: config.dim, numHeads: config.numHeads, numKvHeads: config.numKvHeads, vocabSize: config.vocabSize,
+    blockSize: engine.blockSize, cacheDtype: engine.cacheEngine.spec.cacheDtype, maxModelLen: sc.maxModelLen,
+    maxNumSeqs: sc.maxNumSeqs, maxNumBatchedTokens: sc.maxNumBatchedTokens,
+    enableChunkedPrefill: sc.enableChunkedPrefill, enablePrefixCaching: engine.enablePrefixCaching,
+  });
+  return `fp_${createHash('sha256').update(described).digest('hex').slice(0, 10)}`;
 }
 
 /** The text of a message: a string, null (''), or text parts joined by newlines. */

@@ -4,8 +4,8 @@ import type { ServingContext } from './serving-context.js';
 
 /**
  * POST /tokenize: a prompt (encoded with special tokens unless `add_special_tokens` is false) or chat messages
- * (rendered with the chat template, encoded without adding special tokens) → `{ count, max_model_len, tokens }`,
- * plus `token_strs` (each id's vocabulary piece) when `return_token_strs` is true. Prompts over the character limit
+ * (rendered with the chat template and `tools` when given, encoded without adding special tokens) →
+ * `{ count, max_model_len, tokens }`, plus `token_strs` (each id's vocabulary piece) when `return_token_strs` is true. Prompts over the character limit
  * are refused before tokenizing, as in completions; long ones are tokenized in the preprocess pool.
  *
  * Mirrors vLLM's `OpenAIServingTokenization.create_tokenize` (vllm/entrypoints/openai/serving_tokenization.py).
@@ -25,6 +25,7 @@ export async function serveTokenize(ctx: ServingContext, body: TokenizeRequest):
   } else {
     tokens = (await ctx.renderChat(body.messages!, {
       addGenerationPrompt: body.add_generation_prompt ?? true, chatTemplate: body.chat_template,
+      tools: body.tools ?? undefined,
     })).tokenIds;
   }
   return {

@@ -77,6 +77,46 @@ describe('pagellm serve', () => {
     expect(err).toMatch(/CORS, which is off until --allowed-origins names the origins to allow/);
   });
 
+  it('refuses --enable-auto-tool-choice without a parser, and an unknown parser', async () => {
+    for (const [args, message] of [
+      [['--enable-auto-tool-choice'], /--enable-auto-tool-choice needs --tool-call-parser .*\(hermes, llama3_json, mistral\)/],
+      [['--tool-call-parser', 'pythonic'], /'pythonic' is invalid\. Allowed choices are hermes, llama3_json, mistral/],
+    ] as const) {
+      const proc = spawnCli(['serve', '--port', '0', ...args]);
+      let err = '';
+      proc.stderr.on('data', (d: Buffer) => {
+        err += d.toString();
+      });
+      const [code] = await once(proc, 'exit');
+      expect(code).toBe(1);
+      expect(err).toMatch(message);
+    }
+  });
+
+  it('passes the tool flags to the server: tool_choice auto parses calls', async () => {
+    const template = "{% for m in messages %}{{ m.content }}{% endfor %}{% for t in tools %}{{ t.function.name }}{% endfor %}";
+    const { proc, url } = await startServe(['--chat-template', template, '--enable-auto-tool-choice',
+      '--tool-call-parser', 'mistral']);
+    try {
+      const res = await fetch(`${url}/v1/chat/completions`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({
+          messages: [{ role: 'user', content: 'Once' }], max_tokens: 60,
+          tools: [{ type: 'function', function: { name: 'f' } }],
+          guided_choice: ['[TOOL_CALLS][{"name": "f", "arguments": {}}]'],
+        }),
+      });
+      const body = await res.json() as { choices: Array<{ finish_reason: string; message: { tool_calls: unknown[] } }> };
+      expect(body.choices[0].finish_reason).toBe('tool_calls');
+      expect(body.choices[0].message.tool_calls).toEqual([
+        { id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'f', arguments: '{}' } },
+      ]);
+    } finally {
+      const exited = once(proc, 'exit');
+      proc.kill('SIGTERM');
+      await exited;
+    }
+  });
+
   it('states the default KV budget and exits on SIGINT', async () => {
     const { proc, log } = await startServe([]);
     expect(log()).toMatch(/KV budget: 512\.00 MiB \(the default; set --kv-cache-memory\)/);

@@ -118,12 +118,12 @@ describe('POST /v1/chat/completions', () => {
     expect(missing.status).toBe(400);
   });
 
-  it('refuses tools and non-text content with 400', async () => {
+  it('refuses automatic tool choice without --enable-auto-tool-choice, and non-text content, with 400', async () => {
     const tools = await postRaw(withTemplate.url, '/v1/chat/completions', JSON.stringify({
       messages, tools: [{ type: 'function', function: { name: 'f' } }],
     }));
     expect(tools.status).toBe(400);
-    expect((tools.json as { error: { param: string } }).error.param).toBe('tools');
+    expect((tools.json as { error: { param: string } }).error.param).toBe('tool_choice');
     const image = await postRaw(withTemplate.url, '/v1/chat/completions', JSON.stringify({
       messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }],
     }));
