@@ -11,7 +11,8 @@ import { LLM } from '../../src/engine/llm.js';
 import type { LLMEngine } from '../../src/engine/llm-engine.js';
 import type { PoolingType } from '../../src/engine/pooling-params.js';
 import { SamplingParamsError } from '../../src/engine/errors.js';
-import { maxAbsDiff, TestKvCache } from '../model/test-kv.js';
+import { maxAbsDiff } from '../model/test-kv.js';
+import { referencePooled as referencePooledOf } from './reference-pooling.js';
 import {
   expectAllBlocksFree, loadStories, makeEngine, PROMPTS, runToCompletion, STORIES_DIR, type Stories, type TestEngineOptions,
 } from './stories-engine.js';
@@ -27,23 +28,8 @@ afterAll(async () => {
   await ref.backend.close();
 });
 
-/** The reference pooled vector: one contiguous prefill of the whole prompt on the reference backend, pooled in float64. */
 function referencePooled(tokens: readonly number[], type: PoolingType, normalize: boolean): Float64Array {
-  const { model } = ref.loaded;
-  const dim = model.config.dim;
-  const kv = new TestKvCache(ref.backend, model.config, 16, Math.ceil(tokens.length / 16) + 1);
-  const batch = kv.buildBatch([{ seq: kv.newSequence(), tokens, prefill: true, sample: false }]);
-  const rows = Int32Array.from(tokens, (_, i) => i);
-  const { hiddenStates } = model.forwardWithHiddenStates({ ...batch, hiddenStateIndices: rows }, kv.layers);
-  const v = new Float64Array(dim);
-  const first = type === 'last' ? tokens.length - 1 : 0;
-  for (let r = first; r < tokens.length; r++) for (let d = 0; d < dim; d++) v[d] += hiddenStates[r * dim + d];
-  for (let d = 0; d < dim; d++) v[d] /= tokens.length - first;
-  if (normalize) {
-    const norm = Math.hypot(...v);
-    for (let d = 0; d < dim; d++) v[d] /= norm;
-  }
-  return v;
+  return referencePooledOf(ref, tokens, type, normalize);
 }
 
 /** Each prompt's vector from an engine running them all at once (ids e0, e1, ...), plus generation requests g0, g1, .... */
