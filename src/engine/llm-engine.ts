@@ -69,6 +69,9 @@ const now = (): number => performance.now();
  * scheduler ({@link Scheduler.updateFromOutput}: append tokens, detokenize, stop rules, frees), which returns the
  * requests' outputs. The scheduler is the only owner of the block manager; the engine never calls it.
  *
+ * Pooling (embedding) requests ({@link addPoolingRequest}) ride the same steps as prefill-only requests: the
+ * forward pass also returns the final hidden states of the rows their pooler needs, and they finish without sampling.
+ *
  * n > 1: the prompt is prefilled once; at its first sample the sequence is forked into bestOf sequences that share
  * the prompt's blocks (copy-on-write on the last, partly filled one). Beam search (addBeamSearchRequest) keeps its
  * beams as sequences of one group the same way.

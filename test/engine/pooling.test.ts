@@ -105,6 +105,35 @@ describe.each(['last', 'mean'] as const)('%s pooling', (type) => {
 });
 
 describe('pooling requests', () => {
+  it('survive recompute preemption mid-prefill with the same vectors (mean sums restart with the prompt)', () => {
+    const long = tokenize(LONG);
+    expect(long.length).toBeGreaterThan(128); // 9 blocks of 16
+    for (const type of ['last', 'mean'] as const) {
+      const alone = embedAll(makeEngine(s), [long], type)[0];
+      // 10 blocks: the pooling request is admitted while a generation request holds 1 block, then that request
+      // needs a 2nd while the prompt is prefilled in chunks of ≤ 16 tokens: the prompt cannot get its 9th block and,
+      // as the latest arrival, is preempted by recompute (its computed tokens drop back to 0), then runs again.
+      const engine = makeEngine(s, { numGpuBlocks: 10, enablePrefixCaching: false,
+        scheduler: { maxNumBatchedTokens: 16, maxNumSeqs: 8 } });
+      engine.addRequest('g', PROMPTS[0], { temperature: 0, maxTokens: 40, ignoreEos: true });
+      for (let k = 0; k < 8; k++) engine.step();
+      engine.addPoolingRequest('e', { promptTokenIds: long }, { poolingType: type });
+      let computed = 0;
+      let restarted = false;
+      let pooled: Float32Array | undefined;
+      while (engine.hasUnfinishedRequests()) {
+        for (const out of engine.step()) if (out.requestId === 'e') pooled = out.pooled;
+        const now = engine.getSeqGroup('e')?.firstSeq.getNumComputedTokens() ?? computed;
+        if (now < computed) restarted = true;
+        computed = now;
+      }
+      expect(restarted, type).toBe(true);
+      expect(engine.getStats().numPreemptionsRecompute).toBeGreaterThan(0);
+      expect(Array.from(pooled!), type).toEqual(Array.from(alone));
+      expectAllBlocksFree(engine);
+    }
+  });
+
   it('refuses dimensions other than the hidden size and an unknown pooling type', () => {
     const engine = makeEngine(s);
     const dim = s.loaded.model.config.dim;
