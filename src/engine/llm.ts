@@ -107,16 +107,7 @@ export class LLM {
    */
   async beamSearch(prompts: PromptInput | readonly PromptInput[], params: BeamSearchParamsInit): Promise<BeamSearchOutput[]> {
     const engine = await this.ready;
-    const list: readonly PromptInput[] = typeof prompts === 'string' || !Array.isArray(prompts)
-      ? [prompts as PromptInput] : prompts;
-    const ids: string[] = [];
-    const outs = await this.run(engine, ids, () => {
-      for (const prompt of list) {
-        const id = `llm-beam-${this.nextRequest++}`;
-        engine.addBeamSearchRequest(id, prompt, params);
-        ids.push(id);
-      }
-    });
+    const outs = await this.runEach(engine, prompts, 'llm-beam', (id, prompt) => engine.addBeamSearchRequest(id, prompt, params));
     const eos = engine.modelSource?.config.eosTokenIds ?? engine.tokenizer.eosTokenIds;
     const lengthPenalty = params.lengthPenalty ?? 1;
     return outs.map((o) => ({
@@ -143,16 +134,7 @@ export class LLM {
    */
   async embed(prompts: PromptInput | readonly PromptInput[], params: PoolingParamsInit = {}): Promise<EmbeddingOutput[]> {
     const engine = await this.ready;
-    const list: readonly PromptInput[] = typeof prompts === 'string' || !Array.isArray(prompts)
-      ? [prompts as PromptInput] : prompts;
-    const ids: string[] = [];
-    const outs = await this.run(engine, ids, () => {
-      for (const prompt of list) {
-        const id = `llm-embed-${this.nextRequest++}`;
-        engine.addPoolingRequest(id, prompt, params);
-        ids.push(id);
-      }
-    });
+    const outs = await this.runEach(engine, prompts, 'llm-embed', (id, prompt) => engine.addPoolingRequest(id, prompt, params));
     return outs.map((o, i) => {
       if (o.pooled === undefined) {
         throw new EngineStateError(`prompt ${i} could not be embedded: ${o.error ?? 'it was aborted'}`);
@@ -165,6 +147,21 @@ export class LLM {
   async close(): Promise<void> {
     const engine = await this.ready.catch(() => null);
     await engine?.close();
+  }
+
+  /** {@link run} over one request per prompt, added by `add` under ids `${prefix}-N`. */
+  private async runEach(engine: LLMEngine, prompts: PromptInput | readonly PromptInput[], prefix: string,
+    add: (id: string, prompt: PromptInput) => void): Promise<RequestOutput[]> {
+    const list: readonly PromptInput[] = typeof prompts === 'string' || !Array.isArray(prompts)
+      ? [prompts as PromptInput] : prompts;
+    const ids: string[] = [];
+    return this.run(engine, ids, () => {
+      for (const prompt of list) {
+        const id = `${prefix}-${this.nextRequest++}`;
+        add(id, prompt);
+        ids.push(id);
+      }
+    });
   }
 
   /** Adds requests, steps until they all finished, returns their final outputs in order. */
