@@ -8,7 +8,7 @@
  * @packageDocumentation
  */
 export {
-  LLM, type LLMOptions, type GenerateOptions,
+  LLM, type LLMOptions, type GenerateOptions, type EmbeddingOutput,
   AsyncLLMEngine, type AsyncGenerateOptions,
   LLMEngine, type PromptInput, type AddRequestOptions,
   createLLMEngine, DEFAULT_KV_CACHE_MEMORY, type EngineArgs,
@@ -20,12 +20,13 @@ export {
   EngineError, SamplingParamsError, EngineConfigError, DuplicateRequestError, InvalidRequestError, EngineStateError,
   RequestAbortedError, StepFailedError, StructuredOutputError,
   StructuredOutputsParams, type StructuredOutputsParamsInit, type StructuredOutputKind,
+  PoolingParams, type PoolingParamsInit, type PoolingType, type PoolerConfig,
 } from './engine/index.js';
 export { loadModel, type LoadModelOptions, type LoadedModel } from './model/load-model.js';
 export type { ModelSource } from './model/model-source.js';
 export type { ModelConfig, Architecture, Llama3RopeScaling } from './model/model-config.js';
 export type { Tokenizer } from './model/tokenizer.js';
-export type { ForwardBatch, CausalLM } from './model/forward-batch.js';
+export type { ForwardBatch, ForwardOutput, CausalLM } from './model/forward-batch.js';
 export { LlamaModel, UnsupportedArchitectureError, type LlamaModelOptions } from './model/llama-model.js';
 export {
   type ModelErrorLocation, ModelLoadError, ModelFormatError, UnknownModelFormatError, TruncatedFileError, UnsupportedTensorTypeError,

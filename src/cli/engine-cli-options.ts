@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import type { EngineArgs } from '../engine/index.js';
+import { POOLING_TYPES, type EngineArgs, type PoolingType } from '../engine/index.js';
 import { defaultModelPath } from './default-model.js';
 import { anyInt, byteSize, intAtLeast } from './option-parsers.js';
 
@@ -35,6 +35,8 @@ export interface EngineCliOptions {
   allowRandomWeights?: boolean;
   /** Kernel backend: the WebAssembly SIMD one, or the plain TypeScript reference (slow, for debugging). */
   backend: 'wasm' | 'reference';
+  /** Pooling of embedding requests (`serve` only). */
+  poolingType?: PoolingType;
 }
 
 /**
@@ -80,6 +82,13 @@ export function addChatTemplateOption(cmd: Command): Command {
     'Jinja chat template, a file path or the template text (default: the model\'s own)');
 }
 
+/** Adds `--pooling-type` (`serve`: the command that answers embedding requests). */
+export function addPoolingOption(cmd: Command): Command {
+  return cmd.addOption(new Option('--pooling-type <type>', 'how /v1/embeddings pools the final hidden states: the ' +
+    'last prompt token\'s, or the mean over the prompt (vectors are L2-normalized; default: last)')
+    .choices([...POOLING_TYPES]));
+}
+
 /**
  * The engine arguments for parsed flags (commander leaves unset flags undefined, and the engine applies its own
  * defaults: 512 MiB KV budget, block size 16, no swap, prefix caching and chunked prefill on).
@@ -105,6 +114,7 @@ export function engineArgsFromCli(opts: EngineCliOptions, model: string = opts.m
     seed: opts.seed,
     backend: opts.backend,
     threads: opts.threads,
+    poolingType: opts.poolingType,
     onLoadProgress,
   };
 }

@@ -3,7 +3,9 @@ import { startServer, type ServerHandle } from '../server/api-server.js';
 import { startupLogLines } from '../server/startup-log.js';
 import { TOOL_CALL_PARSERS, type ToolCallParserName } from '../server/tool-call-parser.js';
 import { createByteProgress, type ByteProgress } from './byte-progress.js';
-import { addChatTemplateOption, addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
+import {
+  addChatTemplateOption, addEngineOptions, addPoolingOption, engineArgsFromCli, type EngineCliOptions,
+} from './engine-cli-options.js';
 import { checkModelPath } from './input-path.js';
 import { intAtLeast, listValues, numberIn } from './option-parsers.js';
 
@@ -51,6 +53,7 @@ export function createServeCommand(version: string): Command {
     .argument('[model]', 'model file or folder (same as --model)');
   addEngineOptions(cmd)
     .option('--served-model-name <names...>', 'model name(s) the API answers to (default: the model\'s folder/file name)');
+  addPoolingOption(cmd);
   addChatTemplateOption(cmd)
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
     .option('--port <port>', 'TCP port (0: any free port)', intAtLeast(0), 8000)

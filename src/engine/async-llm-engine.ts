@@ -4,6 +4,7 @@ import { createLLMEngine, type EngineArgs } from './engine-args.js';
 import { EngineStateError, RequestAbortedError, StepFailedError } from './errors.js';
 import type { LLMEngine, PromptInput } from './llm-engine.js';
 import type { EngineStats } from './metrics.js';
+import type { PoolingParams, PoolingParamsInit } from './pooling-params.js';
 import type { RequestOutput } from './request-output.js';
 import { RequestOutputKind, SamplingParams, type SamplingParamsInit } from './sampling-params.js';
 
@@ -101,6 +102,18 @@ export class AsyncLLMEngine {
       : new SamplingParams({ outputKind: RequestOutputKind.DELTA, ...params });
     const id = options.requestId ?? `async-${this.nextId++}`;
     return this.start(id, options, () => this.engine.addRequest(id, prompt, p,
+      { priority: options.priority, arrivalTime: options.arrivalTime }));
+  }
+
+  /**
+   * Queues a pooling (embedding) request; the iterator yields one output, when it finishes, whose `pooled` holds
+   * the vector (see LLMEngine.addPoolingRequest). Mirrors vLLM's `AsyncLLMEngine.encode`.
+   * @throws as {@link generate}, with the pooling parameters' errors.
+   */
+  encode(prompt: PromptInput, params: PoolingParams | PoolingParamsInit = {},
+    options: AsyncGenerateOptions = {}): AsyncGenerator<RequestOutput> {
+    const id = options.requestId ?? `async-pool-${this.nextId++}`;
+    return this.start(id, options, () => this.engine.addPoolingRequest(id, prompt, params,
       { priority: options.priority, arrivalTime: options.arrivalTime }));
   }
 

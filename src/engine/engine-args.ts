@@ -1,3 +1,4 @@
+import type { PoolingType } from './pooling-params.js';
 import { CacheEngine, makeKvCacheSpec } from '../cache/index.js';
 import { initHashing } from '../core/index.js';
 import { createBackend, type BackendKind, type KvCacheDType } from '../kernels/index.js';
@@ -46,6 +47,8 @@ export interface EngineArgs {
   readonly seed?: number;
   /** Most logprobs per token a request may ask for (default 20). */
   readonly maxLogprobs?: number;
+  /** Pooling of embedding requests: 'last' token (default, vLLM's for decoder models) or 'mean' over the prompt. */
+  readonly poolingType?: PoolingType;
   /** Kernel backend (default 'wasm'). */
   readonly backend?: BackendKind;
   /** Kernel threads, the calling thread included (default: the number of cores). */
@@ -109,6 +112,7 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
       watermark: args.watermark,
       seed: args.seed,
       maxLogprobs: args.maxLogprobs,
+      poolerConfig: args.poolingType === undefined ? undefined : { poolingType: args.poolingType },
       scheduler: {
         maxNumSeqs: args.maxNumSeqs,
         maxNumBatchedTokens: args.maxNumBatchedTokens,

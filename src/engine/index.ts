@@ -32,6 +32,10 @@ export { OutputProcessor, type OutputProcessorOptions, type SeqBlockOps } from '
 export { ModelInputBuilder, type ModelInput, type SampledSequence, type ModelInputBuilderOptions } from './model-input-builder.js';
 export { StopChecker } from './stop-checker.js';
 export {
+  PoolingParams, resolvePoolerConfig, POOLING_TYPES, type PoolingType, type PoolerConfig, type PoolingParamsInit,
+} from './pooling-params.js';
+export { Pooler, l2Normalize, type PooledSequence, type PoolerRowOutput, type MeanPoolingState } from './pooler.js';
+export {
   StructuredOutputsParams, type StructuredOutputsParamsInit, type StructuredOutputKind,
 } from './structured-outputs-params.js';
 export {
@@ -52,4 +56,4 @@ export {
 } from './llm-engine.js';
 export { createLLMEngine, DEFAULT_KV_CACHE_MEMORY, type EngineArgs } from './engine-args.js';
 export { AsyncLLMEngine, type AsyncGenerateOptions } from './async-llm-engine.js';
-export { LLM, type LLMOptions, type GenerateOptions } from './llm.js';
+export { LLM, type LLMOptions, type GenerateOptions, type EmbeddingOutput } from './llm.js';

@@ -11,10 +11,12 @@ import {
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import { ModelInputBuilder, type SampledSequence } from './model-input-builder.js';
 import { OutputProcessor } from './output-processor.js';
+import { Pooler } from './pooler.js';
+import { PoolingParams, resolvePoolerConfig, type PoolerConfig, type PoolingParamsInit } from './pooling-params.js';
 import type { RequestOutput } from './request-output.js';
 import { RandomGenerator } from '../model/random-generator.js';
 import { checkSomeTokenAllowed, Sampler, type SamplingRow } from './sampler.js';
-import { SamplingParams, SamplingType, type SamplingParamsInit } from './sampling-params.js';
+import { RequestOutputKind, SamplingParams, SamplingType, type SamplingParamsInit } from './sampling-params.js';
 import { Scheduler } from './scheduler.js';
 import type { SamplerOutput, SchedulerOutputs } from './scheduler-output.js';
 import { resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit } from './scheduler-config.js';
@@ -51,6 +53,8 @@ export interface LLMEngineOptions {
   readonly maxLogprobs?: number;
   /** The parsed model file (config, chat template, randomWeights flag), kept for the server. */
   readonly modelSource?: ModelSource;
+  /** Pooling defaults of embedding requests (default: last-token pooling, L2-normalized). */
+  readonly poolerConfig?: Partial<PoolerConfig>;
   /** Called once by {@link LLMEngine.close} (e.g. to stop the kernel backend's threads). */
   readonly onClose?: () => Promise<void>;
 }
@@ -64,6 +68,9 @@ const now = (): number => performance.now();
  * as vLLM's worker does), runs the model over the flattened batch, samples, and hands the samples back to the
  * scheduler ({@link Scheduler.updateFromOutput}: append tokens, detokenize, stop rules, frees), which returns the
  * requests' outputs. The scheduler is the only owner of the block manager; the engine never calls it.
+ *
+ * Pooling (embedding) requests ({@link addPoolingRequest}) ride the same steps as prefill-only requests: the
+ * forward pass also returns the final hidden states of the rows their pooler needs, and they finish without sampling.
  *
  * n > 1: the prompt is prefilled once; at its first sample the sequence is forked into bestOf sequences that share
  * the prompt's blocks (copy-on-write on the last, partly filled one). Beam search (addBeamSearchRequest) keeps its
@@ -88,8 +95,11 @@ export class LLMEngine {
   readonly modelSource: ModelSource | undefined;
   /** Compiles structured-output constraints and keeps each constrained sequence's grammar matcher. */
   readonly structuredOutputManager: StructuredOutputManager;
+  /** Pooling defaults of {@link addPoolingRequest}. */
+  readonly poolerConfig: PoolerConfig;
 
   private readonly sampler = new Sampler();
+  private readonly pooler: Pooler;
   private readonly outputProcessor: OutputProcessor;
   private readonly inputBuilder: ModelInputBuilder;
   private readonly rng: RandomGenerator;
@@ -170,6 +180,8 @@ export class LLMEngine {
     }
     this.modelSource = options.modelSource;
     this.onClose = options.onClose;
+    this.poolerConfig = resolvePoolerConfig(options.poolerConfig);
+    this.pooler = new Pooler(config.dim);
   }
 
   /** Blocks in the compute tier / the swap tier. */
@@ -207,6 +219,22 @@ export class LLMEngine {
   }
 
   /**
+   * Queues a pooling (embedding) request: a prefill-only request that runs its prompt through the same scheduler,
+   * KV cache and batches as generation, then finishes without sampling; its final output carries the pooled hidden
+   * state (`RequestOutput.pooled`, [hiddenSize]). Its blocks are freed when it finishes (with prefix caching its full
+   * blocks stay cached). Mean pooling recomputes prompt tokens found in the prefix cache (every position's hidden
+   * state is needed). Mirrors vLLM's `LLMEngine.add_request` with `PoolingParams`.
+   * @throws as {@link addRequest}; SamplingParamsError for bad pooling parameters (a pooling type other than
+   *   last / mean, dimensions other than the hidden size).
+   */
+  addPoolingRequest(requestId: string, prompt: PromptInput, params: PoolingParams | PoolingParamsInit = {},
+    options: AddRequestOptions = {}): void {
+    const p = params instanceof PoolingParams ? params : new PoolingParams(params, this.poolerConfig, this.model.config.dim);
+    const sampling = new SamplingParams({ maxTokens: 1, temperature: 0, outputKind: RequestOutputKind.FINAL_ONLY });
+    this.addGroup(requestId, prompt, sampling, options, null, null, p);
+  }
+
+  /**
    * Queues a beam search over one prompt (vLLM's `LLM.beam_search` semantics, see beam-search.ts). Its output is
    * only returned when it finishes; {@link getBeamSearchOutput} gives the ranked beams.
    * @throws as {@link addRequest}, and SamplingParamsError for bad beam options.
@@ -226,7 +254,7 @@ export class LLMEngine {
   }
 
   private addGroup(requestId: string, prompt: PromptInput, params: SamplingParams, options: AddRequestOptions,
-    generator: RandomGenerator | null, beam: SequenceGroup['beamSearch']): void {
+    generator: RandomGenerator | null, beam: SequenceGroup['beamSearch'], pooling: PoolingParams | null = null): void {
     if (this.closed) throw new EngineStateError('the engine is closed');
     if (typeof requestId !== 'string' || requestId.length === 0) {
       throw new InvalidRequestError('requestId must be a non-empty string');
@@ -253,11 +281,11 @@ export class LLMEngine {
       throw new InvalidRequestError(`request ${requestId}: priority must be a finite number, got ${String(priority)}`);
     }
     const seq = new Sequence(this.nextSeqId++, tokenIds, this.eosTokenIds, text);
-    if (beam === null) {
+    if (beam === null && pooling === null) {
       seq.detokenizer = createSequenceDetokenizer(this.tokenizer, tokenIds, params.skipSpecialTokens);
     }
     const group = new SequenceGroup(requestId, [seq], options.arrivalTime ?? now(), params, priority,
-      this.nextArrivalIndex++, generator, beam);
+      this.nextArrivalIndex++, generator, beam, pooling);
     this.outputProcessor.addRequest(group);
     if (params.structuredOutputs !== null) this.structuredOutputManager.addRequest(requestId, params.structuredOutputs);
     this.scheduler.addSeqGroup(group);
@@ -298,8 +326,8 @@ export class LLMEngine {
   }
 
   /**
-   * Runs one iteration — schedule, cache operations, forward, sample, update — and returns the outputs of the
-   * requests that produced a token, finished, or were dropped in this step (dropped ones first).
+   * Runs one iteration — schedule, cache operations, forward, sample and pool, update — and returns the outputs of
+   * the requests that produced a token, finished, or were dropped in this step (dropped ones first).
    * @throws EngineStateError once the engine is closed; StepFailedError when anything after scheduling throws (cache
    *   operations, the forward pass, sampling, the update): the batch's requests are then aborted and their blocks
    *   freed before the error is thrown, so the engine stays consistent and later steps serve the other requests.
@@ -312,9 +340,9 @@ export class LLMEngine {
     if (schedulerOutputs.scheduledSeqGroups.length > 0) {
       try {
         this.executeCacheOperations(schedulerOutputs);
-        const { batch, sampled } = this.inputBuilder.build(schedulerOutputs.scheduledSeqGroups);
-        const logits = this.model.forward(batch, this.cacheEngine.gpuCache);
-        const samplerOutput = this.sample(sampled, logits);
+        const { batch, sampled, pooled } = this.inputBuilder.build(schedulerOutputs.scheduledSeqGroups);
+        const { logits, hiddenStates } = this.model.forwardWithHiddenStates(batch, this.cacheEngine.gpuCache);
+        const samplerOutput = { ...this.sample(sampled, logits), pooled: this.pooler.pool(pooled, hiddenStates) };
         outputs.push(...this.scheduler.updateFromOutput(schedulerOutputs, samplerOutput));
       } catch (e) {
         throw this.failBatch(schedulerOutputs, e);
@@ -381,7 +409,7 @@ export class LLMEngine {
   }
 
   /** Samples one row per sampled sequence from the step's logits, each under its grammar's bitmask if it has one. */
-  private sample(sampled: readonly SampledSequence[], logits: Float32Array): SamplerOutput {
+  private sample(sampled: readonly SampledSequence[], logits: Float32Array): Omit<SamplerOutput, 'pooled'> {
     const masks = this.structuredOutputManager.grammarBitmask(sampled);
     const rows = sampled.map((s, i) => this.samplingRowOf(s, masks[i]));
     const results = sampled.length > 0 ? this.sampler.sample(logits, this.vocabSize, rows) : [];

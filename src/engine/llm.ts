@@ -3,11 +3,20 @@ import { getBeamSearchScore, type BeamSearchOutput, type BeamSearchParamsInit } 
 import { createLLMEngine, type EngineArgs } from './engine-args.js';
 import { EngineStateError, InvalidRequestError } from './errors.js';
 import type { LLMEngine, PromptInput } from './llm-engine.js';
+import type { PoolingParamsInit } from './pooling-params.js';
 import type { RequestOutput } from './request-output.js';
 import { RequestOutputKind, SamplingParams, type SamplingParamsInit } from './sampling-params.js';
 
 /** Options of {@link LLM}: the engine arguments (model path, blockSize, kvCacheMemory, budgets, ...). */
 export type LLMOptions = EngineArgs;
+
+/** One prompt's embedding from {@link LLM.embed} (vLLM's `EmbeddingRequestOutput`). */
+export interface EmbeddingOutput {
+  readonly prompt: string | undefined;
+  readonly promptTokenIds: readonly number[];
+  /** [hiddenSize] float32. */
+  readonly embedding: Float32Array;
+}
 
 /** Per-call options of {@link LLM.generate}. */
 export interface GenerateOptions {
@@ -27,7 +36,7 @@ export interface GenerateOptions {
  *
  * `new LLM(options)` starts loading at once; every method waits for it (loading is asynchronous), and
  * `LLM.create` resolves when the model is ready (or rejects with the loading error).
- * Mirrors vLLM's `LLM` (vllm/entrypoints/llm.py): `generate` and `beam_search`.
+ * Mirrors vLLM's `LLM` (vllm/entrypoints/llm.py): `generate`, `beam_search` and `embed`.
  */
 export class LLM {
   private readonly ready: Promise<LLMEngine>;
@@ -98,16 +107,7 @@ export class LLM {
    */
   async beamSearch(prompts: PromptInput | readonly PromptInput[], params: BeamSearchParamsInit): Promise<BeamSearchOutput[]> {
     const engine = await this.ready;
-    const list: readonly PromptInput[] = typeof prompts === 'string' || !Array.isArray(prompts)
-      ? [prompts as PromptInput] : prompts;
-    const ids: string[] = [];
-    const outs = await this.run(engine, ids, () => {
-      for (const prompt of list) {
-        const id = `llm-beam-${this.nextRequest++}`;
-        engine.addBeamSearchRequest(id, prompt, params);
-        ids.push(id);
-      }
-    });
+    const outs = await this.runEach(engine, prompts, 'llm-beam', (id, prompt) => engine.addBeamSearchRequest(id, prompt, params));
     const eos = engine.modelSource?.config.eosTokenIds ?? engine.tokenizer.eosTokenIds;
     const lengthPenalty = params.lengthPenalty ?? 1;
     return outs.map((o) => ({
@@ -124,15 +124,49 @@ export class LLM {
     }));
   }
 
+  /**
+   * Embeds every prompt: one pooled, by default L2-normalized, hidden state per prompt ([hiddenSize] float32), in
+   * the prompts' order, computed as prefill-only requests batched through the scheduler like generation. Mirrors
+   * vLLM's `LLM.embed`.
+   * @param params pooling options for all prompts (pooling type, normalize, dimensions).
+   * @throws InvalidRequestError when another call of this LLM is running; EngineStateError naming the prompt when
+   *   one could not be embedded (e.g. longer than maxModelLen); the engine's validation errors.
+   */
+  async embed(prompts: PromptInput | readonly PromptInput[], params: PoolingParamsInit = {}): Promise<EmbeddingOutput[]> {
+    const engine = await this.ready;
+    const outs = await this.runEach(engine, prompts, 'llm-embed', (id, prompt) => engine.addPoolingRequest(id, prompt, params));
+    return outs.map((o, i) => {
+      if (o.pooled === undefined) {
+        throw new EngineStateError(`prompt ${i} could not be embedded: ${o.error ?? 'it was aborted'}`);
+      }
+      return { prompt: o.prompt, promptTokenIds: o.promptTokenIds, embedding: o.pooled };
+    });
+  }
+
   /** Stops the engine and the kernel backend's threads. */
   async close(): Promise<void> {
     const engine = await this.ready.catch(() => null);
     await engine?.close();
   }
 
+  /** {@link run} over one request per prompt, added by `add` under ids `${prefix}-N`. */
+  private async runEach(engine: LLMEngine, prompts: PromptInput | readonly PromptInput[], prefix: string,
+    add: (id: string, prompt: PromptInput) => void): Promise<RequestOutput[]> {
+    const list: readonly PromptInput[] = typeof prompts === 'string' || !Array.isArray(prompts)
+      ? [prompts as PromptInput] : prompts;
+    const ids: string[] = [];
+    return this.run(engine, ids, () => {
+      for (const prompt of list) {
+        const id = `${prefix}-${this.nextRequest++}`;
+        add(id, prompt);
+        ids.push(id);
+      }
+    });
+  }
+
   /** Adds requests, steps until they all finished, returns their final outputs in order. */
   private async run(engine: LLMEngine, ids: string[], add: () => void): Promise<RequestOutput[]> {
-    if (this.busy) throw new InvalidRequestError('another generate/beamSearch call of this LLM is still running');
+    if (this.busy) throw new InvalidRequestError('another generate/beamSearch/embed call of this LLM is still running');
     this.busy = true;
     const finals = new Map<string, RequestOutput>();
     try {

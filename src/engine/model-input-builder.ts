@@ -1,5 +1,6 @@
 import { AttentionMetadataBuilder, Int32Buffer, type ScheduledSequence } from '../cache/index.js';
 import type { ForwardBatch } from '../model/forward-batch.js';
+import type { PooledSequence } from './pooler.js';
 import type { ScheduledSequenceGroup } from './scheduler-output.js';
 import { SequenceStatus, type Sequence } from './sequence.js';
 import type { SequenceGroup } from './sequence-group.js';
@@ -17,6 +18,8 @@ export interface ModelInput {
   readonly batch: ForwardBatch;
   /** One entry per logits row (= per batch.sampleIndices entry). */
   readonly sampled: readonly SampledSequence[];
+  /** The pooling sequences of the batch and their rows of the hidden states (batch.hiddenStateIndices order). */
+  readonly pooled: readonly PooledSequence[];
 }
 
 /** Options of {@link ModelInputBuilder}. */
@@ -35,7 +38,9 @@ export interface ModelInputBuilderOptions {
  * scheduled group (prefills first, then decodes, in the scheduler's order), the tokens it computes this step — a
  * prefill chunk after its prefix-cache hits, or its one decode token — with their positions and KV-cache slots, its
  * context length and block table; and a sample index at the last token of each decode and of each prefill whose
- * chunk reaches the end of the sequence (intermediate chunks are not sampled).
+ * chunk reaches the end of the sequence (intermediate chunks are not sampled). Pooling requests are never sampled:
+ * they get hidden-state indices instead — the prompt's last token ('last' pooling, once the chunk reaches it) or
+ * every token of the chunk ('mean').
  *
  * Mirrors vLLM's `ModelInputForCPUBuilder` / `ModelInputForGPUBuilder` (vllm/worker/cpu_model_runner.py,
  * model_runner.py) with `_compute_for_prefix_cache_hit`; the attention fields come from the cache layer's
@@ -45,6 +50,7 @@ export class ModelInputBuilder {
   private readonly meta: AttentionMetadataBuilder;
   private readonly tokens = new Int32Buffer(256);
   private readonly sampleIdx = new Int32Buffer(64);
+  private readonly hiddenIdx = new Int32Buffer(64);
   private readonly getBlockTable: (seq: Sequence) => ArrayLike<number>;
 
   constructor(options: ModelInputBuilderOptions) {
@@ -63,6 +69,8 @@ export class ModelInputBuilder {
     const owners: Sequence[] = [];
     const sampled: SampledSequence[] = [];
     const sampleAt: number[] = [];
+    const pooled: PooledSequence[] = [];
+    const hiddenAt: number[] = [];
     let numPrefills = 0;
     let numTokens = 0;
     for (const s of scheduled) {
@@ -91,8 +99,20 @@ export class ModelInputBuilder {
         }
         seqs.push({ blockTable: this.getBlockTable(seq), contextLen, seqLen });
         owners.push(seq);
+        const chunkStart = numTokens;
         numTokens += seqLen - contextLen;
-        if (seqLen === seq.getLen()) {
+        const pooling = s.seqGroup.poolingParams;
+        if (pooling !== null) {
+          const all = pooling.poolingType === 'mean';
+          const finishesPrompt = seqLen === seq.getLen();
+          if (!all && !finishesPrompt) continue;
+          const first = all ? chunkStart : numTokens - 1;
+          pooled.push({
+            seqGroup: s.seqGroup, seq, rowStart: hiddenAt.length, numRows: numTokens - first,
+            position: all ? contextLen : seqLen - 1, finishesPrompt,
+          });
+          for (let t = first; t < numTokens; t++) hiddenAt.push(t);
+        } else if (seqLen === seq.getLen()) {
           sampled.push({ seqGroup: s.seqGroup, seq, isPrompt: s.isPrefill });
           sampleAt.push(numTokens - 1);
         }
@@ -107,6 +127,8 @@ export class ModelInputBuilder {
     }
     const sampleIndices = this.sampleIdx.view(sampleAt.length);
     for (let i = 0; i < sampleAt.length; i++) sampleIndices[i] = sampleAt[i];
+    const hiddenStateIndices = this.hiddenIdx.view(hiddenAt.length);
+    for (let i = 0; i < hiddenAt.length; i++) hiddenStateIndices[i] = hiddenAt[i];
     const batch: ForwardBatch = {
       tokenIds,
       positions: meta.positions,
@@ -119,7 +141,8 @@ export class ModelInputBuilder {
       blockTables: meta.blockTables,
       maxBlocksPerSeq: meta.maxBlocksPerSeq,
       sampleIndices,
+      hiddenStateIndices,
     };
-    return { batch, sampled };
+    return { batch, sampled, pooled };
   }
 }

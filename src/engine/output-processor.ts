@@ -1,6 +1,7 @@
 import { beamSearchStep, bestBeams, type BeamCandidates } from './beam-search.js';
 import { DuplicateRequestError, EngineStateError } from './errors.js';
 import type { EngineMetrics } from './metrics.js';
+import type { PoolerRowOutput } from './pooler.js';
 import type { SampledSequence } from './model-input-builder.js';
 import { requestOutputFromSeqGroup, type RequestOutput } from './request-output.js';
 import type { SamplerRowOutput, TokenLogprob } from './sampler.js';
@@ -125,6 +126,19 @@ export class OutputProcessor {
       });
     }
     return touched;
+  }
+
+  /**
+   * Finishes each pooling sequence whose vector is ready: the vector goes to its group, the sequence ends as
+   * FINISHED_STOPPED and its blocks are freed (with prefix caching its full blocks stay cached). A pooling request
+   * is prefill-only, as vLLM's pooling runner.
+   */
+  processPooled(pooled: readonly PoolerRowOutput[], blocks: SeqBlockOps): void {
+    for (const { seqGroup, seq, data } of pooled) {
+      seqGroup.pooledData = data;
+      seq.status = SequenceStatus.FINISHED_STOPPED;
+      blocks.freeSeq(seq);
+    }
   }
 
   /**

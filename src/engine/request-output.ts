@@ -33,6 +33,11 @@ export interface RequestOutput {
   /** Prompt tokens served from the prefix cache when the request was admitted. */
   readonly numCachedTokens: number;
   readonly metrics: Readonly<RequestMetrics>;
+  /**
+   * Pooling (embedding) requests only: the pooled hidden state once finished ([hiddenSize] float32; `outputs` is
+   * then empty). vLLM's `PoolingRequestOutput.outputs.data` (vllm/outputs.py).
+   */
+  readonly pooled?: Float32Array;
 }
 
 function completionOf(seq: Sequence, index: number, group: SequenceGroup, delta: boolean): CompletionOutput {
@@ -68,6 +73,7 @@ function completionOf(seq: Sequence, index: number, group: SequenceGroup, delta:
 export function requestOutputFromSeqGroup(group: SequenceGroup): RequestOutput | null {
   const params = group.samplingParams;
   const finished = group.isFinished();
+  if (group.poolingParams !== null) return finished ? poolingOutputOf(group) : null;
   if (params.outputKind === RequestOutputKind.FINAL_ONLY && !finished) return null;
   const delta = params.outputKind === RequestOutputKind.DELTA;
   let outputs: CompletionOutput[];
@@ -89,5 +95,23 @@ export function requestOutputFromSeqGroup(group: SequenceGroup): RequestOutput |
     error: group.error,
     numCachedTokens: group.numCachedTokens,
     metrics: { ...group.metrics },
+  };
+}
+
+/**
+ * The final output of a pooling request: its vector (absent when it finished without one: aborted or ignored,
+ * `error` then says why). Mirrors vLLM's `PoolingRequestOutput.from_seq_group`.
+ */
+function poolingOutputOf(group: SequenceGroup): RequestOutput {
+  return {
+    requestId: group.requestId,
+    prompt: group.prompt,
+    promptTokenIds: group.promptTokenIds,
+    outputs: [],
+    finished: true,
+    error: group.error,
+    numCachedTokens: group.numCachedTokens,
+    metrics: { ...group.metrics },
+    ...(group.pooledData !== null ? { pooled: group.pooledData } : {}),
   };
 }

@@ -1,6 +1,7 @@
 import type { BlockPair } from '../cache/index.js';
 import type { EngineGauges } from './metrics.js';
 import type { SampledSequence } from './model-input-builder.js';
+import type { PoolerRowOutput } from './pooler.js';
 import type { SamplerRowOutput } from './sampler.js';
 import type { SequenceGroup } from './sequence-group.js';
 
@@ -51,14 +52,16 @@ export interface SchedulerOutputs {
 
 /**
  * What the model runner hands back to the scheduler after a step: one sampler row per sampled sequence (the
- * batch's sampleIndices order), and when sampling ended. Mirrors vLLM V1's `ModelRunnerOutput`
- * (vllm/v1/outputs.py) / V0's `SamplerOutput`.
+ * batch's sampleIndices order), the pooled vectors of pooling requests whose prompt completed, and when sampling
+ * ended. Mirrors vLLM V1's `ModelRunnerOutput` (vllm/v1/outputs.py, with its `pooler_output`) / V0's `SamplerOutput`.
  */
 export interface SamplerOutput {
   /** The sequence each logits row belongs to. */
   readonly sampled: readonly SampledSequence[];
   /** sampled.length rows: the drawn tokens and top logprobs of each. */
   readonly results: readonly SamplerRowOutput[];
+  /** Pooling sequences finished this step, with their vectors. */
+  readonly pooled: readonly PoolerRowOutput[];
   /** ms on the `performance.now()` clock: the tokens' time (TTFT, ITL, finish time). */
   readonly time: number;
 }

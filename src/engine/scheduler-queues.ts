@@ -97,7 +97,7 @@ export abstract class SchedulerQueues implements SeqBlockOps {
   /**
    * Takes a step's sampled tokens back after the forward pass: advances every scheduled group by its chunk, marks
    * the computed blocks (prefix caching), appends the tokens (forks for n > 1 and beam search, detokenizing, stop
-   * rules, frees of finished sequences), removes finished groups from the running queue and returns the outputs of
+   * rules, frees of finished sequences), finishes the pooling requests whose vector is ready, removes finished groups from the running queue and returns the outputs of
    * the groups that finished or got a token (finished first). Mirrors vLLM V1's `Scheduler.update_from_output`
    * (vllm/v1/core/sched/scheduler.py).
    * @throws EngineStateError when the scheduler was built without an output processor.
@@ -108,6 +108,7 @@ export abstract class SchedulerQueues implements SeqBlockOps {
     if (this.enablePrefixCaching) this.blockManager.markBlocksAsComputed();
     const t = samplerOutput.time;
     const touched = processor.processSamples(samplerOutput.sampled, samplerOutput.results, t, this);
+    processor.processPooled(samplerOutput.pooled, this);
     const outputs: RequestOutput[] = [];
     for (const g of this.freeFinishedSeqGroups()) {
       outputs.push(processor.finishGroup(g, t, this));

@@ -57,7 +57,8 @@ export interface SchedulerOptions {
  * - chunked prefill (default): running groups first (decodes, and the next chunk of running prefills), then
  *   swapped groups, then new prefills (waiting), a long prompt taking whatever token budget is left as a chunk;
  * - without chunked prefill: whole prompts first (only when nothing is swapped), else decodes then swap-ins;
- * - prefix-cache hits of a new prompt are neither recomputed nor counted against the token budget;
+ * - prefix-cache hits of a new prompt are neither recomputed nor counted against the token budget (except for
+ *   mean-pooled requests, which need every prompt position's hidden state and recompute them);
  * - when a running group cannot get a slot, the lowest-priority / latest-arriving running group is preempted:
  *   by recompute (blocks freed, group to the front of waiting, generated tokens kept) or by swap (blocks to the
  *   swap tier; swapped groups come back before new prefills). vLLM's default rule: swap for groups that will run
@@ -382,6 +383,12 @@ export class Scheduler extends SchedulerQueues {
       const hit = Math.max(0, Math.min(this.blockManager.getNumCachedTokens(seq.blockView), seq.getLen()) - computed);
       uncached += all - hit;
       cached += hit;
+    }
+    if (cached > 0 && g.poolingParams?.poolingType === 'mean') {
+      // Mean pooling needs the hidden state of every prompt position: prefix-cache hits are recomputed (their
+      // blocks are still shared; the recompute writes the same K/V into them, as a full hit's last token does).
+      uncached += cached;
+      cached = 0;
     }
     if (uncached === 0 && cached > 0) {
       uncached = 1;

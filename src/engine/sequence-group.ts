@@ -1,5 +1,7 @@
 import type { SequenceGroupLike, SequenceLike } from '../core/index.js';
 import type { RandomGenerator } from '../model/random-generator.js';
+import type { MeanPoolingState } from './pooler.js';
+import type { PoolingParams } from './pooling-params.js';
 import type { SamplingParams } from './sampling-params.js';
 import { Sequence, SequenceStatus } from './sequence.js';
 
@@ -57,6 +59,10 @@ export class SequenceGroup {
   numCachedTokens = 0;
   /** Whether the group was ever admitted (its prompt counted in the metrics). */
   admitted = false;
+  /** A mean-pooled prompt's running sum while its chunks are computed (pooling requests only). */
+  meanPoolingState: MeanPoolingState | null = null;
+  /** Pooled vector of a finished pooling request ([hiddenSize] float32), null until then. */
+  pooledData: Float32Array | null = null;
   /** The group as the block manager sees it: its sequences' {@link Sequence.blockView}s. */
   readonly blockView: SequenceGroupLike;
 
@@ -69,6 +75,8 @@ export class SequenceGroup {
    * @param arrivalIndex tie-breaker among equal arrival times (the order requests were added).
    * @param generator the request's random generator (seeded or spawned from the engine's), null for greedy.
    * @param beamSearch beam search settings, or null for sampling.
+   * @param poolingParams set for a pooling (embedding) request: prefilled only, never sampled (samplingParams are
+   *   then unused defaults).
    */
   constructor(
     readonly requestId: string,
@@ -79,6 +87,7 @@ export class SequenceGroup {
     readonly arrivalIndex = 0,
     readonly generator: RandomGenerator | null = null,
     readonly beamSearch: BeamSearchGroupParams | null = null,
+    readonly poolingParams: PoolingParams | null = null,
   ) {
     if (seqs.length === 0) throw new RangeError(`SequenceGroup ${requestId} needs at least one sequence`);
     this.seqs = [...seqs];

@@ -29,6 +29,19 @@ export interface ForwardBatch {
   readonly maxBlocksPerSeq: number;
   /** Batch token indices whose next-token logits are wanted (usually each sequence's last token) [numSampled]. */
   readonly sampleIndices: Int32Array;
+  /**
+   * Batch token indices whose final hidden states (after the final RMSNorm, before the LM head) are wanted, for
+   * pooling [numHidden]; none when absent.
+   */
+  readonly hiddenStateIndices?: Int32Array;
+}
+
+/** What {@link CausalLM.forwardWithHiddenStates} returns; both are views valid until the next forward call. */
+export interface ForwardOutput {
+  /** [sampleIndices.length, vocabSize]. */
+  readonly logits: Float32Array;
+  /** [hiddenStateIndices.length, dim]: the final-normed hidden state of each requested token, in that order. */
+  readonly hiddenStates: Float32Array;
 }
 
 /**
@@ -42,4 +55,9 @@ export interface CausalLM {
    * block tables, and returns logits [sampleIndices.length, vocabSize] (a view valid until the next call).
    */
   forward(batch: ForwardBatch, kvCaches: readonly KvCacheLayer[]): Float32Array;
+  /**
+   * {@link forward} that also returns the final-normed hidden states of `batch.hiddenStateIndices` (what vLLM's
+   * pooler reads: `LlamaModel.forward`'s output after `norm`, vllm/model_executor/models/llama.py).
+   */
+  forwardWithHiddenStates(batch: ForwardBatch, kvCaches: readonly KvCacheLayer[]): ForwardOutput;
 }

@@ -1,5 +1,5 @@
 import type { KernelBackend, KvCacheLayer } from '../kernels/backend.js';
-import type { CausalLM, ForwardBatch } from './forward-batch.js';
+import type { CausalLM, ForwardBatch, ForwardOutput } from './forward-batch.js';
 import type { ModelConfig } from './model-config.js';
 import type { LayerWeights, ModelWeights } from './model-weights.js';
 import { RopeCache } from './rope-cache.js';
@@ -100,6 +100,15 @@ class SampleBuffers {
   }
 }
 
+/** Final-normed hidden states [rows, dim] of the rows a pooler asked for, in the kernel arena. */
+class HiddenStateBuffers {
+  readonly normed: Float32Array;
+
+  constructor(backend: KernelBackend, c: ModelConfig, readonly rows: number) {
+    this.normed = backend.arena.allocF32(rows * c.dim);
+  }
+}
+
 /** A batch's metadata staged in the arena for one forward pass, with the counts the layers need. */
 interface StagedBatch {
   readonly numTokens: number;
@@ -126,7 +135,8 @@ interface StagedBatch {
  *
  * forward: embedding → per layer [RMSNorm → q/k/v (+bias) → q/k norm → RoPE → reshapeAndCache through the slot
  * mapping → attention through the block tables (prefills: prefillAttention, decodes: pagedAttention) → o-proj →
- * residual → RMSNorm → silu(gate)·up → down → residual] → final RMSNorm on the sampled rows only → LM head.
+ * residual → RMSNorm → silu(gate)·up → down → residual] → final RMSNorm on the sampled rows only → LM head (and,
+ * for poolers, the final RMSNorm of the rows hiddenStateIndices names).
  *
  * Activation buffers live in the kernel arena, sized for `maxNumTokens` tokens and `maxNumSampled` logit rows and
  * regrown (doubling; the arena does not free the old ones) when a larger batch arrives; the hot path allocates no
@@ -140,6 +150,7 @@ export class LlamaModel implements CausalLM {
 
   private acts: Activations;
   private samples: SampleBuffers;
+  private hiddenOut: HiddenStateBuffers | null = null;
   private blockTablesBuf: Int32Array;
   private readonly fuseUpToTokens: number;
   private readonly attentionMode: AttentionMode;
@@ -194,6 +205,15 @@ export class LlamaModel implements CausalLM {
    *   vocabulary, positions outside the RoPE table, slots or block ids outside the cache) or kvCaches do not match.
    */
   forward(batch: ForwardBatch, kvCaches: readonly KvCacheLayer[]): Float32Array {
+    return this.forwardWithHiddenStates(batch, kvCaches).logits;
+  }
+
+  /**
+   * {@link forward}, also returning the final-normed hidden states [hiddenStateIndices.length, dim] of the tokens
+   * `batch.hiddenStateIndices` names (an arena view valid until the next call; empty when none are asked for).
+   * @throws ForwardBatchError as {@link forward}, and for a hidden-state index outside the batch.
+   */
+  forwardWithHiddenStates(batch: ForwardBatch, kvCaches: readonly KvCacheLayer[]): ForwardOutput {
     this.validate(batch, kvCaches);
     const T = batch.numTokens;
     if (T > this.acts.tokens) this.acts = new Activations(this.backend, this.config, Math.max(T, 2 * this.acts.tokens));
@@ -206,7 +226,30 @@ export class LlamaModel implements CausalLM {
       this.attentionLayer(this.weights.layers[l], kvCaches[l], m, hidden);
       this.mlpLayer(this.weights.layers[l], T, m.fuse, hidden);
     }
-    return this.lmHead(batch.sampleIndices, hidden);
+    return { logits: this.lmHead(batch.sampleIndices, hidden), hiddenStates: this.pooledRows(batch, hidden) };
+  }
+
+  /** The final-normed hidden states of batch.hiddenStateIndices → [H, dim] (an arena view). */
+  private pooledRows(batch: ForwardBatch, hidden: Float32Array): Float32Array {
+    const indices = batch.hiddenStateIndices;
+    const H = indices?.length ?? 0;
+    if (indices === undefined || H === 0) return new Float32Array(0);
+    if (this.hiddenOut === null || H > this.hiddenOut.rows) {
+      this.hiddenOut = new HiddenStateBuffers(this.backend, this.config, Math.max(H, 2 * (this.hiddenOut?.rows ?? 0)));
+    }
+    const out = this.hiddenOut.normed.subarray(0, H * this.config.dim);
+    this.timed('finalNorm', () => this.gatherFinalNorm(out, indices, hidden));
+    return out;
+  }
+
+  /** out[j] = RMSNorm(hidden[indices[j]]) with the final norm's weights; out is [indices.length, dim]. */
+  private gatherFinalNorm(out: Float32Array, indices: Int32Array, hidden: Float32Array): void {
+    const dim = this.config.dim;
+    for (let j = 0; j < indices.length; j++) {
+      const i = indices[j];
+      out.set(hidden.subarray(i * dim, (i + 1) * dim), j * dim);
+    }
+    this.backend.rmsNorm(out, out, this.weights.outputNorm, indices.length, dim, this.config.normEps);
   }
 
   /** Copies the batch's metadata into the arena (the wasm kernels address everything by arena offset). */
@@ -358,13 +401,7 @@ export class LlamaModel implements CausalLM {
     const logits = this.samples.logits.subarray(0, S * c.vocabSize);
     if (S === 0) return logits;
     const sampled = this.samples.sampled.subarray(0, S * dim);
-    this.timed('finalNorm', () => {
-      for (let j = 0; j < S; j++) {
-        const i = sampleIndices[j];
-        sampled.set(hidden.subarray(i * dim, (i + 1) * dim), j * dim);
-      }
-      this.backend.rmsNorm(sampled, sampled, this.weights.outputNorm, S, dim, c.normEps);
-    });
+    this.timed('finalNorm', () => this.gatherFinalNorm(sampled, sampleIndices, hidden));
     this.timed('matmul.lmHead', () => this.backend.matmul(logits, sampled, this.weights.output, S));
     return logits;
   }
@@ -481,6 +518,11 @@ export class LlamaModel implements CausalLM {
     for (let j = 0; j < b.sampleIndices.length; j++) {
       const i = b.sampleIndices[j];
       if (!(i >= 0 && i < T)) fail(`sampleIndices[${j}] = ${i} is outside [0, numTokens=${T})`);
+    }
+    const hiddenIdx = b.hiddenStateIndices ?? new Int32Array(0);
+    for (let j = 0; j < hiddenIdx.length; j++) {
+      const i = hiddenIdx[j];
+      if (!(i >= 0 && i < T)) fail(`hiddenStateIndices[${j}] = ${i} is outside [0, numTokens=${T})`);
     }
   }
 }

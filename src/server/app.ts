@@ -16,6 +16,7 @@ import { serveChatCompletion } from './serving-chat.js';
 import { serveCompletion } from './serving-completion.js';
 import type { ServingContext } from './serving-context.js';
 import { serveDetokenize, serveTokenize } from './serving-tokenization.js';
+import { embeddingRequestSchema, serveEmbedding, type EmbeddingRequest } from './serving-embedding.js';
 import { dashboardPlugin, type DashboardAccess } from '../web/dashboard-plugin.js';
 
 /** Cross-origin access for browser clients (vLLM's `--allowed-origins`, `--allowed-methods`, ...). */
@@ -200,6 +201,8 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
     async (request, reply: FastifyReply) => ctx.track(() => serveCompletion(ctx, request.body, reply)));
   app.post<{ Body: ChatCompletionRequest }>('/v1/chat/completions', { schema: { body: chatCompletionRequestSchema } },
     async (request, reply: FastifyReply) => ctx.track(() => serveChatCompletion(ctx, request.body, reply)));
+  app.post<{ Body: EmbeddingRequest }>('/v1/embeddings', { schema: { body: embeddingRequestSchema } },
+    async (request, reply: FastifyReply) => ctx.track(() => serveEmbedding(ctx, request.body, reply)));
   app.post<{ Body: TokenizeRequest }>('/tokenize', { schema: { body: tokenizeRequestSchema } },
     async (request) => serveTokenize(ctx, request.body));
   app.post<{ Body: DetokenizeRequest }>('/detokenize', { schema: { body: detokenizeRequestSchema } },

@@ -185,18 +185,40 @@ function invFreqs(c: ModelConfig): number[] {
   });
 }
 
+/** Weights as the dense oracle reads them: f32 values per tensor name. */
+type DenseModel = RandomModel | { config: ModelConfig; dense: Map<string, Float32Array> };
+
 /**
  * Dense float64 forward of one sequence `tokens` (positions 0..n−1); returns the logits of every position
  * [n][vocab]. Independent of src/: plain loops over the decoded weights.
  */
-export function denseForward(model: RandomModel | { config: ModelConfig; dense: Map<string, Float32Array> }, tokens: readonly number[]): Float64Array[] {
+export function denseForward(model: DenseModel, tokens: readonly number[]): Float64Array[] {
+  const c = model.config;
+  const out = c.tiedEmbeddings ? model.dense.get('token_embd.weight') : model.dense.get('output.weight');
+  if (!out) throw new Error('no output tensor');
+  return denseHiddenStates(model, tokens).map((h) => {
+    const y = new Float64Array(c.vocabSize);
+    for (let r = 0; r < c.vocabSize; r++) {
+      let acc = 0;
+      for (let k = 0; k < c.dim; k++) acc += out[r * c.dim + k] * h[k];
+      y[r] = acc;
+    }
+    return y;
+  });
+}
+
+/**
+ * Dense float64 final hidden states of one sequence `tokens` (after the final RMSNorm, before the LM head) of every
+ * position [n][dim]: what a pooler reads. Independent of src/.
+ */
+export function denseHiddenStates(model: DenseModel, tokens: readonly number[]): Float64Array[] {
   const c = model.config;
   const W = (name: string): Float32Array => {
     const w = model.dense.get(name);
     if (!w) throw new Error(`no tensor ${name}`);
     return w;
   };
-  const { dim, hiddenDim, numHeads, numKvHeads, headSize: hs, vocabSize } = c;
+  const { dim, hiddenDim, numHeads, numKvHeads, headSize: hs } = c;
   const n = tokens.length;
   const matvec = (w: Float32Array, x: Float64Array, rows: number, cols: number, bias?: Float32Array): Float64Array => {
     const y = new Float64Array(rows);
@@ -280,10 +302,9 @@ export function denseForward(model: RandomModel | { config: ModelConfig; dense: 
       for (let d = 0; d < dim; d++) xs[i][d] += down[d];
     }
   }
-  const out = c.tiedEmbeddings ? W('token_embd.weight') : W('output.weight');
   return xs.map((x) => {
     const h = Float64Array.from(x);
     rms(h, W('output_norm.weight'), 0, dim);
-    return matvec(out, h, vocabSize, dim);
+    return h;
   });
 }

@@ -104,8 +104,8 @@ describe('every route but /health needs the key', () => {
   });
 
   it('an unknown route answers 401 without the key (no route listing), 404 with it', async () => {
-    expect((await fetch(`${secured.url}/v1/embeddings`, { method: 'POST' })).status).toBe(401);
-    expect((await fetch(`${secured.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${KEY}` } })).status).toBe(404);
+    expect((await fetch(`${secured.url}/v1/audio/transcriptions`, { method: 'POST' })).status).toBe(401);
+    expect((await fetch(`${secured.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${KEY}` } })).status).toBe(404);
   });
 
   it('/health needs no key; --metrics-public opens /metrics and nothing else', async () => {

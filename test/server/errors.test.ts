@@ -102,7 +102,7 @@ describe('bad input gets its status and OpenAI\'s error shape, and the server ke
     expect((res.json as ErrorBody).error.code).toBe('model_not_found');
     const err = await server.client.completions.create({ model: 'gpt-5', prompt: 'x' }).then(() => null, (e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
-    await expectError(await post('/v1/embeddings', { input: 'x' }), 404);
+    await expectError(await post('/v1/audio/transcriptions', { input: 'x' }), 404);
   });
 
   it('body larger than the limit: 413', async () => {
