@@ -5,6 +5,14 @@ import {
 import { BadRequestError } from './errors.js';
 import type { SamplingRequestFields } from './protocol.js';
 
+/**
+ * Largest constraint a request may send, in characters of its JSON text (schema, regex, grammar or choices).
+ * Grammars compile on the event loop (the WebAssembly build of xgrammar cannot hand a compiled grammar to another
+ * thread), and compile time grows with the grammar, so the size is bounded before compiling: 32 KiB holds schemas
+ * of hundreds of properties, while OpenAI's own structured outputs allow 15,000 characters of names and values.
+ */
+export const MAX_STRUCTURED_OUTPUT_CHARS = 32 * 1024;
+
 /** A request's constraint and the request field it came from (for error messages). */
 export interface RequestStructuredOutputs {
   readonly params: StructuredOutputsParams;
@@ -20,8 +28,9 @@ export interface RequestStructuredOutputs {
  *
  * Mirrors the structured-output part of vLLM's `ChatCompletionRequest.to_sampling_params`
  * (vllm/entrypoints/openai/protocol.py).
- * @throws BadRequestError naming the field: two constraints at once, a json_schema without a schema, or a schema,
- *   regex or grammar the grammar compiler rejects (with its reason).
+ * @throws BadRequestError naming the field: two constraints at once, a json_schema without a schema, a constraint
+ *   longer than {@link MAX_STRUCTURED_OUTPUT_CHARS}, or a schema, regex or grammar the grammar compiler rejects (with
+ *   its reason).
  */
 export async function prepareStructuredOutputs(engine: LLMEngine, req: SamplingRequestFields):
   Promise<RequestStructuredOutputs | null> {
@@ -61,6 +70,11 @@ export async function prepareStructuredOutputs(engine: LLMEngine, req: SamplingR
       found[1].param);
   }
   const { param, init } = found[0];
+  const size = JSON.stringify(init).length;
+  if (size > MAX_STRUCTURED_OUTPUT_CHARS) {
+    throw new BadRequestError(`${param} is ${size} characters long; the server compiles constraints of at most ` +
+      `${MAX_STRUCTURED_OUTPUT_CHARS} characters: send a smaller schema, regex, grammar or list of choices`, param);
+  }
   let params: StructuredOutputsParams;
   try {
     const json = init.json !== undefined || init.jsonObject === true;

@@ -156,6 +156,10 @@ describe('structured outputs', () => {
       expect(two).toMatchObject({ status: 400, param: 'guided_choice' });
       const noSchema = await refusal(chat({ max_tokens: 5, response_format: { type: 'json_schema', json_schema: { name: 'x' } } }));
       expect(noSchema).toMatchObject({ status: 400, param: 'response_format' });
+      // Too big to compile on the event loop: refused before compiling.
+      const huge = await refusal(complete({ max_tokens: 5, guided_choice: Array.from({ length: 5000 }, (_, i) => `choice ${i}`) }));
+      expect(huge).toMatchObject({ status: 400, param: 'guided_choice' });
+      expect(huge.message).toMatch(/at most 32768 characters/);
       // The rejections left the serving grammar engine intact.
       const ok = await complete({ temperature: 0, max_tokens: 20, guided_choice: ['alpha', 'beta'] });
       expect(['alpha', 'beta']).toContain(ok.choices[0].text);
