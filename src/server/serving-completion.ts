@@ -8,6 +8,7 @@ import type { CompletionLogprobs, CompletionRequest, UsageInfo } from './protoco
 import type { ServingContext } from './serving-context.js';
 import { SseStream } from './sse-stream.js';
 import { prepareStructuredOutputs } from './structured-outputs-request.js';
+import { normalizePromptInput } from './prompt-input.js';
 
 /** One prompt of a completions request, tokenized. */
 interface PreparedPrompt {
@@ -48,7 +49,7 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
   }
   const outputKind = stream ? RequestOutputKind.DELTA : RequestOutputKind.FINAL_ONLY;
   // Bounds first: how many sequences, then each prompt's length, before anything is tokenized.
-  const given = normalizePrompts(body.prompt);
+  const given = normalizePromptInput(body.prompt);
   ctx.limits.checkNumSeqs(given.length, n, body.best_of ?? null, given.length > 1 ? 'prompt' : 'n');
   const structuredOutputs = (await prepareStructuredOutputs(ctx.engine, body))?.params;
   const texts = given.flatMap((p) => (p.text !== undefined ? [p.text] : []));
@@ -186,9 +187,3 @@ export function usage(promptTokens: number, completionTokens: number): UsageInfo
   return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
 }
 
-/** The prompt field as a list of prompts, each text or token ids. */
-function normalizePrompts(prompt: CompletionRequest['prompt']): Array<{ text?: string; tokenIds?: number[] }> {
-  if (typeof prompt === 'string') return [{ text: prompt }];
-  if (prompt.length > 0 && typeof prompt[0] === 'number') return [{ tokenIds: prompt as number[] }];
-  return (prompt as Array<string | number[]>).map((p) => (typeof p === 'string' ? { text: p } : { tokenIds: p }));
-}

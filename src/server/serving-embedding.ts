@@ -4,6 +4,7 @@ import { BadRequestError, ServiceUnavailableError } from './errors.js';
 import { mergeAsyncIterables } from './merge-async.js';
 import type { ServingContext } from './serving-context.js';
 import { abortOnClientClose } from './serving-completion.js';
+import { normalizePromptInput } from './prompt-input.js';
 
 /** The body of POST /v1/embeddings (OpenAI's `EmbeddingCreateParams`, plus vLLM's `normalize`). */
 export interface EmbeddingRequest {
@@ -70,7 +71,7 @@ export async function serveEmbedding(ctx: ServingContext, body: EmbeddingRequest
   } catch (err) {
     throw ctx.toOpenAIError(err) ?? err;
   }
-  const given = normalizeInput(body.input);
+  const given = normalizePromptInput(body.input);
   ctx.limits.checkNumSeqs(given.length, 1, null, 'input');
   const texts = given.flatMap((p) => (p.text !== undefined ? [p.text] : []));
   for (const t of texts) ctx.limits.checkPromptChars(t.length, 'input');
@@ -144,9 +145,3 @@ function pooledOf(ctx: ServingContext, out: RequestOutput): Float32Array {
   throw ctx.requestError(out, 'input') ?? new ServiceUnavailableError(`request ${out.requestId} was aborted`);
 }
 
-/** The input field as a list of inputs, each text or token ids (the shapes of completions' `prompt`). */
-function normalizeInput(input: EmbeddingRequest['input']): Array<{ text?: string; tokenIds?: number[] }> {
-  if (typeof input === 'string') return [{ text: input }];
-  if (input.length > 0 && typeof input[0] === 'number') return [{ tokenIds: input as number[] }];
-  return (input as Array<string | number[]>).map((p) => (typeof p === 'string' ? { text: p } : { tokenIds: p }));
-}
