@@ -49,7 +49,10 @@ describe('bench serve against pagellm', () => {
     expect(r.totalOutputTokens).toBe(8 * 12);
     expect(r.outputLenMismatches).toBe(0);
     expect(r.ttftMs.count).toBe(8);
-    expect(r.itlMs.count).toBe(8 * 11); // one gap per token after the first
+    // One gap per chunk after the first, as vLLM's benchmark counts: a token that ends inside a UTF-8 character is
+    // held back by the server and arrives in one chunk with the next, so each request has at most 11 gaps.
+    expect(r.itlMs.count).toBeLessThanOrEqual(8 * 11);
+    expect(r.itlMs.count).toBeGreaterThanOrEqual(8 * 11 - 8);
     expect(r.tpotMs.count).toBe(8);
     for (const q of r.requests) {
       expect(q.success).toBe(true);

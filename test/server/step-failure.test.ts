@@ -36,7 +36,7 @@ it('a kernel fault mid-batch fails that batch only; the engine keeps serving', a
   });
   await waitFor(async () => engine.getNumUnfinishedRequests() === 3, 30_000, 'the three requests to reach the engine');
   let faultyBatch: number[] = [];
-  vi.spyOn(engine.model, 'forward').mockImplementationOnce((batch) => {
+  vi.spyOn(engine.model, 'forwardWithHiddenStates').mockImplementationOnce((batch) => {
     faultyBatch = [...batch.seqLens];
     throw new Error('injected kernel fault');
   });
