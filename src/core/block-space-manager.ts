@@ -141,8 +141,7 @@ export class BlockSpaceManager {
    */
   canAllocate(seqGroup: SequenceGroupLike, numLookaheadSlots = 0): AllocStatus {
     const seq = firstWaiting(seqGroup);
-    const tokenIds = seq.getTokenIds();
-    const numRequired = BlockTable.getNumRequiredBlocks(tokenIds.length, this.blockSize, numLookaheadSlots);
+    const numRequired = BlockTable.getNumRequiredBlocks(seq.getLen(), this.blockSize, numLookaheadSlots);
     if (this.getNumUsableBlocks(Device.GPU) - numRequired < this.watermarkBlocks) return AllocStatus.NEVER;
     let numRequiredNow = numRequired;
     if (this.hasher !== null) {
@@ -424,14 +423,14 @@ export class BlockSpaceManager {
 
   /** The full-block hashes of a not-yet-allocated sequence, computed once and kept until allocate or free. */
   private promptHashesOf(seq: SequenceLike): BlockHash[] {
-    const tokenIds = seq.getTokenIds();
+    const numTokens = seq.getLen();
     const extraHash = extraHashOf(seq);
     const cached = this.promptHashes.get(seq.seqId);
-    if (cached !== undefined && cached.numTokens === tokenIds.length && cached.extraHash === extraHash) {
+    if (cached !== undefined && cached.numTokens === numTokens && cached.extraHash === extraHash) {
       return cached.hashes;
     }
-    const hashes = computeBlockHashes(this.hasher!, tokenIds, this.blockSize, extraHash);
-    this.promptHashes.set(seq.seqId, { numTokens: tokenIds.length, extraHash, hashes });
+    const hashes = computeBlockHashes(this.hasher!, seq.getTokenIds(), this.blockSize, extraHash, numTokens);
+    this.promptHashes.set(seq.seqId, { numTokens, extraHash, hashes });
     return hashes;
   }
 
