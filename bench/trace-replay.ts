@@ -4,8 +4,8 @@
  *
  * Preparing happens before the clock starts, as an engine has its sequences in hand when it schedules them: the
  * trace is decoded into flat typed arrays (operation kinds, sequence slots, offsets into one token array), and every
- * `allocate` operation's sequence is built with its prompt and room for all the tokens its appends will bring, so
- * that the timed loop allocates nothing of its own. The timed loop does what a scheduler does per operation —
+ * `allocate` operation's sequence array is built once with its prompt and room for all the tokens its appends will
+ * bring, so that the timed loop allocates nothing of its own. The timed loop does what a scheduler does per operation —
  * `canAllocate` + `allocate`, or append the sampled token + `canAppendSlots` + `appendSlots`, `fork`, `free`, with
  * `markBlocksAsComputed` after every allocate and append — and reads the free-block count for the peak. (No garbage
  * collection is forced between replays: a full GC clears V8's inline caches, and a forced one made the next replay
@@ -81,6 +81,12 @@ export interface Trace {
   readonly slotSeqIds: readonly number[];
   /** Per slot: how many tokens its own `append` operations carry (the room its sequence reserves for them). */
   readonly slotAppendTokens: Int32Array;
+  /**
+   * Per slot of an `allocate`d sequence: its token array, the prompt followed by room for its appends (null for
+   * forked slots). Built once and reused by every replay: a replay never writes the prompt, and writes every slot
+   * after it before reading it.
+   */
+  readonly slotTokens: readonly (number[] | null)[];
   /** Operations by kind. */
   readonly counts: Readonly<Record<'allocate' | 'append' | 'fork' | 'free', number>>;
 }
@@ -163,10 +169,15 @@ export function parseTrace(path: string): Trace {
     }
   });
   tokenStart.push(tokens.length);
+  const slotTokens: (number[] | null)[] = new Array<number[] | null>(slotSeqIds.length).fill(null);
+  for (let i = 0; i < kinds.length; i++) {
+    if (kinds[i] !== ALLOCATE) continue;
+    slotTokens[slots[i]] = withRoom(tokens, tokenStart[i], tokenStart[i + 1] - tokenStart[i], slotAppendTokens[slots[i]]);
+  }
   return {
     kinds: Uint8Array.from(kinds), slots: Int32Array.from(slots), parents: Int32Array.from(parents),
     tokenStart: Int32Array.from(tokenStart), tokens: Uint32Array.from(tokens), slotSeqIds,
-    slotAppendTokens: Int32Array.from(slotAppendTokens), counts,
+    slotAppendTokens: Int32Array.from(slotAppendTokens), slotTokens, counts,
   };
 }
 
@@ -203,13 +214,12 @@ export function replay(trace: Trace, m: BlockSpaceManager): ReplayResult {
     throw new Error('replay needs a block manager that holds no sequence');
   }
   const numGpuBlocks = m.numTotalGpuBlocks;
-  const { kinds, slots, parents, tokenStart, tokens, slotSeqIds, slotAppendTokens } = trace;
+  const { kinds, slots, parents, tokenStart, tokens, slotSeqIds, slotAppendTokens, slotTokens } = trace;
   const fresh: (BenchSequence | null)[] = new Array<BenchSequence | null>(slotSeqIds.length).fill(null);
   for (let i = 0; i < kinds.length; i++) {
     if (kinds[i] !== ALLOCATE) continue;
     const slot = slots[i];
-    const len = tokenStart[i + 1] - tokenStart[i];
-    fresh[slot] = new BenchSequence(slotSeqIds[slot], withRoom(tokens, tokenStart[i], len, slotAppendTokens[slot]), len);
+    fresh[slot] = new BenchSequence(slotSeqIds[slot], slotTokens[slot]!, tokenStart[i + 1] - tokenStart[i]);
   }
   const live: (BenchSequence | null)[] = new Array<BenchSequence | null>(slotSeqIds.length).fill(null);
   let refusedAllocations = 0;
