@@ -78,9 +78,9 @@ export class BlockSpaceManager {
   /** The allocator of both tiers (for inspection: ref counts, cached hashes, free counts). */
   readonly blockAllocator: CpuGpuBlockAllocator;
   private readonly blockTables = new Map<number, BlockTable>();
-  /** The table found last, and its sequence id: a decode asks canAppendSlots then appendSlots for one sequence. */
-  private lastTable: BlockTable | null = null;
-  private lastSeqId = NaN;
+  /** A direct-mapped cache of `blockTables` (slot `seqId & 1023`): a decode finds its table without hashing. */
+  private readonly cachedSeqIds = new Float64Array(1024).fill(NaN);
+  private readonly cachedTables = new Array<BlockTable | null>(1024).fill(null);
   private readonly hasher: BlockHasher | null;
   /**
    * Prefix caching: the full-block hashes of waiting sequences' prompts, computed once by canAllocate /
@@ -205,8 +205,7 @@ export class BlockSpaceManager {
 
   /**
    * Appends the sequence's next `numNewTokens` unseen tokens (default: all of them) to its block table and reserves
-   * `numLookaheadSlots` more slots; with a
-   * sliding window, frees the blocks that left the window. Returns the copy-on-write (source, destination) GPU
+   * `numLookaheadSlots` more slots; with a sliding window, frees the blocks that left the window. Returns the copy-on-write (source, destination) GPU
    * block pairs made since the last call, to be copied in order before the forward pass. Throws
    * {@link UnknownSequenceError}, {@link InvalidStateError} when the sequence is shorter than its table,
    * {@link InvalidArgumentError} for more new tokens than it has unseen, {@link NoFreeBlocksError} (nothing
@@ -242,7 +241,8 @@ export class BlockSpaceManager {
     if (table === undefined) return;
     table.free();
     this.blockTables.delete(seq.seqId);
-    if (this.lastTable === table) this.lastTable = null;
+    const slot = seq.seqId & 1023;
+    if (this.cachedTables[slot] === table) this.cachedSeqIds[slot] = NaN; // never matches; the next miss overwrites
   }
 
   /**
@@ -334,7 +334,7 @@ export class BlockSpaceManager {
    * them. Mirrors vLLM's `mark_blocks_as_computed` (which also ignores its arguments).
    */
   markBlocksAsComputed(_seqGroup?: SequenceGroupLike, _tokenChunkSize?: number): void {
-    if (this.enableCaching) this.blockAllocator.markBlocksAsComputed([]);
+    if (this.enableCaching) this.blockAllocator.markBlocksAsComputed(NO_BLOCK_IDS);
   }
 
   /**
@@ -450,14 +450,17 @@ export class BlockSpaceManager {
 
   private tableOf(seq: SequenceLike): BlockTable {
     const id = seq.seqId;
-    if (id === this.lastSeqId && this.lastTable !== null) return this.lastTable;
+    const slot = id & 1023;
+    if (this.cachedSeqIds[slot] === id) return this.cachedTables[slot]!;
     const table = this.blockTables.get(id);
     if (table === undefined) throw unknownSequence(id);
-    this.lastTable = table;
-    this.lastSeqId = id;
+    this.cachedTables[slot] = table;
+    this.cachedSeqIds[slot] = id;
     return table;
   }
 }
+
+const NO_BLOCK_IDS: readonly BlockId[] = [];
 
 function firstWaiting(seqGroup: SequenceGroupLike): SequenceLike {
   const waiting = seqGroup.getSeqs(SequenceStatus.WAITING);
