@@ -1,7 +1,8 @@
 /**
  * Block-manager benchmark: how fast src/core's bookkeeping is, with no model and no KV bytes.
  *
- *   npx tsx bench/block-manager.ts                       # the standard figures (median of runs)
+ *   npx tsx bench/block-manager.ts [--runs 5]            # the standard figures (median of runs)
+ *   npx tsx bench/block-manager.ts --decode-step         # the decode-step figures alone
  *   npx tsx bench/block-manager.ts --trace bench/traces/example.jsonl --block-size 16 --num-gpu-blocks 1024 \
  *       [--enable-caching] [--repeat 11]
  *
@@ -276,6 +277,15 @@ async function main(): Promise<void> {
   }
   const runs = intArg(args, '--runs', 5);
   console.log(`pagellm block manager benchmark — block size ${BS}, median of ${runs} runs, one thread`);
+  if (!args.includes('--decode-step')) standardFigures(runs);
+  for (const caching of [false, true]) {
+    const r = medianOf(runs, 1, () => decodeStepMs(caching).median);
+    console.log(`decode step, 256 running sequences (caching ${caching ? 'on ' : 'off'}): ${fmt(r * 1000, 2)} µs median`);
+  }
+}
+
+/** The figures before the decode step: appends per second and request lifecycles per second. */
+function standardFigures(runs: number): void {
   const tableAppends = medianOf(runs, 1, tableAppendsPerSecond);
   console.log(`single-token appends/s  BlockTable.appendTokenIds            ${fmt(tableAppends)}`);
   for (const caching of [false, true]) {
@@ -286,10 +296,6 @@ async function main(): Promise<void> {
     const v = medianOf(runs, 1, () => lifecyclesPerSecond(caching, shared));
     const what = caching ? (shared ? 'caching on, shared prompt ' : 'caching on, distinct prompts') : 'caching off                 ';
     console.log(`request lifecycles/s (512 prompt + 512 decode, ${what})  ${fmt(v)}`);
-  }
-  for (const caching of [false, true]) {
-    const r = medianOf(runs, 1, () => decodeStepMs(caching).median);
-    console.log(`decode step, 256 running sequences (caching ${caching ? 'on ' : 'off'}): ${fmt(r * 1000, 2)} µs median`);
   }
 }
 
