@@ -1,7 +1,8 @@
 /**
  * Block-manager benchmark: how fast src/core's bookkeeping is, with no model and no KV bytes.
  *
- *   npx tsx bench/block-manager.ts                       # the standard figures (median of runs)
+ *   npx tsx bench/block-manager.ts [--runs 5]            # the standard figures (median of runs)
+ *   npx tsx bench/block-manager.ts --decode-step         # the decode-step figures alone
  *   npx tsx bench/block-manager.ts --trace bench/traces/example.jsonl --block-size 16 --num-gpu-blocks 1024 \
  *       [--enable-caching] [--repeat 11]
  *
@@ -88,7 +89,7 @@ function managerAppendsPerSecond(enableCaching: boolean): number {
     const tok = fresh[step & 4095];
     for (let i = 0; i < numSeqs; i++) {
       const s = seqs[i];
-      s.tokens.push(tok);
+      s.appendToken(tok);
       m.appendSlots(s);
     }
   }
@@ -112,7 +113,7 @@ function lifecyclesPerSecond(enableCaching: boolean, sharedPrompt: boolean): num
     m.markBlocksAsComputed(s);
     s.status = SequenceStatus.RUNNING;
     for (let t = 0; t < 512; t++) {
-      s.tokens.push(decode[t]);
+      s.appendToken(decode[t]);
       if (!m.canAppendSlots(s)) throw new Error('benchmark pool too small');
       m.appendSlots(s);
       m.getBlockTable(s);
@@ -144,7 +145,7 @@ function decodeStepMs(enableCaching: boolean): { median: number; p90: number } {
   const times: number[] = [];
   let sink = 0;
   for (let step = 0; step < steps; step++) {
-    for (let i = 0; i < numSeqs; i++) seqs[i].tokens.push(fresh[(step * 31 + i) & 4095]); // the sampler's output
+    for (let i = 0; i < numSeqs; i++) seqs[i].appendToken(fresh[(step * 31 + i) & 4095]); // the sampler's output
     const t0 = performance.now();
     for (let i = 0; i < numSeqs; i++) {
       const s = seqs[i];
@@ -253,12 +254,14 @@ async function main(): Promise<void> {
     const repeat = Math.max(1, intArg(args, '--repeat', 11));
     const parsed = parseTrace(trace);
     const numOps = parsed.kinds.length;
-    // The first replay runs cold (the JIT has not compiled the block manager yet); then warm up for ~200 ms.
-    const cold = replay(parsed, opts);
+    // One manager for every replay, as a server keeps one (see replay). The first replay runs cold (the JIT has not
+    // compiled the block manager yet); then warm up for ~200 ms.
+    const m = new BlockSpaceManager({ ...opts, watermark: 0 });
+    const cold = replay(parsed, m);
     const warmUntil = performance.now() + 200;
-    while (performance.now() < warmUntil) replay(parsed, opts);
+    while (performance.now() < warmUntil) replay(parsed, m);
     const results: ReplayResult[] = [];
-    for (let r = 0; r < repeat; r++) results.push(replay(parsed, opts));
+    for (let r = 0; r < repeat; r++) results.push(replay(parsed, m));
     const ms = median(results.map((r) => r.ms));
     const cpuMs = median(results.map((r) => r.cpuMs));
     const r0 = results[0];
@@ -274,6 +277,15 @@ async function main(): Promise<void> {
   }
   const runs = intArg(args, '--runs', 5);
   console.log(`pagellm block manager benchmark — block size ${BS}, median of ${runs} runs, one thread`);
+  if (!args.includes('--decode-step')) standardFigures(runs);
+  for (const caching of [false, true]) {
+    const r = medianOf(runs, 1, () => decodeStepMs(caching).median);
+    console.log(`decode step, 256 running sequences (caching ${caching ? 'on ' : 'off'}): ${fmt(r * 1000, 2)} µs median`);
+  }
+}
+
+/** The figures before the decode step: appends per second and request lifecycles per second. */
+function standardFigures(runs: number): void {
   const tableAppends = medianOf(runs, 1, tableAppendsPerSecond);
   console.log(`single-token appends/s  BlockTable.appendTokenIds            ${fmt(tableAppends)}`);
   for (const caching of [false, true]) {
@@ -284,10 +296,6 @@ async function main(): Promise<void> {
     const v = medianOf(runs, 1, () => lifecyclesPerSecond(caching, shared));
     const what = caching ? (shared ? 'caching on, shared prompt ' : 'caching on, distinct prompts') : 'caching off                 ';
     console.log(`request lifecycles/s (512 prompt + 512 decode, ${what})  ${fmt(v)}`);
-  }
-  for (const caching of [false, true]) {
-    const r = medianOf(runs, 1, () => decodeStepMs(caching).median);
-    console.log(`decode step, 256 running sequences (caching ${caching ? 'on ' : 'off'}): ${fmt(r * 1000, 2)} µs median`);
   }
 }
 

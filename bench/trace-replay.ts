@@ -2,32 +2,47 @@
  * Trace replay for `bench/block-manager.ts --trace`: parses a JSON Lines operation trace (format: bench/README.md)
  * into a prepared form and replays it through a BlockSpaceManager, timing only the block manager's work.
  *
- * Preparing happens before the clock starts, as an engine has its sequences in hand when it schedules them: every
- * sequence id is resolved to a slot, and the sequence objects of `allocate` operations are built with their prompt.
- * The timed loop does what a scheduler does per operation — `canAllocate` + `allocate`, or push the sampled token +
- * `canAppendSlots` + `appendSlots`, `fork`, `free`, with `markBlocksAsComputed` after every allocate and append —
- * and reads the free-block count for the peak. (No garbage collection is forced between replays: a full GC clears
- * V8's inline caches, and a forced one made the next replay of a small trace twenty times slower.)
+ * Preparing happens before the clock starts, as an engine has its sequences in hand when it schedules them: the
+ * trace is decoded into flat typed arrays (operation kinds, sequence slots, offsets into one token array), and every
+ * `allocate` operation's sequence array is built once with its prompt and room for all the tokens its appends will
+ * bring, so that the timed loop allocates nothing of its own. The timed loop does what a scheduler does per operation —
+ * `canAllocate` + `allocate`, or append the sampled token + `canAppendSlots` + `appendSlots`, `fork`, `free`, with
+ * `markBlocksAsComputed` after every allocate and append — and reads the free-block count for the peak. (No garbage
+ * collection is forced between replays: a full GC clears V8's inline caches, and a forced one made the next replay
+ * of a small trace twenty times slower.)
  */
 import { readFileSync } from 'node:fs';
 import {
   AllocStatus, BlockSpaceManager, SequenceStatus, type SequenceGroupLike, type SequenceLike,
 } from '../src/core/index.js';
 
-/** A sequence that is its own single-sequence group (what the block manager sees of a request). */
+/**
+ * A sequence that is its own single-sequence group (what the block manager sees of a request). Its token ids are
+ * the first `len` entries of `tokens`; the array may hold room for tokens to come (a replay builds it at its final
+ * length before the clock, so appending a sampled token writes one slot and never reallocates).
+ */
 export class BenchSequence implements SequenceLike, SequenceGroupLike {
   readonly seqId: number;
   readonly requestId: string;
   status: SequenceStatus = SequenceStatus.WAITING;
   readonly tokens: number[];
+  /** Tokens of the sequence: `tokens[0 .. len)`. */
+  len: number;
   private readonly self: readonly BenchSequence[];
   private static readonly none: readonly BenchSequence[] = [];
 
-  constructor(seqId: number, tokens: number[]) {
+  /** A sequence of `tokens[0 .. len)` (default: all of `tokens`). */
+  constructor(seqId: number, tokens: number[], len = tokens.length) {
     this.seqId = seqId;
     this.requestId = `req-${seqId}`;
     this.tokens = tokens;
+    this.len = len;
     this.self = [this];
+  }
+
+  /** Appends one sampled token (into the reserved room when there is some, else growing the array). */
+  appendToken(tokenId: number): void {
+    this.tokens[this.len++] = tokenId;
   }
 
   getTokenIds(): readonly number[] {
@@ -35,7 +50,7 @@ export class BenchSequence implements SequenceLike, SequenceGroupLike {
   }
 
   getLen(): number {
-    return this.tokens.length;
+    return this.len;
   }
 
   getSeqs(status?: SequenceStatus): readonly BenchSequence[] {
@@ -48,17 +63,30 @@ const APPEND = 1;
 const FORK = 2;
 const FREE = 3;
 
-/** A parsed trace: per operation its kind, the slot of its sequence (-1: not live) and its tokens or parent. */
+/**
+ * A parsed trace in flat typed arrays: per operation its kind, the slot of its sequence (-1: not live), its parent
+ * (fork) and its tokens (allocate / append) as a range of one token array.
+ */
 export interface Trace {
   readonly kinds: Uint8Array;
   /** The sequence's slot (fork: the child's). */
   readonly slots: Int32Array;
   /** fork: the parent's slot; otherwise unused. */
   readonly parents: Int32Array;
-  /** allocate / append: the tokens; otherwise empty. */
-  readonly tokens: readonly (readonly number[])[];
+  /** Operation i's tokens are `tokens[tokenStart[i] .. tokenStart[i + 1])` (none for fork and free). */
+  readonly tokenStart: Int32Array;
+  /** Every operation's tokens, in trace order. */
+  readonly tokens: Uint32Array;
   /** The trace's sequence id of each slot. */
   readonly slotSeqIds: readonly number[];
+  /** Per slot: how many tokens its own `append` operations carry (the room its sequence reserves for them). */
+  readonly slotAppendTokens: Int32Array;
+  /**
+   * Per slot of an `allocate`d sequence: its token array, the prompt followed by room for its appends (null for
+   * forked slots). Built once and reused by every replay: a replay never writes the prompt, and writes every slot
+   * after it before reading it.
+   */
+  readonly slotTokens: readonly (number[] | null)[];
   /** Operations by kind. */
   readonly counts: Readonly<Record<'allocate' | 'append' | 'fork' | 'free', number>>;
 }
@@ -69,24 +97,32 @@ function isTokenArray(v: unknown): v is number[] {
 
 /**
  * Reads and checks a trace file. Throws an Error naming the file and line for a line that is not JSON or not an
- * operation, a fork of a sequence that is not live, or a sequence id allocated while it is live.
+ * operation, a fork of a sequence that is not live, or a sequence id
+ * allocated while it is live.
  */
 export function parseTrace(path: string): Trace {
   const lines = readFileSync(path, 'utf8').split('\n');
   const kinds: number[] = [];
   const slots: number[] = [];
   const parents: number[] = [];
-  const tokens: (readonly number[])[] = [];
+  const tokenStart: number[] = [];
+  const tokens: number[] = [];
   const slotSeqIds: number[] = [];
+  const slotAppendTokens: number[] = [];
   const liveSlot = new Map<number, number>();
   const counts = { allocate: 0, append: 0, fork: 0, free: 0 };
-  const none: readonly number[] = [];
   const newSlot = (seq: number, where: string): number => {
     if (liveSlot.has(seq)) throw new Error(`${where}: sequence ${seq} already exists`);
     slotSeqIds.push(seq);
+    slotAppendTokens.push(0);
     liveSlot.set(seq, slotSeqIds.length - 1);
     return slotSeqIds.length - 1;
   };
+  const push = (kind: number, slot: number, parent: number, ids: readonly number[]): void => {
+    kinds.push(kind); slots.push(slot); parents.push(parent); tokenStart.push(tokens.length);
+    for (const t of ids) tokens.push(t);
+  };
+  const none: readonly number[] = [];
   lines.forEach((line, i) => {
     if (line.trim() === '') return;
     const where = `${path}:${i + 1}`;
@@ -108,30 +144,49 @@ export function parseTrace(path: string): Trace {
     const seq = o.seq as number;
     switch (o.op) {
       case 'allocate':
-        kinds.push(ALLOCATE); slots.push(newSlot(seq, where)); parents.push(-1); tokens.push(o.tokens as number[]);
+        push(ALLOCATE, newSlot(seq, where), -1, o.tokens as number[]);
         counts.allocate++;
         break;
-      case 'append':
-        kinds.push(APPEND); slots.push(liveSlot.get(seq) ?? -1); parents.push(-1); tokens.push(o.tokens as number[]);
+      case 'append': {
+        const slot = liveSlot.get(seq) ?? -1;
+        const ids = o.tokens as number[];
+        if (slot >= 0) slotAppendTokens[slot] += ids.length;
+        push(APPEND, slot, -1, ids);
         counts.append++;
         break;
+      }
       case 'fork': {
         const parent = liveSlot.get(o.parent as number);
         if (parent === undefined) throw new Error(`${where}: sequence ${o.parent as number} is not live`);
-        kinds.push(FORK); slots.push(newSlot(o.child as number, where)); parents.push(parent); tokens.push(none);
+        push(FORK, newSlot(o.child as number, where), parent, none);
         counts.fork++;
         break;
       }
       default:
-        kinds.push(FREE); slots.push(liveSlot.get(seq) ?? -1); parents.push(-1); tokens.push(none);
+        push(FREE, liveSlot.get(seq) ?? -1, -1, none);
         liveSlot.delete(seq);
         counts.free++;
     }
   });
+  tokenStart.push(tokens.length);
+  const slotTokens: (number[] | null)[] = new Array<number[] | null>(slotSeqIds.length).fill(null);
+  for (let i = 0; i < kinds.length; i++) {
+    if (kinds[i] !== ALLOCATE) continue;
+    slotTokens[slots[i]] = withRoom(tokens, tokenStart[i], tokenStart[i + 1] - tokenStart[i], slotAppendTokens[slots[i]]);
+  }
   return {
-    kinds: Uint8Array.from(kinds), slots: Int32Array.from(slots), parents: Int32Array.from(parents), tokens,
-    slotSeqIds, counts,
+    kinds: Uint8Array.from(kinds), slots: Int32Array.from(slots), parents: Int32Array.from(parents),
+    tokenStart: Int32Array.from(tokenStart), tokens: Uint32Array.from(tokens), slotSeqIds,
+    slotAppendTokens: Int32Array.from(slotAppendTokens), slotTokens, counts,
   };
+}
+
+/** `src[0 .. len)` followed by `room` zeros, as a packed array of small integers. */
+function withRoom(src: ArrayLike<number>, start: number, len: number, room: number): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < len; i++) out.push(src[start + i]);
+  for (let i = 0; i < room; i++) out.push(0);
+  return out;
 }
 
 /** What one replay measured. */
@@ -148,14 +203,23 @@ export interface ReplayResult {
   readonly hitRate: number;
 }
 
-/** Replays `trace` through a fresh BlockSpaceManager (watermark 0) with `opts`. See the module comment. */
-export function replay(trace: Trace, opts: { blockSize: number; numGpuBlocks: number; numCpuBlocks: number;
-  enableCaching: boolean }): ReplayResult {
-  const m = new BlockSpaceManager({ ...opts, watermark: 0 });
-  const { kinds, slots, parents, tokens, slotSeqIds } = trace;
+/**
+ * Replays `trace` through `m` (see the module comment), which must hold no block table: every sequence left live is
+ * freed at the end and the prefix cache is emptied at the start (`resetPrefixCache`), so successive replays through
+ * one manager each start as a fresh one would, except for which free block ids come first. Reusing the manager keeps
+ * its block objects (tens of thousands, built once) out of the young generation the timed loop collects.
+ */
+export function replay(trace: Trace, m: BlockSpaceManager): ReplayResult {
+  if (!m.resetPrefixCache() || m.getSeqIds().next().done !== true) {
+    throw new Error('replay needs a block manager that holds no sequence');
+  }
+  const numGpuBlocks = m.numTotalGpuBlocks;
+  const { kinds, slots, parents, tokenStart, tokens, slotSeqIds, slotAppendTokens, slotTokens } = trace;
   const fresh: (BenchSequence | null)[] = new Array<BenchSequence | null>(slotSeqIds.length).fill(null);
   for (let i = 0; i < kinds.length; i++) {
-    if (kinds[i] === ALLOCATE) fresh[slots[i]] = new BenchSequence(slotSeqIds[slots[i]], tokens[i].slice());
+    if (kinds[i] !== ALLOCATE) continue;
+    const slot = slots[i];
+    fresh[slot] = new BenchSequence(slotSeqIds[slot], slotTokens[slot]!, tokenStart[i + 1] - tokenStart[i]);
   }
   const live: (BenchSequence | null)[] = new Array<BenchSequence | null>(slotSeqIds.length).fill(null);
   let refusedAllocations = 0;
@@ -185,10 +249,11 @@ export function replay(trace: Trace, opts: { blockSize: number; numGpuBlocks: nu
           refusedAppends++; // its allocation was refused (or it was freed): skip, as a scheduler would
           break;
         }
-        const t = tokens[i];
-        for (let k = 0; k < t.length; k++) s.tokens.push(t[k]);
+        const end = tokenStart[i + 1];
+        const len = s.len;
+        for (let k = tokenStart[i]; k < end; k++) s.appendToken(tokens[k]);
         if (!m.canAppendSlots(s)) {
-          s.tokens.length -= t.length;
+          s.len = len;
           refusedAppends++;
           break;
         }
@@ -199,7 +264,8 @@ export function replay(trace: Trace, opts: { blockSize: number; numGpuBlocks: nu
       case FORK: {
         const parent = live[parents[i]];
         if (parent === null) break; // its allocation was refused
-        const child = new BenchSequence(slotSeqIds[slot], parent.tokens.slice());
+        const child = new BenchSequence(slotSeqIds[slot], withRoom(parent.tokens, 0, parent.len, slotAppendTokens[slot]),
+          parent.len);
         child.status = SequenceStatus.RUNNING;
         m.fork(parent, child);
         live[slot] = child;
@@ -211,7 +277,7 @@ export function replay(trace: Trace, opts: { blockSize: number; numGpuBlocks: nu
         if (slot >= 0) live[slot] = null;
       }
     }
-    const used = opts.numGpuBlocks - m.getNumFreeGpuBlocks();
+    const used = numGpuBlocks - m.getNumFreeGpuBlocks();
     if (used > peak) peak = used;
   }
   const ms = performance.now() - t0;

@@ -8,6 +8,13 @@ import type { HashValue } from './hashing.js';
  * id; token ids in one Uint32Array, `blockSize` per block. At most one block is indexed per hash: a second block
  * with the same hash (a collision, or a copy not yet merged) stays out of the index.
  *
+ * The hash → block map is an open-addressing table with linear probing over typed arrays (no `Map` keyed by
+ * BigInts, which hashes the BigInt's digits on every call): each entry holds the block id and the hash's low 64 bits
+ * as two 32-bit halves (read through a BigUint64Array, which allocates nothing; a sha256 hex string's first 16
+ * digits), compared first; the full hash value kept per block settles equality. The table has at least twice as
+ * many slots as blocks, so it is never more than half full; removal shifts the entries after the hole back
+ * (backward-shift deletion, no tombstones), which keeps every probe run unbroken.
+ *
  * Mirrors vLLM V1's `BlockPool.cached_block_hash_to_block` with `BlockHashType`'s token ids and extra keys
  * (vllm/v1/core/block_pool.py, kv_cache_utils.py); vLLM 0.6.3 keeps `_cached_blocks` (hash → id) alone.
  */
@@ -16,11 +23,19 @@ export class BlockHashIndex {
   readonly firstBlockId: BlockId;
   /** Tokens per block. */
   readonly blockSize: number;
-  private readonly byHash = new Map<HashValue, BlockId>();
   private readonly hashes: (HashValue | null)[];
   private readonly parents: (HashValue | null)[];
   private readonly extras: (string | null)[];
   private readonly tokens: Uint32Array;
+  /** Table slots − 1 (a power of two minus one). */
+  private readonly mask: number;
+  /** Per table slot: the indexed block's id, or -1 for an empty slot. */
+  private readonly slotBlock: Int32Array;
+  private readonly slotHi: Uint32Array;
+  private readonly slotLo: Uint32Array;
+  /** The halves of the last hash split by {@link split}. */
+  private hi = 0;
+  private lo = 0;
 
   /** An empty index over ids `[firstBlockId, firstBlockId + numBlocks)`. */
   constructor(firstBlockId: BlockId, numBlocks: number, blockSize: number) {
@@ -30,6 +45,12 @@ export class BlockHashIndex {
     this.parents = new Array<HashValue | null>(numBlocks).fill(null);
     this.extras = new Array<string | null>(numBlocks).fill(null);
     this.tokens = new Uint32Array(numBlocks * blockSize);
+    let size = 16;
+    while (size < 2 * numBlocks) size *= 2;
+    this.mask = size - 1;
+    this.slotBlock = new Int32Array(size).fill(-1);
+    this.slotHi = new Uint32Array(size);
+    this.slotLo = new Uint32Array(size);
   }
 
   /** The hash cached in `blockId` (in range), or null when the block caches nothing. */
@@ -39,8 +60,8 @@ export class BlockHashIndex {
 
   /** The id of the block indexed under `hash`, or -1 (not verified: see {@link lookup}). */
   blockOfHash(hash: HashValue): BlockId {
-    const id = this.byHash.get(hash);
-    return id === undefined ? -1 : id;
+    const slot = this.find(hash);
+    return slot < 0 ? -1 : this.slotBlock[slot];
   }
 
   /**
@@ -49,8 +70,8 @@ export class BlockHashIndex {
    */
   lookup(hash: HashValue, parent: HashValue | null, tokens: ArrayLike<number>, start: number,
     extraHash: string | null): BlockId {
-    const id = this.byHash.get(hash);
-    if (id === undefined) return -1;
+    const id = this.blockOfHash(hash);
+    if (id < 0) return -1;
     return this.verify(id, parent, tokens, start, extraHash) ? id : -1;
   }
 
@@ -66,11 +87,25 @@ export class BlockHashIndex {
     return true;
   }
 
-  /** Indexes `blockId` as caching `tokens[0 .. blockSize)` hashed `hash` after `parent` under `extraHash`. */
+  /**
+   * Indexes `blockId` as caching `tokens[0 .. blockSize)` hashed `hash` after `parent` under `extraHash` (the hash
+   * then maps to `blockId`, whichever block it mapped to before). A block caches one content at a time: what it
+   * cached before is unregistered first.
+   */
   register(blockId: BlockId, hash: HashValue, parent: HashValue | null, tokens: ArrayLike<number>,
     extraHash: string | null): void {
     const i = blockId - this.firstBlockId;
-    this.byHash.set(hash, blockId);
+    if (this.hashes[i] !== null) this.unregister(blockId);
+    const found = this.find(hash); // leaves the hash's halves in hi / lo
+    if (found >= 0) {
+      this.slotBlock[found] = blockId;
+    } else {
+      let slot = this.home(this.hi, this.lo);
+      while (this.slotBlock[slot] >= 0) slot = (slot + 1) & this.mask;
+      this.slotBlock[slot] = blockId;
+      this.slotHi[slot] = this.hi;
+      this.slotLo[slot] = this.lo;
+    }
     this.hashes[i] = hash;
     this.parents[i] = parent;
     this.extras[i] = extraHash;
@@ -83,9 +118,67 @@ export class BlockHashIndex {
   unregister(blockId: BlockId): void {
     const i = blockId - this.firstBlockId;
     const hash = this.hashes[i];
-    if (hash !== null && this.byHash.get(hash) === blockId) this.byHash.delete(hash);
+    if (hash !== null) {
+      const slot = this.find(hash);
+      if (slot >= 0 && this.slotBlock[slot] === blockId) this.removeSlot(slot);
+    }
     this.hashes[i] = null;
     this.parents[i] = null;
     this.extras[i] = null;
   }
+
+  /** The table slot holding `hash`, or -1; sets {@link hi} / {@link lo} to the hash's halves either way. */
+  private find(hash: HashValue): number {
+    this.split(hash);
+    const hi = this.hi;
+    const lo = this.lo;
+    const mask = this.mask;
+    const blocks = this.slotBlock;
+    for (let slot = this.home(hi, lo); ; slot = (slot + 1) & mask) {
+      const id = blocks[slot];
+      if (id < 0) return -1;
+      if (this.slotLo[slot] === lo && this.slotHi[slot] === hi && this.hashes[id - this.firstBlockId] === hash) {
+        return slot;
+      }
+    }
+  }
+
+  /** Empties `slot` and moves back the entries after it whose probe run crossed it (backward-shift deletion). */
+  private removeSlot(slot: number): void {
+    const mask = this.mask;
+    const blocks = this.slotBlock;
+    let hole = slot;
+    for (let next = (hole + 1) & mask; blocks[next] >= 0; next = (next + 1) & mask) {
+      const home = this.home(this.slotHi[next], this.slotLo[next]);
+      // The entry at `next` may fill the hole when its home is not in the cyclic range (hole, next].
+      if (((next - home) & mask) >= ((next - hole) & mask)) {
+        blocks[hole] = blocks[next];
+        this.slotHi[hole] = this.slotHi[next];
+        this.slotLo[hole] = this.slotLo[next];
+        hole = next;
+      }
+    }
+    blocks[hole] = -1;
+  }
+
+  /** The first slot a hash with these halves probes. */
+  private home(hi: number, lo: number): number {
+    return (lo ^ Math.imul(hi, 0x9e3779b1)) & this.mask;
+  }
+
+  /** Sets {@link hi} / {@link lo} to the low 64 bits of a bigint hash, or the first 16 hex digits of a string one. */
+  private split(hash: HashValue): void {
+    if (typeof hash === 'bigint') {
+      SPLIT64[0] = hash;
+      this.lo = SPLIT32[0];
+      this.hi = SPLIT32[1];
+    } else {
+      this.hi = parseInt(hash.slice(0, 8), 16) >>> 0;
+      this.lo = parseInt(hash.slice(8, 16), 16) >>> 0;
+    }
+  }
 }
+
+/** One 64-bit scratch word and its two 32-bit halves (little-endian: [0] = low, [1] = high). */
+const SPLIT64 = new BigUint64Array(1);
+const SPLIT32 = new Uint32Array(SPLIT64.buffer);

@@ -78,9 +78,9 @@ export class BlockSpaceManager {
   /** The allocator of both tiers (for inspection: ref counts, cached hashes, free counts). */
   readonly blockAllocator: CpuGpuBlockAllocator;
   private readonly blockTables = new Map<number, BlockTable>();
-  /** The table found last, and its sequence id: a decode asks canAppendSlots then appendSlots for one sequence. */
-  private lastTable: BlockTable | null = null;
-  private lastSeqId = NaN;
+  /** A direct-mapped cache of `blockTables` (slot `seqId & 1023`): a decode finds its table without hashing. */
+  private readonly cachedSeqIds = new Float64Array(1024).fill(NaN);
+  private readonly cachedTables = new Array<BlockTable | null>(1024).fill(null);
   private readonly hasher: BlockHasher | null;
   /**
    * Prefix caching: the full-block hashes of waiting sequences' prompts, computed once by canAllocate /
@@ -141,8 +141,7 @@ export class BlockSpaceManager {
    */
   canAllocate(seqGroup: SequenceGroupLike, numLookaheadSlots = 0): AllocStatus {
     const seq = firstWaiting(seqGroup);
-    const tokenIds = seq.getTokenIds();
-    const numRequired = BlockTable.getNumRequiredBlocks(tokenIds.length, this.blockSize, numLookaheadSlots);
+    const numRequired = BlockTable.getNumRequiredBlocks(seq.getLen(), this.blockSize, numLookaheadSlots);
     if (this.getNumUsableBlocks(Device.GPU) - numRequired < this.watermarkBlocks) return AllocStatus.NEVER;
     let numRequiredNow = numRequired;
     if (this.hasher !== null) {
@@ -206,8 +205,7 @@ export class BlockSpaceManager {
 
   /**
    * Appends the sequence's next `numNewTokens` unseen tokens (default: all of them) to its block table and reserves
-   * `numLookaheadSlots` more slots; with a
-   * sliding window, frees the blocks that left the window. Returns the copy-on-write (source, destination) GPU
+   * `numLookaheadSlots` more slots; with a sliding window, frees the blocks that left the window. Returns the copy-on-write (source, destination) GPU
    * block pairs made since the last call, to be copied in order before the forward pass. Throws
    * {@link UnknownSequenceError}, {@link InvalidStateError} when the sequence is shorter than its table,
    * {@link InvalidArgumentError} for more new tokens than it has unseen, {@link NoFreeBlocksError} (nothing
@@ -243,7 +241,8 @@ export class BlockSpaceManager {
     if (table === undefined) return;
     table.free();
     this.blockTables.delete(seq.seqId);
-    if (this.lastTable === table) this.lastTable = null;
+    const slot = seq.seqId & 1023;
+    if (this.cachedTables[slot] === table) this.cachedSeqIds[slot] = NaN; // never matches; the next miss overwrites
   }
 
   /**
@@ -335,7 +334,7 @@ export class BlockSpaceManager {
    * them. Mirrors vLLM's `mark_blocks_as_computed` (which also ignores its arguments).
    */
   markBlocksAsComputed(_seqGroup?: SequenceGroupLike, _tokenChunkSize?: number): void {
-    if (this.enableCaching) this.blockAllocator.markBlocksAsComputed([]);
+    if (this.enableCaching) this.blockAllocator.markBlocksAsComputed(NO_BLOCK_IDS);
   }
 
   /**
@@ -424,14 +423,14 @@ export class BlockSpaceManager {
 
   /** The full-block hashes of a not-yet-allocated sequence, computed once and kept until allocate or free. */
   private promptHashesOf(seq: SequenceLike): BlockHash[] {
-    const tokenIds = seq.getTokenIds();
+    const numTokens = seq.getLen();
     const extraHash = extraHashOf(seq);
     const cached = this.promptHashes.get(seq.seqId);
-    if (cached !== undefined && cached.numTokens === tokenIds.length && cached.extraHash === extraHash) {
+    if (cached !== undefined && cached.numTokens === numTokens && cached.extraHash === extraHash) {
       return cached.hashes;
     }
-    const hashes = computeBlockHashes(this.hasher!, tokenIds, this.blockSize, extraHash);
-    this.promptHashes.set(seq.seqId, { numTokens: tokenIds.length, extraHash, hashes });
+    const hashes = computeBlockHashes(this.hasher!, seq.getTokenIds(), this.blockSize, extraHash, numTokens);
+    this.promptHashes.set(seq.seqId, { numTokens, extraHash, hashes });
     return hashes;
   }
 
@@ -451,14 +450,17 @@ export class BlockSpaceManager {
 
   private tableOf(seq: SequenceLike): BlockTable {
     const id = seq.seqId;
-    if (id === this.lastSeqId && this.lastTable !== null) return this.lastTable;
+    const slot = id & 1023;
+    if (this.cachedSeqIds[slot] === id) return this.cachedTables[slot]!;
     const table = this.blockTables.get(id);
     if (table === undefined) throw unknownSequence(id);
-    this.lastTable = table;
-    this.lastSeqId = id;
+    this.cachedTables[slot] = table;
+    this.cachedSeqIds[slot] = id;
     return table;
   }
 }
+
+const NO_BLOCK_IDS: readonly BlockId[] = [];
 
 function firstWaiting(seqGroup: SequenceGroupLike): SequenceLike {
   const waiting = seqGroup.getSeqs(SequenceStatus.WAITING);

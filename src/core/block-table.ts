@@ -210,15 +210,15 @@ export class BlockTable {
    */
   private appendOneInPlace(tokenId: number): boolean {
     const bs = this.blockSize;
-    const full = this.numFullSlotsValue;
-    const offset = full % bs;
     const last = this.blockList.length - 1;
-    if (offset === 0 || offset === bs - 1 || ((full / bs) | 0) !== last || (tokenId >>> 0) !== tokenId) return false;
+    // The token's offset in the last block (no division: outside (0, bs − 1) it is not an in-place append).
+    const offset = this.numFullSlotsValue - last * bs;
+    if (offset <= 0 || offset >= bs - 1 || (tokenId >>> 0) !== tokenId) return false;
     const block = this.blockList.get(last) as TokenBlock;
     if (block.blockId === null || this.allocator.getRefCount(block.blockId) > 1) return false;
     block.tokens[offset] = tokenId;
     block.numTokens = offset + 1;
-    this.numFullSlotsValue = full + 1;
+    this.numFullSlotsValue++;
     return true;
   }
 
@@ -333,6 +333,13 @@ export class BlockTable {
     const bs = this.blockSize;
     const list = this.blockList;
     const full = this.numFullSlotsValue;
+    if (numTokens === 1 && numLookaheadSlots === 0) {
+      // A decode token: it lands in the last block (a copy if shared) or, when that block is full, in a new one.
+      const last = list.length - 1;
+      const offset = full - last * bs;
+      if (offset >= 0 && offset < bs) return this.allocator.getRefCount(list.ids()[last]) > 1 ? 1 : 0;
+      if (offset === bs) return 1;
+    }
     const capacity = list.length * bs;
     const want = full + numTokens + numLookaheadSlots;
     let needed = want > capacity ? Math.ceil((want - capacity) / bs) : 0;

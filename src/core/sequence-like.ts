@@ -40,11 +40,14 @@ export interface SequenceLike {
   /** Current lifecycle state. */
   readonly status: SequenceStatus;
   /**
-   * All token ids of the sequence: prompt, then output. Return the live array (not a copy) — the block manager
-   * reads it on every decode step and never mutates it; the block table remembers how many of them it has seen.
+   * The token ids of the sequence in the first {@link getLen} entries: prompt, then output. Return the live array
+   * (not a copy) — the block manager reads it on every decode step and never mutates it; the block table remembers
+   * how many of them it has seen. The block manager reads no entry at or past `getLen()`, so an array with room
+   * reserved for tokens to come (a trace replay's preallocated sequence) is fine; an engine returns exactly its
+   * tokens.
    */
   getTokenIds(): readonly number[];
-  /** Number of tokens, `getTokenIds().length`. */
+  /** Number of tokens of the sequence (prompt + output); at most `getTokenIds().length`. */
   getLen(): number;
   /**
    * Tokens whose KV is already computed (vLLM's `SequenceData.get_num_computed_tokens`). Used with sliding-window
