@@ -2,28 +2,13 @@
  * The HAProxy agent check (a plain TCP line) and `GET /load` on a real server: the weight follows the load
  * (requests against --max-num-seqs, KV usage), `drain` while shutting down, the port closes with the server.
  */
-import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { agentResponse, agentWeightPercent, replicaLoad } from '../../src/server/agent-check.js';
+import { readAgent } from './agent-client.js';
 import { readGolden, startTestServer, waitFor } from './server-fixture.js';
 
 const golden = readGolden();
 const KEY = 'agent-test-key';
-
-/** Connects to the agent port and returns everything it writes before closing (what HAProxy reads). */
-function readAgent(port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    let text = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => {
-      text += chunk;
-    });
-    socket.on('end', () => resolve(text));
-    socket.on('error', reject);
-    socket.write('replica-backend/r1\n'); // an agent-send string: ignored
-  });
-}
 
 describe('agent weight', () => {
   it('is 100 % idle, falls in steps of 10 % with the load, and never reaches 0 % (which HAProxy reads as DRAIN)', () => {
