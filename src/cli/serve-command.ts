@@ -17,6 +17,7 @@ interface ServeCliOptions extends EngineCliOptions {
   chatTemplate?: string;
   host: string;
   port: number;
+  agentCheckPort?: number;
   apiKey?: string;
   metricsPublic?: boolean;
   allowedHosts?: string[];
@@ -57,6 +58,8 @@ export function createServeCommand(version: string): Command {
   addChatTemplateOption(cmd)
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
     .option('--port <port>', 'TCP port (0: any free port)', intAtLeast(0), 8000)
+    .option('--agent-check-port <port>', 'also answer HAProxy\'s agent check (a weight from the load, "drain" while ' +
+      'shutting down) on this TCP port of --host (off by default)', intAtLeast(0))
     .option('--api-key <key>', 'require "Authorization: Bearer <key>" on every route but /health; the dashboard ' +
       'asks for it once (env PAGELLM_API_KEY)')
     .option('--metrics-public', 'serve /metrics without the API key')
@@ -105,6 +108,7 @@ export function createServeCommand(version: string): Command {
         servedModelNames: opts.servedModelName,
         host: opts.host,
         port: opts.port,
+        agentCheckPort: opts.agentCheckPort,
         apiKey: opts.apiKey ?? (process.env.PAGELLM_API_KEY || undefined),
         metricsPublic: opts.metricsPublic,
         allowedHosts: opts.allowedHosts,
@@ -130,6 +134,9 @@ export function createServeCommand(version: string): Command {
     let stopStats = (): void => undefined;
     const shutdown = waitForShutdownSignal(handle, opts.drainTimeout * 1000, () => stopStats());
     for (const line of startupLogLines(handle.summary, handle.url)) log(line);
+    if (handle.agentCheckPort !== undefined) {
+      log(`HAProxy agent check on tcp port ${handle.agentCheckPort} of ${opts.host} (load as JSON: ${handle.url}/load)`);
+    }
     if (opts.disableLogStats !== true) stopStats = startStatsLogger(handle);
     await shutdown;
   });

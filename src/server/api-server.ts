@@ -8,6 +8,7 @@ import { resolveChatTemplate } from '../model/chat-template.js';
 import { LlamaModel } from '../model/llama-model.js';
 import { PreprocessPool, type ChatTemplateLimits } from '../model/preprocess-pool.js';
 import { readModelSource, totalTensorBytes } from '../model/read-model-source.js';
+import { AgentCheckServer } from './agent-check.js';
 import { createApp, type CorsOptions } from './app.js';
 import type { PrometheusMetrics } from './prometheus-metrics.js';
 import { ServingContext } from './serving-context.js';
@@ -35,6 +36,8 @@ export interface ServerOptions extends EngineArgs {
   readonly host?: string;
   /** TCP port (default 8000; 0 picks a free one). */
   readonly port?: number;
+  /** Also answer HAProxy's agent check on this TCP port of `host` (0 picks a free one; off when absent). */
+  readonly agentCheckPort?: number;
   /** Require `Authorization: Bearer <apiKey>` on every route but /health (the dashboard signs in once). */
   readonly apiKey?: string;
   /** Serve /metrics without the API key. */
@@ -77,6 +80,8 @@ export interface ServerHandle {
   /** `http://host:port` (without /v1). */
   readonly url: string;
   readonly port: number;
+  /** The agent-check TCP port, when `agentCheckPort` was given. */
+  readonly agentCheckPort: number | undefined;
   readonly summary: ServerSummary;
   /**
    * Clean shutdown: new requests get 503, requests in flight end (non-streaming: 503 error; streaming: an error
@@ -178,6 +183,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   }
   const engine = asyncEngine.engine;
   let app: FastifyInstance | undefined;
+  let agentCheck: AgentCheckServer | undefined;
   try {
     const context = new ServingContext({
       asyncEngine, servedModelNames, chatTemplate, preprocess,
@@ -194,6 +200,10 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     const address = app.server.address();
     const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 8000);
     const host = options.host ?? '127.0.0.1';
+    if (options.agentCheckPort !== undefined) {
+      agentCheck = await AgentCheckServer.start({ host, port: options.agentCheckPort, report: created.load });
+    }
+    const theAgentCheck = agentCheck;
     const urlHost = host.includes(':') ? `[${host}]` : host;
     const summary = summarize(engine, options, servedModelNames);
     let closing: Promise<void> | null = null;
@@ -208,13 +218,14 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
         // connections are closed.
         await context.waitForOpenResponses();
         await theApp.close();
+        await theAgentCheck?.close();
         await preprocess.close();
       })();
       return closing;
     };
     return {
       app: theApp, asyncEngine, engine, context, metrics: created.metrics, url: `http://${urlHost}:${port}`, port,
-      summary,
+      agentCheckPort: agentCheck?.port, summary,
       close,
       drain(timeoutMs: number): Promise<void> {
         draining ??= (async () => {
@@ -227,6 +238,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     };
   } catch (err) {
     await app?.close();
+    await agentCheck?.close();
     await asyncEngine.close();
     await preprocess.close();
     throw err;

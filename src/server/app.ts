@@ -1,5 +1,6 @@
 import cors from '@fastify/cors';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { loadResponseBody, replicaLoad, type ReplicaLoad } from './agent-check.js';
 import { ApiKeyAuth } from './api-key-auth.js';
 import {
   BadRequestError, MethodNotAllowedError, NotFoundError, ServiceUnavailableError, clientErrorResponse, toOpenAIError,
@@ -71,6 +72,8 @@ export interface App {
   readonly metrics: PrometheusMetrics;
   /** Starts answering every new request with 503 (the requests in flight go on); see ServerHandle.drain. */
   startDraining(): void;
+  /** The replica's load now (what `GET /load` and the agent check report); `draining` once shutdown began. */
+  load(): ReplicaLoad;
 }
 
 /**
@@ -78,7 +81,8 @@ export interface App {
  *
  * - `GET /health` (200 while serving, 503 while shutting down), `GET /version`, `GET /v1/models`, `GET /v1/models/{id}`,
  * - `POST /v1/completions`, `POST /v1/chat/completions` (JSON or SSE streaming),
- * - `POST /tokenize`, `POST /detokenize`, `GET /metrics` (Prometheus text), and the dashboard (dashboard-plugin.ts).
+ * - `POST /tokenize`, `POST /detokenize`, `GET /metrics` (Prometheus text), `GET /load` (the figures a load
+ *   balancer weighs, see agent-check.ts), and the dashboard (dashboard-plugin.ts).
  *
  * Faces untrusted clients: the Host header is checked (DNS rebinding), the API key guards every route but
  * `/health` (see {@link httpGuards}), only `application/json` bodies are read (415 otherwise, so a cross-site form
@@ -214,6 +218,10 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
     return reply.header('content-type', contentType).send(body);
   });
 
+  const load = (): ReplicaLoad =>
+    replicaLoad(engine.getStats(), engine.schedulerConfig.maxNumSeqs, draining || ctx.isClosing || engine.isClosed);
+  app.get('/load', async () => loadResponseBody(load()));
+
   const access: DashboardAccess | undefined = auth === null ? undefined : {
     isAllowed: (request) => auth.hasBearer(request.headers.authorization) || auth.hasSession(request.headers.cookie),
     login: (key) => (auth.isKey(key) ? auth.sessionCookie() : null),
@@ -221,7 +229,7 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
   void app.register(dashboardPlugin, { engine, access });
 
   return {
-    app, metrics, startDraining: () => {
+    app, metrics, load, startDraining: () => {
       draining = true;
     },
   };

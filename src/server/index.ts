@@ -10,6 +10,9 @@ export {
 } from './api-server.js';
 export { startupLogLines } from './startup-log.js';
 export { createApp, DEFAULT_BODY_LIMIT, type AppOptions } from './app.js';
+export {
+  AgentCheckServer, replicaLoad, agentResponse, agentWeightPercent, type ReplicaLoad, type AgentCheckOptions,
+} from './agent-check.js';
 export { ServingContext, type ServingContextOptions } from './serving-context.js';
 export { PrometheusMetrics } from './prometheus-metrics.js';
 export {
