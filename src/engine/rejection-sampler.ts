@@ -15,8 +15,9 @@ export interface RejectionSampleInput {
    */
   readonly targetProbs: ProbabilityRows;
   /**
-   * `[k][vocabSize]`: the draft model's distribution each draft token was drawn from; null for proposers without
-   * one (n-gram), whose draft is a point mass on the proposed token. Ignored for greedy sequences.
+   * `[k][vocabSize]`: the draft model's distribution each draft token was drawn from; null when the draft is a
+   * point mass on the proposed token (the n-gram proposer, a draft model decoding greedily). Ignored for greedy
+   * sequences.
    */
   readonly draftProbs: ProbabilityRows | null;
   /** Temperature 0: compare with the target's argmax instead of sampling (the Sampler's rule, temperature < 1e-5). */
