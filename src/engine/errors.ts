@@ -21,7 +21,7 @@ export class SamplingParamsError extends EngineError {
 
 /** An engine, scheduler or LLM option is invalid (a budget below 1, an unknown policy, a chunk size that does not fit). */
 export class EngineConfigError extends EngineError {
-  override readonly name = 'EngineConfigError';
+  override readonly name: string = 'EngineConfigError';
 }
 
 /** A request id is already in use by an unfinished request. */
@@ -64,5 +64,17 @@ export class StructuredOutputError extends EngineError {
   override readonly name = 'StructuredOutputError';
   constructor(readonly kind: string, message: string) {
     super(message);
+  }
+}
+
+/**
+ * The speculative-decoding configuration (`--speculative-config`) is unusable: not a JSON object, an unknown key or
+ * method, a count out of range. `field` names the key as the user wrote it (vLLM's snake_case). Mirrors the
+ * `ValueError`s of vLLM's `SpeculativeConfig.__post_init__` (vllm/config/speculative.py).
+ */
+export class SpeculativeConfigError extends EngineConfigError {
+  override readonly name = 'SpeculativeConfigError';
+  constructor(readonly field: string, message: string) {
+    super(`invalid speculative config: ${message}`);
   }
 }

@@ -1,11 +1,12 @@
 /**
  * pagellm engine: requests, sequences, sampling parameters and the sampler, the scheduler (continuous batching,
  * chunked prefill, preemption by recompute and swap, prefix-cache-aware budgets), LLMEngine, AsyncLLMEngine, the
- * offline LLM class, beam search and metrics. Sits above model/, cache/, kernels/ and core/.
+ * offline LLM class, beam search, metrics, and speculative decoding's n-gram proposer, rejection sampler and
+ * counters. Sits above model/, cache/, kernels/ and core/.
  */
 export {
   EngineError, SamplingParamsError, EngineConfigError, DuplicateRequestError, InvalidRequestError, EngineStateError,
-  RequestAbortedError, StepFailedError, StructuredOutputError,
+  RequestAbortedError, StepFailedError, StructuredOutputError, SpeculativeConfigError,
 } from './errors.js';
 export {
   SamplingParams, SamplingType, RequestOutputKind, SAMPLING_EPS, type SamplingParamsInit,
@@ -31,6 +32,15 @@ export type { SchedulerOutputs, ScheduledSequenceGroup, SamplerOutput, Scheduler
 export { OutputProcessor, type OutputProcessorOptions, type SeqBlockOps } from './output-processor.js';
 export { ModelInputBuilder, type ModelInput, type SampledSequence, type ModelInputBuilderOptions } from './model-input-builder.js';
 export { StopChecker } from './stop-checker.js';
+export {
+  parseSpeculativeConfig, MAX_SPEC_LEN, type SpecDecodeConfig, type NgramSpecDecodeConfig,
+  type DraftModelSpecDecodeConfig,
+} from './spec-decode-config.js';
+export { NgramProposer, type NgramProposerOptions } from './ngram-proposer.js';
+export {
+  RejectionSampler, type RejectionSampleInput, type RejectionSampleOutput, type ProbabilityRows,
+} from './rejection-sampler.js';
+export { SpecDecodingStats, SPEC_DECODE_METRIC_NAMES } from './spec-decoding-stats.js';
 export {
   PoolingParams, resolvePoolerConfig, POOLING_TYPES, type PoolingType, type PoolerConfig, type PoolingParamsInit,
 } from './pooling-params.js';
