@@ -229,19 +229,21 @@ async function main(): Promise<void> {
   await new Promise((r) => setTimeout(r, Number(values['baseline-s']) * 1000));
   const baselineRss = rssOf(proc.pid!);
 
-  const results: Array<{ name: string; status: number; ms: number; limitS: number }> = [];
+  const results: Array<{ name: string; status: number; ms: number; limitS: number; rss: number }> = [];
   for (const attack of ATTACKS) {
     samples.phase = attack.name;
     const t0 = performance.now();
     const status = await attack.run(url).catch(() => 0);
     const ms = performance.now() - t0;
-    results.push({ name: attack.name, status, ms, limitS: attack.limitS });
     // Keep the window open at least 2 s so its percentiles have samples.
     const left = 2000 - ms;
     if (left > 0) await new Promise((r) => setTimeout(r, left));
+    results.push({ name: attack.name, status, ms, limitS: attack.limitS, rss: rssOf(proc.pid!) });
   }
   samples.phase = 'after';
   await new Promise((r) => setTimeout(r, 5000));
+  const after5Rss = rssOf(proc.pid!);
+  await new Promise((r) => setTimeout(r, 15_000));
   running = false;
   await Promise.all(load);
   const afterRss = rssOf(proc.pid!);
@@ -252,9 +254,9 @@ async function main(): Promise<void> {
   const fmt = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : String(x));
   const base = { health: quantile(samples.health.get('baseline') ?? [], 0.99), itl: quantile(samples.itl.get('baseline') ?? [], 0.99) };
   const rows = [`${'phase'.padEnd(44)} ${'status'.padStart(6)} ${'answer ms'.padStart(10)} ${'limit s'.padStart(7)} ` +
-    `${'/health p99'.padStart(11)} ${'ITL p99'.padStart(8)}  verdict`];
+    `${'/health p99'.padStart(11)} ${'ITL p99'.padStart(8)} ${'RSS MiB'.padStart(8)}  verdict`];
   rows.push(`${'baseline (no attack)'.padEnd(44)} ${''.padStart(6)} ${''.padStart(10)} ${''.padStart(7)} ` +
-    `${fmt(base.health).padStart(11)} ${fmt(base.itl).padStart(8)}`);
+    `${fmt(base.health).padStart(11)} ${fmt(base.itl).padStart(8)} ${(baselineRss / MiB).toFixed(1).padStart(8)}`);
   let allMet = alive;
   for (const r of results) {
     const h = quantile(samples.health.get(r.name) ?? [], 0.99);
@@ -262,7 +264,7 @@ async function main(): Promise<void> {
     const ok = r.status >= 400 && r.status < 500 && r.ms <= (r.limitS + 1) * 1000 && h < 100 && itl <= 2 * base.itl;
     allMet &&= ok;
     rows.push(`${r.name.padEnd(44)} ${String(r.status).padStart(6)} ${fmt(r.ms).padStart(10)} ${String(r.limitS).padStart(7)} ` +
-      `${fmt(h).padStart(11)} ${fmt(itl).padStart(8)}  ${ok ? 'met' : 'MISSED'}`);
+      `${fmt(h).padStart(11)} ${fmt(itl).padStart(8)} ${(r.rss / MiB).toFixed(1).padStart(8)}  ${ok ? 'met' : 'MISSED'}`);
   }
   const rssOk = afterRss <= baselineRss * 1.1;
   allMet &&= rssOk;
@@ -270,7 +272,8 @@ async function main(): Promise<void> {
     `hostile: ${values.clients} good streaming clients (${goodFailures} failed requests), ${ATTACKS.length} attacks, ` +
       `server ${alive ? 'alive' : 'EXITED'} at the end`,
     ...rows,
-    `RSS: baseline ${(baselineRss / MiB).toFixed(1)} MiB, 5 s after the last attack ${(afterRss / MiB).toFixed(1)} MiB ` +
+    `RSS: baseline ${(baselineRss / MiB).toFixed(1)} MiB, 5 s after the last attack ${(after5Rss / MiB).toFixed(1)} MiB, ` +
+      `20 s after ${(afterRss / MiB).toFixed(1)} MiB ` +
       `(${rssOk ? 'within' : 'MORE than'} 10%)`,
     `targets: ${allMet ? 'all met' : 'some MISSED'} (4xx within 1 s of the limit, /health p99 < 100 ms, ITL p99 ≤ 2× baseline)`,
   ].join('\n') + '\n');
