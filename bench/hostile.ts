@@ -11,14 +11,11 @@
  *
  * Usage: npx tsx bench/hostile.ts [--clients 32] [--baseline-s 8] [--threads 2] [--model path]
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { startServeProcess } from './serve-process.js';
 
-const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const { values } = parseArgs({
   options: {
     clients: { type: 'string', default: '32' },
@@ -158,26 +155,14 @@ class PhaseSamples {
 }
 
 async function main(): Promise<void> {
-  const args = [join(ROOT, 'bin/pagellm.mjs'), 'serve', '--port', '0', '--threads', String(values.threads),
+  const args = ['--threads', String(values.threads),
     '--kv-cache-memory', '16MiB', '--disable-log-stats', '--api-key', KEY,
     '--chat-template', "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
     '--trust-request-chat-template', '--chat-template-timeout', String(RENDER_TIMEOUT_S * 1000),
     '--request-timeout', String(BODY_TIMEOUT_S)];
   if (values.model !== undefined) args.push('--model', values.model);
-  const proc = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
-  let exited: number | null = null;
-  let log = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    proc.stdout.on('data', (d: Buffer) => {
-      log += d.toString();
-      const m = /Serving the OpenAI-compatible API at (http:\/\/[^ ]+)\/v1/.exec(log);
-      if (m !== null) resolve(m[1]);
-    });
-    proc.on('exit', (code) => {
-      exited = code ?? -1;
-      reject(new Error(`server exited with ${code}:\n${log}`));
-    });
-  });
+  const server = await startServeProcess(args);
+  const { proc, url } = server;
   const samples = new PhaseSamples();
   let running = true;
 
@@ -247,9 +232,9 @@ async function main(): Promise<void> {
   running = false;
   await Promise.all(load);
   const afterRss = rssOf(proc.pid!);
-  const alive = exited === null;
+  const alive = server.exitCode() === null;
   proc.kill('SIGTERM');
-  await new Promise((r) => (exited === null ? proc.on('exit', r) : r(null)));
+  await new Promise((r) => (server.exitCode() === null ? proc.on('exit', r) : r(null)));
 
   const fmt = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : String(x));
   const base = { health: quantile(samples.health.get('baseline') ?? [], 0.99), itl: quantile(samples.itl.get('baseline') ?? [], 0.99) };

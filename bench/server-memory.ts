@@ -10,13 +10,10 @@
  *   [--max-tokens 16] [--threads 2] [--model path]
  * The server is bin/pagellm.mjs, which runs the compiled dist/: `npm run build:dist` after changing src/.
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { startServeProcess } from './serve-process.js';
 
-const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const { values } = parseArgs({
   options: {
     requests: { type: 'string', default: '10000' },
@@ -52,19 +49,12 @@ async function metric(url: string, name: string): Promise<number> {
 }
 
 async function main(): Promise<void> {
-  const args = [join(ROOT, 'bin/pagellm.mjs'), 'serve', '--port', '0', '--threads', String(values.threads),
+  const args = ['--threads', String(values.threads),
     '--kv-cache-memory', String(values['kv-cache-memory']), '--disable-log-stats', '--chat-template', TEMPLATE];
   if (values.model !== undefined) args.push('--model', values.model);
-  const proc = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
-  let log = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    proc.stdout.on('data', (d: Buffer) => {
-      log += d.toString();
-      const m = /Serving the OpenAI-compatible API at (http:\/\/[^ ]+)\/v1/.exec(log);
-      if (m !== null) resolve(m[1]);
-    });
-    proc.on('exit', (code) => reject(new Error(`server exited with ${code}:\n${log}`)));
-  });
+  const server = await startServeProcess(args);
+  const { proc, url } = server;
+  const log = server.log();
   const pick = (re: RegExp): string => re.exec(log)?.[1] ?? '?';
   const weights = pick(/weights: ([^(]+) \(/);
   const kvBudget = pick(/KV budget: ([0-9.]+ [KMG]iB)/);
