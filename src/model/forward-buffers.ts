@@ -1,4 +1,4 @@
-/** The forward pass's arena buffers: activations, sampled rows and pooled hidden states, regrown by {@link LlamaModel}. */
+/** The forward pass's arena buffers: activations, sampled rows and pooled hidden states, regrown by `LlamaModel`. */
 import type { KernelBackend } from '../kernels/backend.js';
 import type { ModelConfig } from './model-config.js';
 
