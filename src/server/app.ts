@@ -66,6 +66,15 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 /** Default idle time of a keep-alive connection: 5 s (vLLM's uvicorn `timeout_keep_alive`). */
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 5_000;
 
+/**
+ * The ajv options fastify validates request bodies with: bodies are checked as sent (no type coercion, no removed
+ * or defaulted fields), the first error stops validation, and `verbose` keeps each error's schema for errors.ts's
+ * wording.
+ */
+export const REQUEST_VALIDATION_OPTIONS = {
+  coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false, verbose: true,
+} as const;
+
 /** What {@link createApp} builds. */
 export interface App {
   readonly app: FastifyInstance;
@@ -118,7 +127,7 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
       void reply.code(400).header('content-type', 'application/json; charset=utf-8')
         .send(new BadRequestError(`malformed request URL: ${err.message}`, null, 'malformed_url').toBody());
     },
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false, verbose: true } },
+    ajv: { customOptions: REQUEST_VALIDATION_OPTIONS },
   });
 
   const engine = ctx.engine;
