@@ -102,7 +102,7 @@ export async function serveEmbedding(ctx: ServingContext, body: EmbeddingRequest
  * Each vector as OpenAI's base64 encoding: the little-endian float32 bytes (what `np.frombuffer(b64decode(s),
  * dtype="<f4")` reads back).
  */
-export function float32ToBase64(v: Float32Array): string {
+function float32ToBase64(v: Float32Array): string {
   const bytes = Buffer.alloc(v.length * 4);
   for (let i = 0; i < v.length; i++) bytes.writeFloatLE(v[i], i * 4);
   return bytes.toString('base64');

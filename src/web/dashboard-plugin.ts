@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { LLMEngine } from '../engine/index.js';
@@ -198,6 +197,3 @@ declare module 'fastify' {
     dashboardHub?: DashboardHub;
   }
 }
-
-/** Where the page's files live (for tests and packaging). */
-export const DASHBOARD_ASSET_DIR = fileURLToPath(ASSET_DIR);

@@ -258,7 +258,7 @@ export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnaps
 }
 
 /** The engine figures a snapshot carries. */
-export function snapshotStats(s: EngineStats): SnapshotStats {
+function snapshotStats(s: EngineStats): SnapshotStats {
   return {
     numRunning: s.numRunning, numWaiting: s.numWaiting, numSwapped: s.numSwapped,
     numFreeGpuBlocks: s.numFreeGpuBlocks, numFreeCpuBlocks: s.numFreeCpuBlocks,
