@@ -19,14 +19,21 @@ import { copyBlocks as copyKvBlocks, swapBlocks as swapKvBlocks } from './kv-blo
 import { PARTITION_SIZE } from './reference-backend.js';
 import { CTL_BYTES, CTL_COUNTER_WORD, CTL_PARAMS_OFFSET, ThreadPool } from './thread-pool.js';
 import {
-  checkInt, checkLen, checkPagedAttention, checkPrefillAttention, checkReshapeAndCache, checkRope, checkWeight, useV1,
+  checkInt, checkLen, checkPagedAttention, checkPrefillAttention, checkReshapeAndCache, checkRope, checkWeight, checkWeightDtype, useV1,
 } from './validate.js';
 import { KERNEL_OPS, type KernelExports, type KernelOp, instantiateKernels, loadKernelModule } from './wasm-module.js';
 
 /** Byte offset of the pool's control block (inside the arena's reserved low 64 KiB). */
 const CTL_OFFSET = 4096;
 
-const WEIGHT_CODE: Record<WeightDType, number> = { f32: 0, f16: 1, bf16: 2, q8_0: 3 };
+const WEIGHT_CODE: Partial<Record<WeightDType, number>> = { f32: 0, f16: 1, bf16: 2, q8_0: 3 };
+
+/** The kernels' code for `dtype`; a KernelError for the weight types these kernels do not compute with. */
+function weightCode(op: string, dtype: WeightDType): number {
+  const code = WEIGHT_CODE[dtype];
+  if (code === undefined) checkWeightDtype(op, dtype, Object.keys(WEIGHT_CODE) as WeightDType[]);
+  return code as number;
+}
 const KV_CODE: Record<KvCacheDType, number> = { fp32: 0, fp16: 1, int8: 2 };
 
 // Attention parameter block word indices (assembly/_attention.ts P_*).
@@ -181,7 +188,7 @@ export class WasmBackend implements KernelBackend {
       const stride = Math.ceil((16 * k + 64) / 64) * 64;
       // Per-thread scratch: decoded weight rows and the touch result (batched) or a 2^112-scaled copy of x (f16 decode).
       const scr = m > FEW_ROWS || w.dtype === 'f16' ? this.scratch(stride * (this.parallel(work) ? this.threads : 1)) : 0;
-      this.exec(op, [WEIGHT_CODE[w.dtype], outP, xP, xq, xs, wP, biasP, m, n, k, scr, stride], work);
+      this.exec(op, [weightCode(op, w.dtype), outP, xP, xq, xs, wP, biasP, m, n, k, scr, stride], work);
     } finally {
       this.arena.reset(mark);
     }
@@ -196,7 +203,7 @@ export class WasmBackend implements KernelBackend {
     for (let i = 0; i < m; i++) {
       if (ids[i] < 0 || ids[i] >= table.rows) throw new KernelError(`${op}: ids[${i}] = ${ids[i]} is outside the table (0..${table.rows - 1})`);
     }
-    const args = [WEIGHT_CODE[table.dtype], this.ptr(op, 'out', out), this.ptr(op, 'table data', table.data),
+    const args = [weightCode(op, table.dtype), this.ptr(op, 'out', out), this.ptr(op, 'table data', table.data),
       this.ptr(op, 'ids', ids), m, table.cols];
     this.exec(op, args, m * table.cols * NS_PER_ELEMENT);
   }

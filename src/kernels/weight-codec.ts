@@ -13,6 +13,13 @@ const Q8_0_BLOCK = 32;
 /** Bytes per Q8_0 block (f16 scale + 32 int8). */
 export const Q8_0_BLOCK_BYTES = 34;
 
+/** Decodes every row of `w` to f32 [rows × cols]. Throws KernelError for a dtype the codec cannot decode. */
+export function decodeWeightRows(w: Weight): Float32Array {
+  const out = new Float32Array(w.rows * w.cols);
+  for (let r = 0; r < w.rows; r++) decodeWeightRow(w, r, out, r * w.cols);
+  return out;
+}
+
 /** Writes row `row` of `w` as f32 into `out[outOffset .. outOffset + w.cols)`. */
 export function decodeWeightRow(w: Weight, row: number, out: Float32Array, outOffset = 0): void {
   const cols = w.cols;
