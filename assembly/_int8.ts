@@ -176,13 +176,28 @@ export function subDots(u: usize, q: usize, nsub: i32, out: usize): void {
   return f32x4.extract_lane(f32x4.add(s, v128.shuffle<f32>(s, s, 1, 0, 3, 2)), 0);
 }
 
+/**
+ * c + Σ w·y over groups of four bytes for signed w (any int8) and a split activation (p = max(y, 0), n = max(−y, 0)).
+ * Per pair of bytes the two i16 partial sums differ by w0·y0 + w1·y1 exactly (one of p, n is 0 per byte), which fits
+ * i16 (|·| ≤ 2·128·127), so one widening serves both halves. Lane grouping as dotI8 (totals only).
+ */
+// @ts-ignore: decorator
+@inline function dotSplit(w: v128, p: v128, n: v128, c: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) {
+    const d = i16x8.sub(i16x8.relaxed_dot_i8x16_i7x16_s(w, p), i16x8.relaxed_dot_i8x16_i7x16_s(w, n));
+    return i32x4.add(c, i32x4.extadd_pairwise_i16x8_s(d));
+  } else {
+    const y = i8x16.sub(p, n);
+    const d = i16x8.add(i16x8.extmul_low_i8x16_s(w, y), i16x8.extmul_high_i8x16_s(w, y));
+    return i32x4.add(c, i32x4.extadd_pairwise_i16x8_s(d));
+  }
+}
+
 /** Exact Σ w·q of one q8_0 block's 32 signed weights (at qs) against a split-mode activation (p: max(q,0), n: max(−q,0)). */
 // @ts-ignore: decorator
 @inline function q8Block(qs: usize, p: usize, n: usize): v128 {
-  const z = i32x4.splat(0);
-  const w0 = v128.load(qs), w1 = v128.load(qs, 16);
-  return i32x4.sub(dotI8(w1, v128.load(p, 16), dotI8(w0, v128.load(p), z)),
-    dotI8(w1, v128.load(n, 16), dotI8(w0, v128.load(n), z)));
+  const d = dotSplit(v128.load(qs), v128.load(p), v128.load(n), i32x4.splat(0));
+  return dotSplit(v128.load(qs, 16), v128.load(p, 16), v128.load(n, 16), d);
 }
 
 /** out[b] = exact integer Σ w·q of q8_0 block b (34 bytes each, at w) against split activation act of k values. */

@@ -71,12 +71,21 @@ export function unpackBlock(dtype: i32, src: usize, u: usize, dsc: usize, msc: u
 
 /** Unpacks a whole weight row (k values) into scratch: codes [0, k), dsc [k, k + k/4), msc [k + k/4, k + k/2). */
 export function unpackRow(dtype: i32, src: usize, k: i32, scratch: usize): void {
-  const qb = blockValues(dtype), bb = <usize>blockBytes(dtype);
-  const nb = k / qb;
   const dsc = scratch + <usize>k, msc = dsc + (<usize>k >> 2);
-  const sb = <usize>(qb >> 4) << 2;
-  for (let b = 0; b < nb; b++) {
-    unpackBlock(dtype, src + <usize>b * bb, scratch + <usize>b * <usize>qb, dsc + <usize>b * sb, msc + <usize>b * sb);
+  if (dtype >= DT_Q2_K) {
+    // k-quants: one call per 256 values.
+    for (let b = 0; b < (k >> 8); b++) {
+      unpackBlock(dtype, src + <usize>b * <usize>blockBytes(dtype), scratch + (<usize>b << 8), dsc + (<usize>b << 6), msc + (<usize>b << 6));
+    }
+    return;
+  }
+  // Legacy quants: the 32-value block unpacks are inlined into one loop per type.
+  const nb = k >> 5;
+  switch (dtype) {
+    case DT_Q4_0: for (let b = 0; b < nb; b++) unpackQ4_0(src + <usize>b * 18, scratch + (<usize>b << 5), dsc + (<usize>b << 3), msc + (<usize>b << 3)); break;
+    case DT_Q4_1: for (let b = 0; b < nb; b++) unpackQ4_1(src + <usize>b * 20, scratch + (<usize>b << 5), dsc + (<usize>b << 3), msc + (<usize>b << 3)); break;
+    case DT_Q5_0: for (let b = 0; b < nb; b++) unpackQ5_0(src + <usize>b * 22, scratch + (<usize>b << 5), dsc + (<usize>b << 3), msc + (<usize>b << 3)); break;
+    default: for (let b = 0; b < nb; b++) unpackQ5_1(src + <usize>b * 24, scratch + (<usize>b << 5), dsc + (<usize>b << 3), msc + (<usize>b << 3)); break;
   }
 }
 

@@ -23,7 +23,8 @@ import { f16 } from './_simd';
 }
 
 /** block_q4_0 {f16 d; u8 qs[16]} (18 B): value j = d·((qs[j] & 15) − 8), value j + 16 = d·((qs[j] >> 4) − 8). */
-export function unpackQ4_0(src: usize, u: usize, dsc: usize, msc: usize): void {
+// @ts-ignore: decorator
+@inline export function unpackQ4_0(src: usize, u: usize, dsc: usize, msc: usize): void {
   const d = f16(load<u16>(src));
   const v = v128.load(src, 2);
   v128.store(u, v128.and(v, i8x16.splat(15)));
@@ -32,7 +33,8 @@ export function unpackQ4_0(src: usize, u: usize, dsc: usize, msc: usize): void {
 }
 
 /** block_q4_1 {f16 d; f16 m; u8 qs[16]} (20 B): value = d·q + m. */
-export function unpackQ4_1(src: usize, u: usize, dsc: usize, msc: usize): void {
+// @ts-ignore: decorator
+@inline export function unpackQ4_1(src: usize, u: usize, dsc: usize, msc: usize): void {
   const d = f16(load<u16>(src)), m = f16(load<u16>(src, 2));
   const v = v128.load(src, 4);
   v128.store(u, v128.and(v, i8x16.splat(15)));
@@ -41,7 +43,8 @@ export function unpackQ4_1(src: usize, u: usize, dsc: usize, msc: usize): void {
 }
 
 /** block_q5_0 {f16 d; u8 qh[4]; u8 qs[16]} (22 B): 5th bit of value j is bit j of qh (LE u32); value = d·(q − 16). */
-export function unpackQ5_0(src: usize, u: usize, dsc: usize, msc: usize): void {
+// @ts-ignore: decorator
+@inline export function unpackQ5_0(src: usize, u: usize, dsc: usize, msc: usize): void {
   const d = f16(load<u16>(src));
   const qh = v128.load32_zero(src + 2);
   const v = v128.load(src, 6);
@@ -51,7 +54,8 @@ export function unpackQ5_0(src: usize, u: usize, dsc: usize, msc: usize): void {
 }
 
 /** block_q5_1 {f16 d; f16 m; u8 qh[4]; u8 qs[16]} (24 B): value = d·q + m. */
-export function unpackQ5_1(src: usize, u: usize, dsc: usize, msc: usize): void {
+// @ts-ignore: decorator
+@inline export function unpackQ5_1(src: usize, u: usize, dsc: usize, msc: usize): void {
   const d = f16(load<u16>(src)), m = f16(load<u16>(src, 2));
   const qh = v128.load32_zero(src + 4);
   const v = v128.load(src, 8);
