@@ -171,6 +171,16 @@ export class KvStoreConnector implements WaitingGate {
     return current !== null && hashValueToString(current) === h;
   }
 
+  /** The compute-tier blocks that hold KV read from the store and still cache that content (for the dashboard). */
+  blocksFromStore(): number[] {
+    const out: number[] = [];
+    for (const id of this.fromStore.keys()) {
+      if (this.isFromStore(id)) out.push(id);
+      else this.fromStore.delete(id);
+    }
+    return out;
+  }
+
   /** Brings the write counters (acknowledged asynchronously by the store) into the engine's counters. */
   syncCounters(): void {
     this.metrics.counters.kvStoreBytesWritten = this.store.writeStats.bytesWritten;

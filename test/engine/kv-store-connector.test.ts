@@ -13,6 +13,7 @@ import type { KvCacheDType } from '../../src/kernels/index.js';
 import { RedisKvBlockStore } from '../../src/cache/redis-kv-block-store.js';
 import { kvStoreModelIdentity } from '../../src/engine/kv-store-identity.js';
 import { LLMEngine } from '../../src/engine/llm-engine.js';
+import { BlockFlag, BlockState, buildKvCacheSnapshot } from '../../src/web/kv-cache-snapshot.js';
 import { describeWithRedis, RedisServer } from '../cache/redis-server.js';
 import { expectAllBlocksFree, loadStories, type Stories } from './stories-engine.js';
 
@@ -126,6 +127,12 @@ describeWithRedis('shared KV store (redis-server)', () => {
     // The blocks read from the store stay marked while they cache that content.
     const marked = [...Array(b.numGpuBlocks).keys()].filter((id) => b.kvStoreConnector!.isFromStore(id));
     expect(marked).toHaveLength(stored);
+    const snap = buildKvCacheSnapshot(b);
+    const flagged = [...snap.flags.keys()].filter((id) => (snap.flags[id] & BlockFlag.FROM_STORE) !== 0);
+    expect(flagged).toEqual(marked);
+    for (const id of flagged) expect(snap.state[id]).toBe(BlockState.CACHED);
+    // A replica without the store flags nothing.
+    expect(buildKvCacheSnapshot(a).flags.every((f) => (f & BlockFlag.FROM_STORE) === 0)).toBe(true);
     expectAllBlocksFree(b);
   });
 
