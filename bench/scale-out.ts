@@ -379,7 +379,7 @@ function row(m: Measured): string {
   const r = m.result;
   const c = m.counters;
   const hit = c.prefixQueries > 0 ? `${((100 * c.prefixHits) / c.prefixQueries).toFixed(0)}%` : 'n/a';
-  const store = c.storeHits === null ? 'n/a' : `${c.storeHits} hits / ${c.storeMisses ?? 0} misses, ` +
+  const store = c.storeHits === null ? 'n/a' : `${c.storeHits} blocks hit / ${c.storeMisses ?? 0} missed, ` +
     `${((c.storeBytesRead ?? 0) / 2 ** 20).toFixed(1)} MiB read, ${c.storeErrors ?? 0} errors`;
   return `TTFT mean ${fmtS(r.ttftMs.mean)}, P99 ${fmtS(r.ttftMs.percentiles['99'])}; ` +
     `${r.requestThroughput.toFixed(3)} req/s, ${r.outputThroughput.toFixed(2)} output tok/s; ` +
