@@ -29,6 +29,8 @@ export const BlockFlag = {
   CACHED: 1,
   /** The block's KV is known to be computed. */
   COMPUTED: 2,
+  /** The block's KV was read from the shared KV store (--kv-cache-store) and it still caches that content. */
+  FROM_STORE: 4,
 } as const;
 
 /** Which scheduler queue a request is in. */
@@ -144,6 +146,8 @@ export interface SnapshotEngine {
   readonly blockManager: BlockSpaceManager;
   readonly scheduler: SchedulerQueues;
   readonly enablePrefixCaching: boolean;
+  /** The shared KV store's connector, when the engine has one: which compute-tier blocks came from the store. */
+  readonly kvStoreConnector?: { blocksFromStore(): Iterable<number> } | null;
   getStats(): EngineStats;
 }
 
@@ -178,6 +182,7 @@ export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnaps
   fillDevice(alloc.getBlockStates(Device.CPU), false, blockSize, state, refCount, tokens, flags);
   const nullBlock = alloc.getNullBlock();
   if (nullBlock !== null) state[nullBlock.blockId] = BlockState.RESERVED;
+  for (const id of engine.kvStoreConnector?.blocksFromStore() ?? []) flags[id] |= BlockFlag.FROM_STORE;
 
   // Requests: running, swapped, then waiting (capped).
   const maxWaiting = options.maxWaitingListed ?? 200;

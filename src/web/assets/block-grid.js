@@ -3,7 +3,7 @@
 // per-block canvas calls). A tier whose blocks fit at a readable size gets one square cell per block; a bigger one
 // gets an overview where each cell summarises a run of consecutive blocks, with zoom into a region down to single
 // blocks.
-import { BlockState, summarizeRun } from './snapshot-codec.js';
+import { BlockFlag, BlockState, summarizeRun } from './snapshot-codec.js';
 import { OVERVIEW_RGB, STATE_RGB, overviewBrightness, requestColor } from './colors.js';
 
 /** A little-endian RGBA pixel as a Uint32 (ImageData's byte order is R, G, B, A). */
@@ -21,6 +21,7 @@ const CACHED_DOT = pixel(...STATE_RGB.cachedDot);
 const RESERVED = pixel(...STATE_RGB.reserved);
 const EDGE = pixel(...STATE_RGB.sharedEdge);
 const HATCH = pixel(...STATE_RGB.swappedHatch);
+const FROM_STORE = pixel(...STATE_RGB.fromStore);
 
 /** Smallest cell (CSS px) of a tier drawn block by block; below it the tier gets an overview. */
 const MIN_BLOCK_CELL = 8;
@@ -252,7 +253,7 @@ export class BlockGrid {
     const { cols, cellPx, gap, start, numCells } = this.layout;
     const inner = cellPx - gap;
     const { blockSize } = snap.config;
-    const { state, owner, tokens, refCount } = snap;
+    const { state, owner, tokens, refCount, flags } = snap;
     const requests = snap.requests;
     const ownerColors = requests.map((r) => requestColor(r.requestId).rgb);
     const highlight = this.highlight;
@@ -274,6 +275,7 @@ export class BlockGrid {
           const o = Math.floor((inner - d) / 2);
           fillRect(px, w, x0 + o, y0 + o, d, d, CACHED_DOT);
         }
+        if ((flags[id] & BlockFlag.FROM_STORE) !== 0 && !dim) markFromStore(px, w, x0, y0, inner);
         continue;
       }
       // In use: the owner's colour; the part of the block not yet holding tokens is darker.
@@ -293,6 +295,7 @@ export class BlockGrid {
         }
       }
       if (refCount[id] > 1 && inner >= 4 && !dim) strokeRect(px, w, x0, y0, inner, inner, EDGE);
+      if ((flags[id] & BlockFlag.FROM_STORE) !== 0 && !dim) markFromStore(px, w, x0, y0, inner);
     }
   }
 
@@ -391,6 +394,15 @@ export class BlockGrid {
       x: rect.left + ((k % cols) * cellPx + cellPx / 2) * scale,
       y: rect.top + (Math.floor(k / cols) * cellPx + cellPx / 2) * scale,
     };
+  }
+}
+
+/** A block read from the shared KV store: a triangle in the cell's top-left corner (half its side). */
+function markFromStore(px, w, x0, y0, inner) {
+  const n = Math.max(2, Math.floor(inner / 2));
+  for (let y = 0; y < n; y++) {
+    const row = (y0 + y) * w + x0;
+    for (let x = 0; x < n - y; x++) px[row + x] = FROM_STORE;
   }
 }
 
