@@ -6,6 +6,8 @@ import { loadModel } from '../model/load-model.js';
 import { EngineConfigError } from './errors.js';
 import { LLMEngine } from './llm-engine.js';
 import type { PreemptionMode, SchedulingPolicy } from './scheduler-config.js';
+import type { SpecDecodeConfig } from './spec-decode-config.js';
+import type { SpeculativeProposer } from './speculative-proposer.js';
 
 /** 512 MiB: the default compute-tier KV budget. */
 export const DEFAULT_KV_CACHE_MEMORY = 512 * 1024 * 1024;
@@ -53,6 +55,13 @@ export interface EngineArgs {
   readonly backend?: BackendKind;
   /** Kernel threads, the calling thread included (default: the number of cores). */
   readonly threads?: number;
+  /**
+   * Speculative decoding (vLLM's `speculative_config`): the `--speculative-config` JSON text, the object it parses
+   * to, or a parsed config. Absent: no speculation.
+   */
+  readonly speculativeConfig?: SpecDecodeConfig | string | Readonly<Record<string, unknown>>;
+  /** The proposer to speculate with (required for the draft_model method until its loader is wired). */
+  readonly speculativeProposer?: SpeculativeProposer;
   /** Weight-loading progress: bytes so far, total bytes. */
   readonly onLoadProgress?: (loadedBytes: number, totalBytes: number) => void;
 }
@@ -121,6 +130,8 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
         policy: args.schedulingPolicy,
         preemptionMode: args.preemptionMode,
       },
+      speculativeConfig: args.speculativeConfig,
+      speculativeProposer: args.speculativeProposer,
       onClose: () => backend.close(),
     });
   } catch (e) {

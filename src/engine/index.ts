@@ -67,3 +67,6 @@ export {
 export { createLLMEngine, DEFAULT_KV_CACHE_MEMORY, type EngineArgs } from './engine-args.js';
 export { AsyncLLMEngine, type AsyncGenerateOptions } from './async-llm-engine.js';
 export { LLM, type LLMOptions, type GenerateOptions, type EmbeddingOutput } from './llm.js';
+export {
+  NgramSpeculativeProposer, createSpeculativeProposer, type SpeculativeProposer, type ProposalRequest, type Proposal,
+} from './speculative-proposer.js';

@@ -23,6 +23,8 @@ import { resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit 
 import { Sequence } from './sequence.js';
 import { SequenceGroup } from './sequence-group.js';
 import { StructuredOutputManager } from './structured-output-manager.js';
+import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode-config.js';
+import { createSpeculativeProposer, type SpeculativeProposer } from './speculative-proposer.js';
 
 /** A prompt: text (tokenized by the engine) or token ids (with the text they came from, if known). */
 export type PromptInput = string | { readonly promptTokenIds: readonly number[]; readonly prompt?: string };
@@ -55,6 +57,13 @@ export interface LLMEngineOptions {
   readonly modelSource?: ModelSource;
   /** Pooling defaults of embedding requests (default: last-token pooling, L2-normalized). */
   readonly poolerConfig?: Partial<PoolerConfig>;
+  /**
+   * Speculative decoding (vLLM's `speculative_config`): `--speculative-config` JSON text, its object, or a parsed
+   * config. Absent: no speculation.
+   */
+  readonly speculativeConfig?: SpecDecodeConfig | string | Readonly<Record<string, unknown>>;
+  /** The proposer for speculativeConfig (required for draft_model; ngram builds its own when absent). */
+  readonly speculativeProposer?: SpeculativeProposer;
   /** Called once by {@link LLMEngine.close} (e.g. to stop the kernel backend's threads). */
   readonly onClose?: () => Promise<void>;
 }
@@ -97,6 +106,10 @@ export class LLMEngine {
   readonly structuredOutputManager: StructuredOutputManager;
   /** Pooling defaults of {@link addPoolingRequest}. */
   readonly poolerConfig: PoolerConfig;
+  /** Speculative decoding's settings; null without speculation. */
+  readonly speculativeConfig: SpecDecodeConfig | null;
+  /** Drafts tokens for speculating sequences; null without speculation. */
+  readonly proposer: SpeculativeProposer | null;
 
   private readonly sampler = new Sampler();
   private readonly pooler: Pooler;
@@ -182,6 +195,12 @@ export class LLMEngine {
     this.onClose = options.onClose;
     this.poolerConfig = resolvePoolerConfig(options.poolerConfig);
     this.pooler = new Pooler(config.dim);
+    const spec = options.speculativeConfig;
+    this.speculativeConfig = spec === undefined ? null
+      : typeof spec === 'string' || !('numSpeculativeTokens' in spec) ? parseSpeculativeConfig(spec)
+        : spec as SpecDecodeConfig;
+    this.proposer = this.speculativeConfig === null ? null
+      : createSpeculativeProposer(this.speculativeConfig, this.schedulerConfig.maxModelLen, options.speculativeProposer);
   }
 
   /** Blocks in the compute tier / the swap tier. */
@@ -308,6 +327,7 @@ export class LLMEngine {
     if (this.closed) return;
     this.closed = true;
     for (const id of this.outputProcessor.getRequestIds()) this.abortRequest(id);
+    await this.proposer?.close?.();
     await this.onClose?.();
   }
 
