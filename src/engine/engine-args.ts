@@ -6,7 +6,8 @@ import { loadModel } from '../model/load-model.js';
 import { EngineConfigError } from './errors.js';
 import { LLMEngine } from './llm-engine.js';
 import type { PreemptionMode, SchedulingPolicy } from './scheduler-config.js';
-import type { SpecDecodeConfig } from './spec-decode-config.js';
+import { createDraftModelProposer, draftBlockBytes, loadDraftModel } from './draft-model-loader.js';
+import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode-config.js';
 import type { SpeculativeProposer } from './speculative-proposer.js';
 
 /** 512 MiB: the default compute-tier KV budget. */
@@ -60,7 +61,10 @@ export interface EngineArgs {
    * to, or a parsed config. Absent: no speculation.
    */
   readonly speculativeConfig?: SpecDecodeConfig | string | Readonly<Record<string, unknown>>;
-  /** The proposer to speculate with (required for the draft_model method until its loader is wired). */
+  /**
+   * The proposer to speculate with. Absent: ngram builds its own; draft_model loads `model` into the target's
+   * backend (same tokenizer required) and splits the KV budget so each block id holds a target and a draft block.
+   */
   readonly speculativeProposer?: SpeculativeProposer;
   /** Weight-loading progress: bytes so far, total bytes. */
   readonly onLoadProgress?: (loadedBytes: number, totalBytes: number) => void;
@@ -102,16 +106,29 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
       },
     });
     const config = loaded.source.config;
+    const specConfig = args.speculativeConfig === undefined ? undefined : resolveSpecDecodeConfig(args.speculativeConfig);
+    // A draft model's KV blocks come out of the same budget: one target block and one draft block per block id.
+    const draft = specConfig?.method === 'draft_model' && args.speculativeProposer === undefined
+      ? await loadDraftModel(specConfig.model, {
+        backend, target: { config, tokenizer: loaded.source.tokenizer }, maxNumTokens: args.maxNumBatchedTokens ?? 512,
+      })
+      : null;
     const spec = makeKvCacheSpec(config, { blockSize, cacheDtype });
     const blockBytes = CacheEngine.getCacheBlockSize(spec);
-    const numGpuBlocks = args.numGpuBlocksOverride ?? Math.floor(kvCacheMemory / blockBytes);
+    const draftBytes = draft === null ? 0 : draftBlockBytes(draft, blockSize, cacheDtype);
+    const numGpuBlocks = args.numGpuBlocksOverride ?? Math.floor(kvCacheMemory / (blockBytes + draftBytes));
     if (!Number.isSafeInteger(numGpuBlocks) || numGpuBlocks < 1) {
       throw new EngineConfigError(`the KV cache holds no block: kvCacheMemory ${kvCacheMemory} B is less than one ` +
-        `block of ${blockBytes} B (block size ${blockSize}, ${config.numLayers} layers, ${config.numKvHeads} KV ` +
-        `heads × ${config.headSize}, ${cacheDtype}); raise kvCacheMemory`);
+        `block of ${blockBytes + draftBytes} B (block size ${blockSize}, ${config.numLayers} layers, ` +
+        `${config.numKvHeads} KV heads × ${config.headSize}, ${cacheDtype}` +
+        `${draftBytes > 0 ? `, plus ${draftBytes} B of draft model KV` : ''}); raise kvCacheMemory`);
     }
     const numCpuBlocks = Math.floor(swapSpace / blockBytes);
     const cacheEngine = new CacheEngine(spec, backend, { numGpuBlocks, numCpuBlocks });
+    const speculativeProposer = args.speculativeProposer ?? (draft === null || specConfig === undefined ? undefined
+      : createDraftModelProposer(draft, backend, {
+        numSpeculativeTokens: specConfig.numSpeculativeTokens, blockSize, cacheDtype, numBlocks: numGpuBlocks,
+      }));
     return new LLMEngine({
       model: loaded.model,
       tokenizer: loaded.source.tokenizer,
@@ -130,12 +147,17 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
         policy: args.schedulingPolicy,
         preemptionMode: args.preemptionMode,
       },
-      speculativeConfig: args.speculativeConfig,
-      speculativeProposer: args.speculativeProposer,
+      speculativeConfig: specConfig,
+      speculativeProposer,
       onClose: () => backend.close(),
     });
   } catch (e) {
     await backend.close();
     throw e;
   }
+}
+
+/** A parsed speculative config as given, or the one its JSON text / snake_case object parses to. */
+function resolveSpecDecodeConfig(spec: NonNullable<EngineArgs['speculativeConfig']>): SpecDecodeConfig {
+  return typeof spec === 'string' || !('numSpeculativeTokens' in spec) ? parseSpeculativeConfig(spec) : spec as SpecDecodeConfig;
 }
