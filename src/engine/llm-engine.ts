@@ -24,7 +24,9 @@ import { Sequence } from './sequence.js';
 import { SequenceGroup } from './sequence-group.js';
 import { StructuredOutputManager } from './structured-output-manager.js';
 import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode-config.js';
+import { SpecDecodeWorker } from './spec-decode-worker.js';
 import { createSpeculativeProposer, type SpeculativeProposer } from './speculative-proposer.js';
+import type { ModelConfig } from '../model/model-config.js';
 
 /** A prompt: text (tokenized by the engine) or token ids (with the text they came from, if known). */
 export type PromptInput = string | { readonly promptTokenIds: readonly number[]; readonly prompt?: string };
@@ -106,10 +108,8 @@ export class LLMEngine {
   readonly structuredOutputManager: StructuredOutputManager;
   /** Pooling defaults of {@link addPoolingRequest}. */
   readonly poolerConfig: PoolerConfig;
-  /** Speculative decoding's settings; null without speculation. */
-  readonly speculativeConfig: SpecDecodeConfig | null;
-  /** Drafts tokens for speculating sequences; null without speculation. */
-  readonly proposer: SpeculativeProposer | null;
+  /** Speculative decoding's proposer, verification and counters; null without speculation. */
+  readonly specDecodeWorker: SpecDecodeWorker | null;
 
   private readonly sampler = new Sampler();
   private readonly pooler: Pooler;
@@ -175,9 +175,11 @@ export class LLMEngine {
       newSeqId: () => this.nextSeqId++, decode: (ids) => this.tokenizer.decode(ids),
       structuredOutputManager: this.structuredOutputManager,
     });
+    this.specDecodeWorker = makeSpecDecodeWorker(options, this.schedulerConfig.maxModelLen, config);
     this.scheduler = new Scheduler(this.schedulerConfig, this.blockManager, {
       blockSize: this.blockSize, numGpuBlocks: this.cacheEngine.numGpuBlocks,
       enablePrefixCaching: this.enablePrefixCaching, outputProcessor: this.outputProcessor,
+      onFreeSeq: this.specDecodeWorker === null ? undefined : (seq) => this.specDecodeWorker!.onSeqFreed(seq),
     });
     this.inputBuilder = new ModelInputBuilder({
       blockSize: this.blockSize,
@@ -195,12 +197,6 @@ export class LLMEngine {
     this.onClose = options.onClose;
     this.poolerConfig = resolvePoolerConfig(options.poolerConfig);
     this.pooler = new Pooler(config.dim);
-    const spec = options.speculativeConfig;
-    this.speculativeConfig = spec === undefined ? null
-      : typeof spec === 'string' || !('numSpeculativeTokens' in spec) ? parseSpeculativeConfig(spec)
-        : spec as SpecDecodeConfig;
-    this.proposer = this.speculativeConfig === null ? null
-      : createSpeculativeProposer(this.speculativeConfig, this.schedulerConfig.maxModelLen, options.speculativeProposer);
   }
 
   /** Blocks in the compute tier / the swap tier. */
@@ -327,7 +323,7 @@ export class LLMEngine {
     if (this.closed) return;
     this.closed = true;
     for (const id of this.outputProcessor.getRequestIds()) this.abortRequest(id);
-    await this.proposer?.close?.();
+    await this.specDecodeWorker?.close();
     await this.onClose?.();
   }
 
@@ -355,6 +351,7 @@ export class LLMEngine {
   step(): RequestOutput[] {
     if (this.closed) throw new EngineStateError('the engine is closed');
     const t0 = now();
+    this.specDecodeWorker?.proposeDrafts(this.scheduler.running);
     const schedulerOutputs = this.schedule(t0);
     const outputs = this.scheduler.finishIgnoredSeqGroups(schedulerOutputs, t0);
     if (schedulerOutputs.scheduledSeqGroups.length > 0) {
@@ -432,7 +429,9 @@ export class LLMEngine {
   private sample(sampled: readonly SampledSequence[], logits: Float32Array): Omit<SamplerOutput, 'pooled'> {
     const masks = this.structuredOutputManager.grammarBitmask(sampled);
     const rows = sampled.map((s, i) => this.samplingRowOf(s, masks[i]));
-    const results = sampled.length > 0 ? this.sampler.sample(logits, this.vocabSize, rows) : [];
+    const results = sampled.length === 0 ? []
+      : this.specDecodeWorker !== null ? this.specDecodeWorker.sample(this.sampler, logits, sampled, rows)
+        : this.sampler.sample(logits, this.vocabSize, rows);
     return { sampled, results, time: now() };
   }
 
@@ -471,4 +470,22 @@ export class LLMEngine {
   assertNoLeakedBlocks(): void {
     this.scheduler.assertNoLeakedBlocks();
   }
+}
+
+/**
+ * The speculative-decoding worker an engine's options ask for, or null without `speculativeConfig`.
+ * @throws SpeculativeConfigError for a malformed config; EngineConfigError when it cannot be served (see
+ *   createSpeculativeProposer; a sliding-window model).
+ */
+function makeSpecDecodeWorker(options: LLMEngineOptions, maxModelLen: number,
+  config: ModelConfig): SpecDecodeWorker | null {
+  const spec = options.speculativeConfig;
+  if (spec === undefined) return null;
+  const parsed: SpecDecodeConfig = typeof spec === 'string' || !('numSpeculativeTokens' in spec)
+    ? parseSpeculativeConfig(spec) : spec as SpecDecodeConfig;
+  if (config.slidingWindow !== undefined && config.slidingWindow !== null) {
+    throw new EngineConfigError('speculative decoding is not supported with a sliding-window model');
+  }
+  const proposer = createSpeculativeProposer(parsed, maxModelLen, options.speculativeProposer);
+  return new SpecDecodeWorker({ proposer, maxModelLen, vocabSize: config.vocabSize, config: parsed });
 }
