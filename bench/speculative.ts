@@ -28,6 +28,7 @@ import { loadModel } from '../src/model/load-model.js';
 import type { LlamaModel } from '../src/model/llama-model.js';
 import { createRandomModel } from '../src/model/random-model.js';
 import { sharedDir } from '../src/cli/default-model.js';
+import { runNgramPart } from './speculative-ngram.js';
 
 
 const { values: args } = parseArgs({
@@ -44,10 +45,13 @@ const { values: args } = parseArgs({
     profile: { type: 'boolean', default: false },
     fresh: { type: 'boolean', default: false },
     // Part (b) options, read by bench/speculative-ngram.ts.
+    'ngram-threads': { type: 'string', default: '1' },
     tokens: { type: 'string', default: '256' },
+    'repeat-threshold': { type: 'string', default: '0.5' },
     'num-speculative-tokens': { type: 'string', default: '4' },
     'prompt-lookup-max': { type: 'string', default: '4' },
     'prompt-lookup-min': { type: 'string', default: '1' },
+    'ngram-rounds': { type: 'string', default: '5' },
   },
 });
 const threads = Number(args.threads);
@@ -165,4 +169,4 @@ async function runScorePart(): Promise<void> {
 }
 
 if (parts.includes('score')) await runScorePart();
-
+if (parts.includes('ngram')) await runNgramPart({ ...args, threads: args['ngram-threads'], rounds: args['ngram-rounds'] });

@@ -63,7 +63,7 @@ export interface EngineArgs {
   readonly speculativeConfig?: SpecDecodeConfig | string | Readonly<Record<string, unknown>>;
   /**
    * The proposer to speculate with. Absent: ngram builds its own; draft_model loads `model` into the target's
-   * backend (same tokenizer required) and splits the KV budget so each block id holds a target and a draft block.
+   * backend (same tokenizer required) and splits the KV budget: as many draft blocks as target blocks, none shared.
    */
   readonly speculativeProposer?: SpeculativeProposer;
   /** Weight-loading progress: bytes so far, total bytes. */
@@ -73,11 +73,14 @@ export interface EngineArgs {
 /**
  * Builds a ready engine: creates the kernel backend, loads the model into its arena, sizes and allocates the KV
  * cache (numGpuBlocks = ⌊kvCacheMemory / block bytes⌋ unless overridden, numCpuBlocks = ⌊swapSpace / block bytes⌋)
- * and wires the scheduler. The engine owns the backend: `engine.close()` stops its threads.
+ * and wires the scheduler. The engine owns the backend: `engine.close()` stops its threads. A draft-model
+ * `speculativeConfig` loads the draft into the same backend and gives it its own KV cache: numGpuBlocks becomes
+ * ⌊kvCacheMemory / (target block bytes + draft block bytes)⌋ and the draft gets that many blocks of its own.
  * Mirrors vLLM's `LLMEngine.from_engine_args`.
  *
  * @throws EngineConfigError for an invalid size or a cache too small for one block; the loaders' errors for an
- *   unreadable model; the kernels' errors for a backend that cannot start.
+ *   unreadable model; the kernels' errors for a backend that cannot start; SpeculativeConfigError for a malformed
+ *   speculative config; DraftModelMismatchError for a draft whose tokenizer differs from the target's.
  */
 export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
   const blockSize = args.blockSize ?? 16;
@@ -107,7 +110,7 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
     });
     const config = loaded.source.config;
     const specConfig = args.speculativeConfig === undefined ? undefined : resolveSpecDecodeConfig(args.speculativeConfig);
-    // A draft model's KV blocks come out of the same budget: one target block and one draft block per block id.
+    // A draft model's KV blocks come out of the same budget: the draft gets as many blocks as the target, its own.
     const draft = specConfig?.method === 'draft_model' && args.speculativeProposer === undefined
       ? await loadDraftModel(specConfig.model, {
         backend, target: { config, tokenizer: loaded.source.tokenizer }, maxNumTokens: args.maxNumBatchedTokens ?? 512,

@@ -200,7 +200,7 @@ describe('draft-model speculative decoding keeps sampled outputs distributed as 
 });
 
 describe('createLLMEngine with {"model": PATH, "num_speculative_tokens": k}', () => {
-  it('loads the draft, splits the KV budget (one target and one draft block per block id) and generates as plain', async () => {
+  it('loads the draft, splits the KV budget (as many draft blocks as target blocks) and generates as plain', async () => {
     const kvCacheMemory = 4 << 20;
     const engine = await createLLMEngine({
       model: join(STORIES_DIR, 'stories260K.bin'), threads: 1, kvCacheMemory,
