@@ -54,7 +54,7 @@ export {
 export { createSequenceDetokenizer } from './detokenizer.js';
 export { requestOutputFromSeqGroup, type RequestOutput, type CompletionOutput } from './request-output.js';
 export {
-  EngineMetrics, quantile, type EngineStats, type EngineCounters, type EngineGauges,
+  EngineMetrics, quantile, type EngineStats, type SpecDecodingSnapshot, type EngineCounters, type EngineGauges,
   type HistogramName, type MetricsListener,
 } from './metrics.js';
 export {

@@ -371,11 +371,17 @@ export class LLMEngine {
 
   /** A snapshot of the engine's queues, KV usage and counters. */
   getStats(): EngineStats {
-    return this.metrics.snapshot({
-      ...this.scheduler.makeStats(),
-      numGpuBlocks: this.numGpuBlocks,
-      numCpuBlocks: this.numCpuBlocks,
+    const stats = this.metrics.snapshot({
+      ...this.scheduler.makeStats(), numGpuBlocks: this.numGpuBlocks, numCpuBlocks: this.numCpuBlocks,
     });
+    const spec = this.specDecodeWorker?.stats;
+    return spec === undefined ? stats : {
+      ...stats,
+      specDecoding: {
+        numDrafts: spec.numDrafts, numDraftTokens: spec.numDraftTokens, numAcceptedTokens: spec.numAcceptedTokens,
+        numAcceptedTokensPerPos: [...spec.numAcceptedTokensPerPos],
+      },
+    };
   }
 
   /** The scheduler's decision for this step, with its preemption, swap, copy and prefix-cache counts recorded. */

@@ -29,6 +29,11 @@ export const BlockFlag = {
   CACHED: 1,
   /** The block's KV is known to be computed. */
   COMPUTED: 2,
+  /**
+   * A compute-tier block in a sequence's table that holds no token yet: reserved for lookahead slots (speculative
+   * decoding's draft tokens, scored before they are kept).
+   */
+  LOOKAHEAD: 4,
 } as const;
 
 /** Which scheduler queue a request is in. */
@@ -212,6 +217,7 @@ export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnaps
           tableIds.push(id ?? -1);
           if (id === null || id < 0 || id >= total) continue;
           if (b.tokenIds.length > tokens[id]) tokens[id] = b.tokenIds.length;
+          if (b.tokenIds.length === 0 && state[id] !== BlockState.SWAPPED) flags[id] |= BlockFlag.LOOKAHEAD;
           const mine = r + 1;
           const o = owner[id];
           if (o === 0) {

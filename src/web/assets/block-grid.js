@@ -3,7 +3,7 @@
 // per-block canvas calls). A tier whose blocks fit at a readable size gets one square cell per block; a bigger one
 // gets an overview where each cell summarises a run of consecutive blocks, with zoom into a region down to single
 // blocks.
-import { BlockState, summarizeRun } from './snapshot-codec.js';
+import { BlockFlag, BlockState, summarizeRun } from './snapshot-codec.js';
 import { OVERVIEW_RGB, STATE_RGB, overviewBrightness, requestColor } from './colors.js';
 
 /** A little-endian RGBA pixel as a Uint32 (ImageData's byte order is R, G, B, A). */
@@ -293,6 +293,10 @@ export class BlockGrid {
         }
       }
       if (refCount[id] > 1 && inner >= 4 && !dim) strokeRect(px, w, x0, y0, inner, inner, EDGE);
+      // Reserved for lookahead slots (speculative decoding): a dotted top edge.
+      if ((snap.flags[id] & BlockFlag.LOOKAHEAD) !== 0 && inner >= 4 && !dim) {
+        for (let x = 0; x < inner; x += 2) px[y0 * w + x0 + x] = EDGE;
+      }
     }
   }
 
