@@ -27,7 +27,7 @@ export interface ServedModel {
  * @throws BenchmarkServerError when the server cannot be reached, or when no model was named and the list fails or
  *   holds none.
  */
-async function resolveServedModel(client: HttpClient, name?: string): Promise<ServedModel> {
+export async function resolveServedModel(client: HttpClient, name?: string): Promise<ServedModel> {
   type ModelList = { data?: Array<{ id?: unknown; max_model_len?: unknown }> };
   let res: ModelList;
   try {
@@ -126,7 +126,7 @@ export async function runBenchServe(options: BenchServeOptions): Promise<Benchma
 }
 
 /** A report with every server figure missing (metrics scraping turned off). */
-function unavailableServerReport(intervalMs: number): ServerMetricsReport {
+export function unavailableServerReport(intervalMs: number): ServerMetricsReport {
   return {
     available: false, prefix: null, numSamples: 0, intervalMs, peakKvCacheUsage: null, meanKvCacheUsage: null,
     peakNumRunning: null, meanNumRunning: null, prefixCacheQueries: null, prefixCacheHits: null,

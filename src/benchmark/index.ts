@@ -29,5 +29,5 @@ export { createRequestProgress, type RequestProgress } from './request-progress.
 export {
   BENCH_SERVE_FLAGS, parseBenchServeOptions, type BenchServeOptions, type BenchServeCliValues, type BenchServeFlag,
 } from './bench-serve-options.js';
-export { runBenchServe, type ServedModel } from './bench-serve.js';
+export { runBenchServe, resolveServedModel, unavailableServerReport, type ServedModel } from './bench-serve.js';
 export { clipRequestLengths, describeClipping, type LengthClipping } from './length-clipping.js';

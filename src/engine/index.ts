@@ -54,7 +54,7 @@ export {
 export { createSequenceDetokenizer } from './detokenizer.js';
 export { requestOutputFromSeqGroup, type RequestOutput, type CompletionOutput } from './request-output.js';
 export {
-  EngineMetrics, quantile, type EngineStats, type EngineCounters, type EngineGauges,
+  EngineMetrics, quantile, type EngineStats, type SpecDecodingSnapshot, type EngineCounters, type EngineGauges,
   type HistogramName, type MetricsListener,
 } from './metrics.js';
 export {
@@ -67,3 +67,6 @@ export {
 export { createLLMEngine, DEFAULT_KV_CACHE_MEMORY, type EngineArgs } from './engine-args.js';
 export { AsyncLLMEngine, type AsyncGenerateOptions } from './async-llm-engine.js';
 export { LLM, type LLMOptions, type GenerateOptions, type EmbeddingOutput } from './llm.js';
+export {
+  NgramSpeculativeProposer, createSpeculativeProposer, type SpeculativeProposer, type ProposalRequest, type Proposal,
+} from './speculative-proposer.js';

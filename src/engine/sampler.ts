@@ -46,6 +46,11 @@ export interface SamplerRowOutput {
   readonly samples: readonly TokenLogprob[];
   /** The numTopLogprobs most likely tokens, best first (empty when none were asked for). */
   readonly topLogprobs: readonly TokenLogprob[];
+  /**
+   * Speculative decoding: the draft tokens the rejection sampler accepted, emitted in order before samples[0] (the
+   * recovered or bonus token). Absent: none.
+   */
+  readonly acceptedTokens?: readonly TokenLogprob[];
 }
 
 /** logits[id] += bias for every (id, bias); ids outside the vocabulary are ignored. */

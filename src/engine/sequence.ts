@@ -86,6 +86,13 @@ export class Sequence implements SequenceLike {
   deltaTextOffset = 0;
   deltaTokenOffset = 0;
   deltaLogprobOffset = 0;
+  /**
+   * Speculative decoding: the draft tokens proposed to follow this sequence's tokens, to be scored in its next decode
+   * step (vLLM V1's `Request.spec_token_ids`); empty when it does not speculate. Never part of {@link getTokenIds}.
+   */
+  specTokenIds: readonly number[] = [];
+  /** `[specTokenIds.length][vocabSize]`: the draft distributions; null for point-mass drafts. */
+  specTokenProbs: Float32Array | null = null;
 
   /**
    * What the block manager sees of this sequence (core's `SequenceLike`): its id, status, tokens and computed-token
