@@ -83,7 +83,8 @@ export class BlockTable {
    * Allocates blocks for a prompt on `device`: every full chunk of `blockSize` tokens as an immutable block (shared
    * when the prefix cache has it), the remaining tokens in one mutable block. A prompt of exactly k blocks gets k
    * immutable blocks and no tail. All or nothing. Throws {@link InvalidStateError} if the table already holds
-   * blocks, {@link InvalidArgumentError} for an empty prompt or a bad token id, {@link NoFreeBlocksError}.
+   * blocks, {@link InvalidArgumentError} for an empty prompt or a bad token id among the first `numTokens`,
+   * {@link NoFreeBlocksError}.
    * `blockHashes` (prefix caching): the hashes of the prompt's full blocks (or more) if the caller already computed
    * them. `numTokens`: only the first `numTokens` of `tokenIds` get slots (default all; a chunked prefill's chunk).
    */
@@ -97,12 +98,13 @@ export class BlockTable {
     if (this.blockList.length > 0) {
       throw new InvalidStateError('block table is already allocated; free it before allocating again');
     }
-    assertTokenIds('tokenIds', tokenIds);
+    assertTokenIds('tokenIds', tokenIds, 0);
     if (tokenIds.length === 0) throw new InvalidArgumentError('cannot allocate a block table for 0 tokens');
     if (!Number.isSafeInteger(numTokens) || numTokens < 1 || numTokens > tokenIds.length) {
       throw new InvalidArgumentError(
         `numTokens must be an integer in [1, ${tokenIds.length}] (the tokens given), got ${describe(numTokens)}`);
     }
+    assertTokenIds('tokenIds', tokenIds, numTokens); // the tokens that get slots
     const bs = this.blockSize;
     const numFull = Math.floor(numTokens / bs);
     const tail = numTokens - numFull * bs;
