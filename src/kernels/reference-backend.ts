@@ -80,7 +80,9 @@ function windowStart(pos: number, slidingWindow: number | undefined): number {
 }
 
 /**
- * The plain-TypeScript backend. Create it with `createBackend({ kind: 'reference' })`.
+ * The plain-TypeScript backend. Create it with `createBackend({ kind: 'reference' })`. It computes with every
+ * WeightDType: matmul and embedding decode each weight row to f32 (ggml's dequantize_row_* for the quantized types)
+ * and accumulate dot products in f64, so it is the oracle for the int8 kernels' results.
  */
 export class ReferenceBackend implements KernelBackend {
   readonly kind = 'reference' as const;
