@@ -3,12 +3,14 @@ import { WEIGHT_LAYOUTS } from '../kernels/ggml-quant-types.js';
 
 /**
  * The storage types `pagellm convert` and `create-random-model` write, as llama-quantize names its file types (in
- * lower case): a plain type puts every matrix in that type; `q4_k_m` / `q5_k_m` are llama.cpp's mixtures, which give
- * some tensors more bits. The per-tensor choice mirrors llama.cpp's `llama_tensor_get_type` and
+ * lower case): a plain type puts every matrix in that type (the LM head in q6_K, as llama-quantize does);
+ * `q4_k_m` / `q5_k_m` are llama.cpp's mixtures, which give some tensors more bits; `q*_k_pure` are single k-quants
+ * (llama.cpp's own Q2_K / Q3_K mixtures are not written). The per-tensor choice mirrors llama.cpp's `llama_tensor_get_type` and
  * `tensor_type_fallback` (src/llama-quant.cpp) for dense (non-MoE) models without an importance matrix.
  */
 export const CONVERT_DTYPES = [
-  'f32', 'f16', 'bf16', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'q4_k_m', 'q5_k_m',
+  'f32', 'f16', 'bf16', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q6_k', 'q4_k_m', 'q5_k_m',
+  'q2_k_pure', 'q3_k_pure', 'q4_k_pure', 'q5_k_pure',
 ] as const;
 export type ConvertDType = (typeof CONVERT_DTYPES)[number];
 
@@ -28,12 +30,13 @@ const CONVERT_DTYPE_INFO: Readonly<Record<ConvertDType, ConvertDTypeInfo>> = {
   q4_1: { base: 'q4_1', fileType: 3, mixture: 'plain' },
   q5_0: { base: 'q5_0', fileType: 8, mixture: 'plain' },
   q5_1: { base: 'q5_1', fileType: 9, mixture: 'plain' },
-  // The plain k-quants carry the file type of llama.cpp's _S mixture of the same base (Q2_K is its own).
-  q2_k: { base: 'q2_K', fileType: 10, mixture: 'plain' },
-  q3_k: { base: 'q3_K', fileType: 11, mixture: 'plain' },
-  q4_k: { base: 'q4_K', fileType: 14, mixture: 'plain' },
-  q5_k: { base: 'q5_K', fileType: 16, mixture: 'plain' },
   q6_k: { base: 'q6_K', fileType: 18, mixture: 'plain' },
+  // Every matrix in one k-quant (llama-quantize --pure, apart from the LM head), with the file type of the _S
+  // mixture of the same base (Q2_K is its own).
+  q2_k_pure: { base: 'q2_K', fileType: 10, mixture: 'plain' },
+  q3_k_pure: { base: 'q3_K', fileType: 11, mixture: 'plain' },
+  q4_k_pure: { base: 'q4_K', fileType: 14, mixture: 'plain' },
+  q5_k_pure: { base: 'q5_K', fileType: 16, mixture: 'plain' },
   q4_k_m: { base: 'q4_K', fileType: 15, mixture: 'k_m' },
   q5_k_m: { base: 'q5_K', fileType: 17, mixture: 'k_m' },
 };
