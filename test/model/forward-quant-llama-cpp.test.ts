@@ -143,6 +143,16 @@ describe.each(cases)('llama.cpp oracle, teacher-forced: $model $dtype', (c) => {
     await backend?.close();
   });
 
+  it('loads with every matrix in its file type: the arena holds the file\'s bytes, no dequantized copy', () => {
+    const fileBytes = loaded.source.tensors.reduce((s, t) => s + t.byteLength, 0);
+    expect(loaded.weightBytes).toBe(fileBytes);
+    const byName = new Map(loaded.source.tensors.map((t) => [t.name, t.dtype]));
+    const w = loaded.model.weights;
+    expect(w.layers[0].wv.dtype).toBe(byName.get('blk.0.attn_v.weight'));
+    expect(w.layers[3].wDown.dtype).toBe(byName.get('blk.3.ffn_down.weight'));
+    expect(w.output.dtype).toBe(byName.get(loaded.source.config.tiedEmbeddings ? 'token_embd.weight' : 'output.weight'));
+  });
+
   it('every position\'s logits within the type\'s tolerance, argmax mostly equal', () => {
     const tol = TOLERANCE[c.model][c.dtype]!;
     const vocab = loaded.source.config.vocabSize;
