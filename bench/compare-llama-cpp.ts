@@ -46,6 +46,7 @@ import { parseArgs } from 'node:util';
 import { LlamaLogLevel, getLlama, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
 import { SHAREGPT_LIKE_DEFAULTS, sampleRequestLengths, summarize, type RequestLengths } from '../src/benchmark/index.js';
 import { createLLMEngine, RequestOutputKind } from '../src/engine/index.js';
+import { KernelError } from '../src/kernels/errors.js';
 import { CONVERT_DTYPES, type ConvertDType } from '../src/model/quant-mixture.js';
 import { SeededNormal, createRandomModel } from '../src/model/random-model.js';
 import { sharedDir } from '../src/cli/default-model.js';
@@ -370,9 +371,17 @@ async function main(): Promise<void> {
   for (const dtype of dtypes) {
     const path = modelPath(dtype);
     if (engines.includes('pagellm')) {
-      const r = await runPagellm(path, dtype, reqs, kvBytes);
-      results.push(r);
-      console.log(`${dtype} ${r.engine}: ${fmt(r.outputTokens / (r.makespanMs / 1000))} tok/s, in flight ${fmt(r.meanInFlightWhileWaiting)}`);
+      try {
+        const r = await runPagellm(path, dtype, reqs, kvBytes);
+        results.push(r);
+        console.log(`${dtype} ${r.engine}: ${fmt(r.outputTokens / (r.makespanMs / 1000))} tok/s, in flight ${fmt(r.meanInFlightWhileWaiting)}`);
+      } catch (e) {
+        // A kernel backend without this weight type refuses it with a KernelError (the engine's step error carries it
+        // as its cause): report and go on with llama.cpp.
+        const cause = e instanceof Error && e.cause instanceof KernelError ? e.cause : e;
+        if (!(cause instanceof KernelError)) throw e;
+        console.log(`${dtype} pagellm: not run (${cause.message})`);
+      }
     }
     const wantsLlama = engines.some((e) => e.startsWith('llama'));
     if (wantsLlama) {
@@ -397,7 +406,7 @@ async function main(): Promise<void> {
       'TTFT ms mean / median / P99 | TPOT ms mean / median / P99 | E2E s mean / median / P99 | preemptions |',
     '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
-  for (const r of results) {
+  for (const r of singleStream ? [] : results) {
     const t = summarize(r.ttftMs);
     const p = summarize(r.tpotMs);
     const e = summarize(r.e2eMs.map((x) => x / 1000));
@@ -408,7 +417,7 @@ async function main(): Promise<void> {
       `${fmt(e.mean)} / ${fmt(e.median)} / ${fmt(e.percentiles['99'])} | ${r.preemptions ?? 'n/a'} |`);
   }
   const ratios: string[] = [];
-  for (const dtype of dtypes) {
+  for (const dtype of singleStream ? [] : dtypes) {
     const pg = results.find((r) => r.dtype === dtype && r.engine.startsWith('pagellm'));
     if (pg === undefined) continue;
     for (const l of results.filter((r) => r.dtype === dtype && r.engine.startsWith('llama'))) {
