@@ -1,4 +1,4 @@
-// One-row (decode) dot products of k-quant weight rows that decode each block in registers instead of unpacking the
+// One-row (decode) dot products of q4_K, q5_K and q6_K weight rows that decode each block in registers instead of unpacking the
 // row to scratch first: the unpack's stores and reloads cost more than the dot products themselves when the row is
 // used once. Mirrors ggml_vec_dot_q4_K_q8_K (ggml/src/ggml-cpu/arch/x86/quants.c): 6-bit scales and mins decoded
 // per super-block, integer sums per 32-value sub-block, mins applied through the activation block sums.
@@ -79,6 +79,57 @@ import { isum4 } from './_int8';
     const yb = ybs + (<usize>b << 6);
     macc = f32x4.add(macc, f32x4.mul(f32x4.mul(dmin, f32x4.convert_i32x4_s(scales4(sc, 0, true))), pairSums(yb)));
     macc = f32x4.add(macc, f32x4.mul(f32x4.mul(dmin, f32x4.convert_i32x4_s(scales4(sc, 1, true))), pairSums(yb + 32)));
+  }
+  const s = f32x4.sub(acc, macc);
+  const t = f32x4.add(s, v128.shuffle<f32>(s, s, 2, 3, 0, 1));
+  return f32x4.extract_lane(f32x4.add(t, v128.shuffle<f32>(t, t, 1, 0, 3, 2)), 0);
+}
+
+/** Four sign-extended int8 scales at p as f32x4. */
+// @ts-ignore: decorator
+@inline function i8x4f(p: usize): v128 {
+  return f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(i16x8.extend_low_i8x16_s(v128.load32_zero(p))));
+}
+
+/**
+ * One q6_K weight row against one signed-mode activation row in q8_K groups: value d·sc_s·(u − 32), so
+ * Σ_b d·dy·Σ_s sc_s·(Σ u·y)_s − 32·d·Σ_s sc_s·ybs_s (ggml_vec_dot_q6_K_q8_K).
+ */
+// @ts-ignore: decorator
+@inline export function dotQ6KRow(w: usize, act: usize, k: i32): f32 {
+  const nb = k >> 8;
+  const dyp = act + (<usize>k << 1), ybs = dyp + (<usize>k >> 2);
+  const lo = i8x16.splat(15), hm = i8x16.splat(0x30);
+  let acc = f32x4.splat(0), macc = acc;
+  for (let b = 0; b < nb; b++) {
+    const bo = w + <usize>b * 210;
+    const d = f16(load<u16>(bo, 208));
+    const ddy = f32x4.splat(d * load<f32>(dyp + (<usize>b << 6))), d32 = f32x4.splat(32 * d);
+    for (let n = 0; n < 2; n++) {
+      const ql = bo + (<usize>n << 6), qh = bo + 128 + (<usize>n << 5);
+      const an = act + (<usize>b << 8) + (<usize>n << 7);
+      let e0 = i32x4.splat(0), e1 = e0, e2 = e0, e3 = e0, e4 = e0, e5 = e0, e6 = e0, e7 = e0;
+      for (let h = 0; h < 2; h++) {
+        const o = <usize>h << 4;
+        const qa = v128.load(ql + o), qb = v128.load(ql + 32 + o), q = v128.load(qh + o);
+        const c0 = v128.or(v128.and(qa, lo), v128.and(i8x16.shl(q, 4), hm));
+        const c1 = v128.or(v128.and(qb, lo), v128.and(i8x16.shl(q, 2), hm));
+        const c2 = v128.or(i8x16.shr_u(qa, 4), v128.and(q, hm));
+        const c3 = v128.or(i8x16.shr_u(qb, 4), v128.and(i8x16.shr_u(q, 2), hm));
+        const x0 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(an + o), c0));
+        const x1 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(an + 32 + o), c1));
+        const x2 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(an + 64 + o), c2));
+        const x3 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(an + 96 + o), c3));
+        if (h == 0) { e0 = x0; e2 = x1; e4 = x2; e6 = x3; } else { e1 = x0; e3 = x1; e5 = x2; e7 = x3; }
+      }
+      const sc = bo + 192 + (<usize>n << 3);
+      const s0 = i8x4f(sc), s1 = i8x4f(sc + 4);
+      acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum4(e0, e1, e2, e3)), f32x4.mul(s0, ddy)));
+      acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum4(e4, e5, e6, e7)), f32x4.mul(s1, ddy)));
+      const yb = ybs + (<usize>((b << 4) + (n << 3)) << 2);
+      macc = f32x4.add(macc, f32x4.mul(f32x4.mul(s0, d32), v128.load(yb)));
+      macc = f32x4.add(macc, f32x4.mul(f32x4.mul(s1, d32), v128.load(yb, 16)));
+    }
   }
   const s = f32x4.sub(acc, macc);
   const t = f32x4.add(s, v128.shuffle<f32>(s, s, 2, 3, 0, 1));
