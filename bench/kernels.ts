@@ -210,7 +210,7 @@ async function matmulTargets(): Promise<void> {
  * call (best of 15 samples of 5 calls): int8 GOP/s (2·m·n·k / time) per type and build, and the 5-row/1-row ratio.
  */
 async function int8CpuTime(): Promise<void> {
-  const quantTypes = dtypes.filter(isQuant);
+  const quantTypes = dtypes.filter((d) => isQuant(d) || d === 'f32'); // f32 as the baseline (GFLOP/s)
   const [k, n] = [1024, 3072];
   console.log(`\nint8 matmul [${k}×${n}], 1 thread, CPU time per call (best of 15 × 5 calls): GOP/s at m rows; m=5/m=1 cost`);
   for (const flavor of ['plain', 'relaxed'] as const) {
