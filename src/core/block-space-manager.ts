@@ -27,7 +27,7 @@ export interface BlockSpaceManagerOptions {
   readonly slidingWindow?: number | null;
   /** Share full blocks between sequences with equal prefixes (prefix caching). Default false. */
   readonly enableCaching?: boolean;
-  /** Block hash for prefix caching (default `'xxhash64'`, which needs `await initHashing()` first). */
+  /** Block hash for prefix caching (default `'murmur3x2'`; `'xxhash64'` needs `await initHashing()` first). */
   readonly hashAlgorithm?: HashAlgorithm;
 }
 
@@ -131,7 +131,7 @@ export class BlockSpaceManager {
       blockSize,
       hashAlgorithm: options.hashAlgorithm,
     });
-    this.hasher = enableCaching ? new BlockHasher(options.hashAlgorithm ?? 'xxhash64') : null;
+    this.hasher = enableCaching ? new BlockHasher(options.hashAlgorithm ?? 'murmur3x2') : null;
     if (slidingWindow !== null) this.blockAllocator.allocateOrGetNullBlock();
   }
 
