@@ -5,10 +5,11 @@
  *
  *   git worktree add /tmp/core-before <commit>   # or: git archive <commit> src bench | tar -x -C /tmp/core-before
  *   npx tsx bench/compare-cores.ts /tmp/core-before . --trace /tmp/sharegpt.jsonl [--enable-caching] \
- *       [--num-gpu-blocks 40000] [--block-size 16] [--rounds 21]
+ *       [--num-gpu-blocks 40000] [--block-size 16] [--rounds 21] [--after-hash-algorithm murmur3x2]
  *
  * Prints, per checkout, the median and the minimum over the rounds of the process CPU time per operation of one
  * warm replay (see bench/README.md for the replay), and the after / before ratio of the medians.
+ * `--after-hash-algorithm` gives the after checkout's manager that block hash (the before one keeps its default).
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -54,13 +55,16 @@ async function main(): Promise<void> {
     enableCaching: args.includes('--enable-caching'),
   };
   const rounds = Number(argValue(args, '--rounds') ?? 21);
-  const sides = [await loadSide(before, trace, opts), await loadSide(after, trace, opts)];
+  const afterHash = argValue(args, '--after-hash-algorithm');
+  const afterOpts = afterHash === undefined ? opts : { ...opts, hashAlgorithm: afterHash };
+  const sides = [await loadSide(before, trace, opts), await loadSide(after, trace, afterOpts)];
   for (const side of sides) for (let i = 0; i < 5; i++) side.run(); // warm up the JIT
   const samples: number[][] = [[], []];
   for (let r = 0; r < rounds; r++) {
     for (let k = 0; k < 2; k++) samples[(k + r) % 2].push(sides[(k + r) % 2].run()); // alternate who goes first
   }
-  console.log(`${trace}, caching ${opts.enableCaching ? 'on' : 'off'}, ${rounds} alternated rounds, CPU ns per op:`);
+  console.log(`${trace}, caching ${opts.enableCaching ? 'on' : 'off'}${afterHash === undefined ? '' :
+    ` (after: ${afterHash})`}, ${rounds} alternated rounds, CPU ns per op:`);
   sides.forEach((side, k) => {
     console.log(`  ${side.name}: median ${median(samples[k]).toFixed(1)}, min ${Math.min(...samples[k]).toFixed(1)}`);
   });

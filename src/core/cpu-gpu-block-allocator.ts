@@ -24,7 +24,7 @@ export interface CpuGpuBlockAllocatorOptions {
   readonly numCpuBlocks: number;
   /** Tokens per block. */
   readonly blockSize: number;
-  /** Hash function for prefix caching (default `'murmur3x2'`). */
+  /** Hash function for prefix caching (default `'xxhash64'`). */
   readonly hashAlgorithm?: HashAlgorithm;
 }
 
@@ -129,7 +129,7 @@ export class CpuGpuBlockAllocator {
       return new CpuGpuBlockAllocator(gpu, cpu, 'naive');
     }
     if (allocatorType === 'prefix_caching') {
-      const hashAlgorithm = options.hashAlgorithm ?? 'murmur3x2';
+      const hashAlgorithm = options.hashAlgorithm ?? 'xxhash64';
       assertHashAlgorithm(hashAlgorithm);
       let gpu: PrefixCachingBlockAllocator | null = null;
       const blockPool = new BlockPool(() => new PrefixCachingBlock(blockSize, gpu!), poolSize);

@@ -10,10 +10,10 @@ import { describe } from './validate.js';
  * A block's hash chains the previous block's hash, the block's token ids and an optional extra key (cache salt,
  * adapter id), so equal hashes mean "same tokens after the same prefix under the same key". Three algorithms:
  *
- * - `murmur3x2` (`BlockSpaceManager`'s and `CpuGpuBlockAllocator.create`'s default): two 32-bit MurmurHash3 lanes over the token ids in plain TypeScript
+ * - `murmur3x2`: two 32-bit MurmurHash3 lanes over the token ids in plain TypeScript
  *   (murmur3x2.ts), chained through the parent hash's halves; the value is an unsigned 64-bit `bigint`. No
  *   initialisation, no copy into WebAssembly memory: about 2× cheaper per block than xxhash64 (docs/benchmarks.md).
- * - `xxhash64` (`BlockHasher`'s default): xxHash's 64-bit hash from the `xxhash-wasm` package; the value is an unsigned `bigint`.
+ * - `xxhash64` (default): xxHash's 64-bit hash from the `xxhash-wasm` package; the value is an unsigned `bigint`.
  *   The WebAssembly module loads asynchronously, so call `await initHashing()` once at start-up; after that every
  *   hash is synchronous. (vLLM uses Python's built-in hash, later sha256 or xxhash via `prefix_caching_hash_algo`;
  *   nano-vllm uses xxh64 as here.)
