@@ -7,7 +7,11 @@ export interface RedisKvBlockStoreOptions {
   readonly url: string;
   /** Bytes of values that may wait for the store's acknowledgement; a write past it is skipped (default 64 MiB). */
   readonly queueBytes?: number;
-  /** ms after which a command with no reply fails (default 5000); the engine's own deadline is usually shorter. */
+  /**
+   * ms after which a command with no reply fails (default 30000). Only a backstop that frees commands a frozen store
+   * never answers: ioredis's timer can fire before a reply that arrived during a long engine step is read, so the
+   * engine keeps its own, shorter deadline, checked between steps.
+   */
   readonly commandTimeoutMs?: number;
   /** Called once per state change of the connection (up, down) with a line for the log. */
   readonly onConnectionChange?: (up: boolean, line: string) => void;
@@ -42,7 +46,7 @@ export class RedisKvBlockStore implements KvBlockStore {
     const common = {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
-      commandTimeout: options.commandTimeoutMs ?? 5000,
+      commandTimeout: options.commandTimeoutMs ?? 30_000,
       connectTimeout: 2000,
       retryStrategy: (attempt: number): number => Math.min(100 * attempt, 2000),
       lazyConnect: false,

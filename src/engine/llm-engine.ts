@@ -1,3 +1,4 @@
+import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import type { CacheEngine } from '../cache/index.js';
 import { BlockSpaceManager } from '../core/index.js';
 import type { CausalLM } from '../model/forward-batch.js';
@@ -114,6 +115,8 @@ export class LLMEngine {
   private readonly eosTokenIds: readonly number[];
   private readonly onClose: (() => Promise<void>) | undefined;
   private closed = false;
+  /** The last step ran nothing: every request it could have run waits for its KV-store lookup. */
+  private idleForKvStore = false;
 
   /**
    * @throws EngineConfigError for a bad budget, a maxModelLen beyond the model's positions, a watermark outside
@@ -357,6 +360,7 @@ export class LLMEngine {
     const t0 = now();
     const schedulerOutputs = this.schedule(t0);
     const outputs = this.scheduler.finishIgnoredSeqGroups(schedulerOutputs, t0);
+    this.idleForKvStore = schedulerOutputs.scheduledSeqGroups.length === 0 && this.scheduler.numHeldForKvStore > 0;
     if (schedulerOutputs.scheduledSeqGroups.length > 0) {
       try {
         this.executeCacheOperations(schedulerOutputs);
@@ -371,6 +375,14 @@ export class LLMEngine {
     }
     this.recordStep();
     return outputs;
+  }
+
+  /**
+   * What a stepping loop awaits between steps: the next event-loop turn, or 1 ms when the last step ran nothing
+   * because its requests wait for the KV store (so the loop does not spin a core the store may need).
+   */
+  yieldAfterStep(): Promise<void> {
+    return this.idleForKvStore ? sleep(1) : yieldToEventLoop();
   }
 
   /** A snapshot of the engine's queues, KV usage and counters. */
