@@ -68,9 +68,9 @@ export class RedisKvBlockStore implements KvBlockStore {
     this.reader.on('end', () => down('connection closed'));
   }
 
-  /** Whether the read connection is ready. */
+  /** Whether both connections (reads, writes) are ready. */
   get isUp(): boolean {
-    return this.up;
+    return this.up && this.writer.status === 'ready';
   }
 
   async exists(keys: readonly string[]): Promise<boolean[]> {
