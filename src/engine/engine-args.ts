@@ -98,6 +98,7 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
   if (enablePrefixCaching) await initHashing();
 
   const backend = await createBackend({ kind: args.backend ?? 'wasm', threads: args.threads });
+  let kvStore: LLMEngineOptions['kvStore'];
   try {
     const loaded = await loadModel(args.model, {
       backend,
@@ -119,7 +120,7 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
     }
     const numCpuBlocks = Math.floor(swapSpace / blockBytes);
     const cacheEngine = new CacheEngine(spec, backend, { numGpuBlocks, numCpuBlocks });
-    const kvStore = await kvStoreOptions(args, loaded.source, spec);
+    kvStore = await kvStoreOptions(args, loaded.source, spec);
     return new LLMEngine({
       kvStore,
       model: loaded.model,
@@ -142,6 +143,7 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
       onClose: () => backend.close(),
     });
   } catch (e) {
+    await kvStore?.store.close();
     await backend.close();
     throw e;
   }
@@ -161,6 +163,7 @@ async function kvStoreOptions(args: EngineArgs, source: ModelSource, spec: KvCac
     throw new EngineConfigError(`kvCacheStoreTimeout must be a non-negative number of ms, got ${timeoutMs}`);
   }
   const log = args.kvCacheStoreLog ?? ((line: string): void => void process.stderr.write(`${line}\n`));
+  const modelIdentity = await kvStoreModelIdentity(source, spec);
   let store: RedisKvBlockStore;
   try {
     store = new RedisKvBlockStore({
@@ -169,5 +172,5 @@ async function kvStoreOptions(args: EngineArgs, source: ModelSource, spec: KvCac
   } catch (e) {
     throw new EngineConfigError((e as Error).message, { cause: e });
   }
-  return { store, modelIdentity: await kvStoreModelIdentity(source, spec), timeoutMs, log };
+  return { store, modelIdentity, timeoutMs, log };
 }
