@@ -34,6 +34,7 @@ export class RedisKvBlockStore implements KvBlockStore {
   private readonly queueBytes: number;
   private queuedBytes = 0;
   private up = false;
+  private closed = false;
 
   /** @throws KvStoreConfigError for a URL that is not redis:// or rediss://, or a bad queue budget. */
   constructor(options: RedisKvBlockStoreOptions) {
@@ -59,7 +60,7 @@ export class RedisKvBlockStore implements KvBlockStore {
       this.up = true;
     });
     const down = (why: string): void => {
-      if (this.up) report?.(false, `WARNING: KV store ${this.description} unreachable (${why}); computing instead until it is back`);
+      if (this.up && !this.closed) report?.(false, `WARNING: KV store ${this.description} unreachable (${why}); computing instead until it is back`);
       this.up = false;
     };
     // ioredis emits 'error' on every failed reconnect; the handler keeps them from being unhandled.
@@ -68,9 +69,9 @@ export class RedisKvBlockStore implements KvBlockStore {
     this.reader.on('end', () => down('connection closed'));
   }
 
-  /** Whether the read connection is ready. */
+  /** Whether both connections (reads, writes) are ready. */
   get isUp(): boolean {
-    return this.up;
+    return this.up && this.writer.status === 'ready';
   }
 
   async exists(keys: readonly string[]): Promise<boolean[]> {
@@ -113,6 +114,7 @@ export class RedisKvBlockStore implements KvBlockStore {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.reader.disconnect();
     this.writer.disconnect();
   }

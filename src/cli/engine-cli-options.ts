@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
-import { POOLING_TYPES, type EngineArgs, type PoolingType } from '../engine/index.js';
+import { POOLING_TYPES, type EngineArgs, type PoolingType, type SpecDecodeConfig } from '../engine/index.js';
 import { defaultModelPath } from './default-model.js';
-import { anyInt, byteSize, intAtLeast } from './option-parsers.js';
+import { anyInt, byteSize, intAtLeast, speculativeConfig } from './option-parsers.js';
 
 /**
  * The engine flags `serve`, `generate` and `chat` share, with vLLM's names (vllm/engine/arg_utils.py
@@ -43,6 +43,8 @@ export interface EngineCliOptions {
   kvCacheStoreQueueBytes?: number;
   /** ms for a KV-store lookup + fetch (plus 100 ms per MB). */
   kvCacheStoreTimeout?: number;
+  /** Speculative decoding, parsed from `--speculative-config` JSON. */
+  speculativeConfig?: SpecDecodeConfig;
 }
 
 /**
@@ -79,7 +81,10 @@ export function addEngineOptions(cmd: Command): Command {
     .option('--threads <n>', 'kernel threads, the main thread included (default: the number of CPU cores)', intAtLeast(1))
     .option('--seed <n>', 'seed of the random sampling generator; a request\'s own seed wins (default: 0)', anyInt)
     .option('--allow-random-weights', 'run a model with random weights (create-random-model); its text is meaningless')
-    .addOption(new Option('--backend <kind>', 'kernel backend').choices(['wasm', 'reference']).default('wasm'));
+    .addOption(new Option('--backend <kind>', 'kernel backend').choices(['wasm', 'reference']).default('wasm'))
+    .option('--speculative-config <json>', 'speculative decoding, as vLLM: \'{"method":"ngram",' +
+      '"num_speculative_tokens":4,"prompt_lookup_max":4}\' or \'{"model":PATH,"num_speculative_tokens":3}\' ' +
+      '(default: none)', speculativeConfig);
 }
 
 /** Adds `--chat-template` (`serve` and `chat`: the commands that render chat messages). */
@@ -135,6 +140,7 @@ export function engineArgsFromCli(opts: EngineCliOptions, model: string = opts.m
     kvCacheStore: opts.kvCacheStore,
     kvCacheStoreQueueBytes: opts.kvCacheStoreQueueBytes,
     kvCacheStoreTimeout: opts.kvCacheStoreTimeout,
+    speculativeConfig: opts.speculativeConfig,
     onLoadProgress,
   };
 }

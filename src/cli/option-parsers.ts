@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { parseSpeculativeConfig, type SpecDecodeConfig } from '../engine/index.js';
 import { InvalidSizeError, parseSize } from './parse-size.js';
 
 /**
@@ -71,4 +72,13 @@ export function listValues(value: string, previous: string[] | undefined): strin
   }
   const out = (items as string[]).map((x) => x.trim()).filter((x) => x.length > 0);
   return [...(previous ?? []), ...out];
+}
+
+/** `--speculative-config` JSON (vLLM's keys), checked by the engine's parseSpeculativeConfig. */
+export function speculativeConfig(value: string): SpecDecodeConfig {
+  try {
+    return parseSpeculativeConfig(value);
+  } catch (e) {
+    throw new InvalidArgumentError(`${(e as Error).message}.`);
+  }
 }

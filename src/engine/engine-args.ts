@@ -11,6 +11,9 @@ import type { LLMEngineOptions } from './llm-engine.js';
 import { EngineConfigError } from './errors.js';
 import { LLMEngine } from './llm-engine.js';
 import type { PreemptionMode, SchedulingPolicy } from './scheduler-config.js';
+import { createDraftModelProposer, draftBlockBytes, loadDraftModel } from './draft-model-loader.js';
+import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode-config.js';
+import type { SpeculativeProposer } from './speculative-proposer.js';
 
 /** 512 MiB: the default compute-tier KV budget. */
 export const DEFAULT_KV_CACHE_MEMORY = 512 * 1024 * 1024;
@@ -69,6 +72,16 @@ export interface EngineArgs {
   readonly kvCacheStoreTimeout?: number;
   /** Where the KV store's warning lines go (default: stderr). */
   readonly kvCacheStoreLog?: (line: string) => void;
+  /**
+   * Speculative decoding (vLLM's `speculative_config`): the `--speculative-config` JSON text, the object it parses
+   * to, or a parsed config. Absent: no speculation.
+   */
+  readonly speculativeConfig?: SpecDecodeConfig | string | Readonly<Record<string, unknown>>;
+  /**
+   * The proposer to speculate with. Absent: ngram builds its own; draft_model loads `model` into the target's
+   * backend (same tokenizer required) and splits the KV budget: as many draft blocks as target blocks, none shared.
+   */
+  readonly speculativeProposer?: SpeculativeProposer;
   /** Weight-loading progress: bytes so far, total bytes. */
   readonly onLoadProgress?: (loadedBytes: number, totalBytes: number) => void;
 }
@@ -76,11 +89,14 @@ export interface EngineArgs {
 /**
  * Builds a ready engine: creates the kernel backend, loads the model into its arena, sizes and allocates the KV
  * cache (numGpuBlocks = ⌊kvCacheMemory / block bytes⌋ unless overridden, numCpuBlocks = ⌊swapSpace / block bytes⌋)
- * and wires the scheduler. The engine owns the backend: `engine.close()` stops its threads.
+ * and wires the scheduler. The engine owns the backend: `engine.close()` stops its threads. A draft-model
+ * `speculativeConfig` loads the draft into the same backend and gives it its own KV cache: numGpuBlocks becomes
+ * ⌊kvCacheMemory / (target block bytes + draft block bytes)⌋ and the draft gets that many blocks of its own.
  * Mirrors vLLM's `LLMEngine.from_engine_args`.
  *
  * @throws EngineConfigError for an invalid size or a cache too small for one block; the loaders' errors for an
- *   unreadable model; the kernels' errors for a backend that cannot start.
+ *   unreadable model; the kernels' errors for a backend that cannot start; SpeculativeConfigError for a malformed
+ *   speculative config; DraftModelMismatchError for a draft whose tokenizer differs from the target's.
  */
 export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
   const blockSize = args.blockSize ?? 16;
@@ -98,6 +114,7 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
   if (enablePrefixCaching) await initHashing();
 
   const backend = await createBackend({ kind: args.backend ?? 'wasm', threads: args.threads });
+  let kvStore: LLMEngineOptions['kvStore'];
   try {
     const loaded = await loadModel(args.model, {
       backend,
@@ -109,17 +126,30 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
       },
     });
     const config = loaded.source.config;
+    const specConfig = args.speculativeConfig === undefined ? undefined : resolveSpecDecodeConfig(args.speculativeConfig);
+    // A draft model's KV blocks come out of the same budget: the draft gets as many blocks as the target, its own.
+    const draft = specConfig?.method === 'draft_model' && args.speculativeProposer === undefined
+      ? await loadDraftModel(specConfig.model, {
+        backend, target: { config, tokenizer: loaded.source.tokenizer }, maxNumTokens: args.maxNumBatchedTokens ?? 512,
+      })
+      : null;
     const spec = makeKvCacheSpec(config, { blockSize, cacheDtype });
     const blockBytes = CacheEngine.getCacheBlockSize(spec);
-    const numGpuBlocks = args.numGpuBlocksOverride ?? Math.floor(kvCacheMemory / blockBytes);
+    const draftBytes = draft === null ? 0 : draftBlockBytes(draft, blockSize, cacheDtype);
+    const numGpuBlocks = args.numGpuBlocksOverride ?? Math.floor(kvCacheMemory / (blockBytes + draftBytes));
     if (!Number.isSafeInteger(numGpuBlocks) || numGpuBlocks < 1) {
       throw new EngineConfigError(`the KV cache holds no block: kvCacheMemory ${kvCacheMemory} B is less than one ` +
-        `block of ${blockBytes} B (block size ${blockSize}, ${config.numLayers} layers, ${config.numKvHeads} KV ` +
-        `heads × ${config.headSize}, ${cacheDtype}); raise kvCacheMemory`);
+        `block of ${blockBytes + draftBytes} B (block size ${blockSize}, ${config.numLayers} layers, ` +
+        `${config.numKvHeads} KV heads × ${config.headSize}, ${cacheDtype}` +
+        `${draftBytes > 0 ? `, plus ${draftBytes} B of draft model KV` : ''}); raise kvCacheMemory`);
     }
     const numCpuBlocks = Math.floor(swapSpace / blockBytes);
     const cacheEngine = new CacheEngine(spec, backend, { numGpuBlocks, numCpuBlocks });
-    const kvStore = await kvStoreOptions(args, loaded.source, spec);
+    kvStore = await kvStoreOptions(args, loaded.source, spec);
+    const speculativeProposer = args.speculativeProposer ?? (draft === null || specConfig === undefined ? undefined
+      : createDraftModelProposer(draft, backend, {
+        numSpeculativeTokens: specConfig.numSpeculativeTokens, blockSize, cacheDtype, numBlocks: numGpuBlocks,
+      }));
     return new LLMEngine({
       kvStore,
       model: loaded.model,
@@ -139,9 +169,12 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
         policy: args.schedulingPolicy,
         preemptionMode: args.preemptionMode,
       },
+      speculativeConfig: specConfig,
+      speculativeProposer,
       onClose: () => backend.close(),
     });
   } catch (e) {
+    await kvStore?.store.close();
     await backend.close();
     throw e;
   }
@@ -161,6 +194,7 @@ async function kvStoreOptions(args: EngineArgs, source: ModelSource, spec: KvCac
     throw new EngineConfigError(`kvCacheStoreTimeout must be a non-negative number of ms, got ${timeoutMs}`);
   }
   const log = args.kvCacheStoreLog ?? ((line: string): void => void process.stderr.write(`${line}\n`));
+  const modelIdentity = await kvStoreModelIdentity(source, spec);
   let store: RedisKvBlockStore;
   try {
     store = new RedisKvBlockStore({
@@ -169,5 +203,10 @@ async function kvStoreOptions(args: EngineArgs, source: ModelSource, spec: KvCac
   } catch (e) {
     throw new EngineConfigError((e as Error).message, { cause: e });
   }
-  return { store, modelIdentity: await kvStoreModelIdentity(source, spec), timeoutMs, log };
+  return { store, modelIdentity, timeoutMs, log };
+}
+
+/** A parsed speculative config as given, or the one its JSON text / snake_case object parses to. */
+function resolveSpecDecodeConfig(spec: NonNullable<EngineArgs['speculativeConfig']>): SpecDecodeConfig {
+  return typeof spec === 'string' || !('numSpeculativeTokens' in spec) ? parseSpeculativeConfig(spec) : spec as SpecDecodeConfig;
 }

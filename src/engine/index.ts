@@ -12,7 +12,7 @@ export {
   SamplingParams, SamplingType, RequestOutputKind, SAMPLING_EPS, type SamplingParamsInit,
 } from './sampling-params.js';
 export {
-  Sequence, SequenceStatus, SequenceStage, isFinishedStatus, getFinishedReason,
+  Sequence, SequenceStatus, isFinishedStatus, getFinishedReason,
   type FinishReason, type Logprob, type SampleLogprobs, type SequenceDetokenizer,
 } from './sequence.js';
 export {
@@ -44,7 +44,7 @@ export { SpecDecodingStats, SPEC_DECODE_METRIC_NAMES } from './spec-decoding-sta
 export {
   PoolingParams, resolvePoolerConfig, POOLING_TYPES, type PoolingType, type PoolerConfig, type PoolingParamsInit,
 } from './pooling-params.js';
-export { Pooler, l2Normalize, type PooledSequence, type PoolerRowOutput, type MeanPoolingState } from './pooler.js';
+export { Pooler, type PooledSequence, type PoolerRowOutput, type MeanPoolingState } from './pooler.js';
 export {
   StructuredOutputsParams, type StructuredOutputsParamsInit, type StructuredOutputKind,
 } from './structured-outputs-params.js';
@@ -54,7 +54,7 @@ export {
 export { createSequenceDetokenizer } from './detokenizer.js';
 export { requestOutputFromSeqGroup, type RequestOutput, type CompletionOutput } from './request-output.js';
 export {
-  EngineMetrics, quantile, type EngineStats, type EngineCounters, type EngineGauges,
+  EngineMetrics, quantile, type EngineStats, type SpecDecodingSnapshot, type EngineCounters, type EngineGauges,
   type HistogramName, type MetricsListener,
 } from './metrics.js';
 export {
@@ -67,3 +67,6 @@ export {
 export { createLLMEngine, DEFAULT_KV_CACHE_MEMORY, type EngineArgs } from './engine-args.js';
 export { AsyncLLMEngine, type AsyncGenerateOptions } from './async-llm-engine.js';
 export { LLM, type LLMOptions, type GenerateOptions, type EmbeddingOutput } from './llm.js';
+export {
+  NgramSpeculativeProposer, createSpeculativeProposer, type SpeculativeProposer, type ProposalRequest, type Proposal,
+} from './speculative-proposer.js';

@@ -6,6 +6,7 @@ import {
 import {
   BlockHasher, Device, computeBlockHashes, type Block, type BlockHash, type BlockSpaceManager,
 } from '../core/index.js';
+import { EngineConfigError } from './errors.js';
 import type { EngineMetrics } from './metrics.js';
 import type { ScheduledSequenceGroup } from './scheduler-output.js';
 import { SequenceStatus, type Sequence } from './sequence.js';
@@ -35,6 +36,20 @@ export interface KvStoreConnectorOptions {
   readonly log?: (line: string) => void;
   /** A physical block id to read a sequence's table from (the scheduler's). */
   readonly getBlockTable: (seq: Sequence) => ArrayLike<number>;
+}
+
+/** The store settings an engine is given; the engine supplies the rest of {@link KvStoreConnectorOptions}. */
+export type KvStoreSettings = Omit<KvStoreConnectorOptions, 'blockManager' | 'cacheEngine' | 'metrics' | 'getBlockTable'>;
+
+/**
+ * The engine's connector for `settings`, or null without a store.
+ * @throws EngineConfigError when prefix caching is off (fetched blocks enter the prefix cache).
+ */
+export function createKvStoreConnector(settings: KvStoreSettings | undefined, enablePrefixCaching: boolean,
+  parts: Omit<KvStoreConnectorOptions, keyof KvStoreSettings>): KvStoreConnector | null {
+  if (settings === undefined) return null;
+  if (!enablePrefixCaching) throw new EngineConfigError('a shared KV store (kvCacheStore) needs prefix caching: enable it');
+  return new KvStoreConnector({ ...settings, ...parts });
 }
 
 /** One waiting prompt's store lookup. */

@@ -9,7 +9,7 @@ import { createSequenceDetokenizer } from './detokenizer.js';
 import {
   EngineConfigError, EngineStateError, InvalidRequestError, SamplingParamsError, StepFailedError,
 } from './errors.js';
-import { KvStoreConnector, type KvStoreConnectorOptions } from './kv-store-connector.js';
+import { createKvStoreConnector, type KvStoreConnector, type KvStoreSettings } from './kv-store-connector.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import { ModelInputBuilder, type SampledSequence } from './model-input-builder.js';
 import { OutputProcessor } from './output-processor.js';
@@ -25,6 +25,10 @@ import { resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit 
 import { Sequence } from './sequence.js';
 import { SequenceGroup } from './sequence-group.js';
 import { StructuredOutputManager } from './structured-output-manager.js';
+import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode-config.js';
+import { SpecDecodeWorker } from './spec-decode-worker.js';
+import { createSpeculativeProposer, type SpeculativeProposer } from './speculative-proposer.js';
+import type { ModelConfig } from '../model/model-config.js';
 
 /** A prompt: text (tokenized by the engine) or token ids (with the text they came from, if known). */
 export type PromptInput = string | { readonly promptTokenIds: readonly number[]; readonly prompt?: string };
@@ -57,10 +61,17 @@ export interface LLMEngineOptions {
   readonly modelSource?: ModelSource;
   /** Pooling defaults of embedding requests (default: last-token pooling, L2-normalized). */
   readonly poolerConfig?: Partial<PoolerConfig>;
+  /**
+   * Speculative decoding (vLLM's `speculative_config`): `--speculative-config` JSON text, its object, or a parsed
+   * config. Absent: no speculation.
+   */
+  readonly speculativeConfig?: SpecDecodeConfig | string | Readonly<Record<string, unknown>>;
+  /** The proposer for speculativeConfig (required for draft_model; ngram builds its own when absent). */
+  readonly speculativeProposer?: SpeculativeProposer;
   /** Called once by {@link LLMEngine.close} (e.g. to stop the kernel backend's threads). */
   readonly onClose?: () => Promise<void>;
   /** A shared KV store replicas read prefix blocks from and write computed blocks to (needs prefix caching). */
-  readonly kvStore?: Omit<KvStoreConnectorOptions, 'blockManager' | 'cacheEngine' | 'metrics' | 'getBlockTable'>;
+  readonly kvStore?: KvStoreSettings;
 }
 
 /** A monotonic clock in ms. */
@@ -103,6 +114,8 @@ export class LLMEngine {
   readonly poolerConfig: PoolerConfig;
   /** The shared KV tier's connector, when the engine was given a store. */
   readonly kvStoreConnector: KvStoreConnector | null;
+  /** Speculative decoding's proposer, verification and counters; null without speculation. */
+  readonly specDecodeWorker: SpecDecodeWorker | null;
 
   private readonly sampler = new Sampler();
   private readonly pooler: Pooler;
@@ -170,11 +183,16 @@ export class LLMEngine {
       newSeqId: () => this.nextSeqId++, decode: (ids) => this.tokenizer.decode(ids),
       structuredOutputManager: this.structuredOutputManager,
     });
-    this.kvStoreConnector = this.makeKvStoreConnector(options.kvStore);
+    this.kvStoreConnector = createKvStoreConnector(options.kvStore, this.enablePrefixCaching, {
+      blockManager: this.blockManager, cacheEngine: this.cacheEngine, metrics: this.metrics,
+      getBlockTable: (seq) => this.scheduler.getBlockTable(seq),
+    });
+    this.specDecodeWorker = makeSpecDecodeWorker(options, this.schedulerConfig.maxModelLen, config);
     this.scheduler = new Scheduler(this.schedulerConfig, this.blockManager, {
       blockSize: this.blockSize, numGpuBlocks: this.cacheEngine.numGpuBlocks,
       enablePrefixCaching: this.enablePrefixCaching, outputProcessor: this.outputProcessor,
       kvStoreGate: this.kvStoreConnector ?? undefined,
+      onFreeSeq: this.specDecodeWorker === null ? undefined : (seq) => this.specDecodeWorker!.onSeqFreed(seq),
     });
     this.inputBuilder = new ModelInputBuilder({
       blockSize: this.blockSize,
@@ -192,18 +210,6 @@ export class LLMEngine {
     this.onClose = options.onClose;
     this.poolerConfig = resolvePoolerConfig(options.poolerConfig);
     this.pooler = new Pooler(config.dim);
-  }
-
-  /** @throws EngineConfigError for a store without prefix caching (fetched blocks enter the prefix cache). */
-  private makeKvStoreConnector(kvStore: LLMEngineOptions['kvStore']): KvStoreConnector | null {
-    if (kvStore === undefined) return null;
-    if (!this.enablePrefixCaching) {
-      throw new EngineConfigError('a shared KV store (kvCacheStore) needs prefix caching: enable it');
-    }
-    return new KvStoreConnector({
-      ...kvStore, blockManager: this.blockManager, cacheEngine: this.cacheEngine, metrics: this.metrics,
-      getBlockTable: (seq) => this.scheduler.getBlockTable(seq),
-    });
   }
 
   /** Blocks in the compute tier / the swap tier. */
@@ -331,6 +337,7 @@ export class LLMEngine {
     this.closed = true;
     for (const id of this.outputProcessor.getRequestIds()) this.abortRequest(id);
     await this.kvStoreConnector?.close();
+    await this.specDecodeWorker?.close();
     await this.onClose?.();
   }
 
@@ -358,6 +365,7 @@ export class LLMEngine {
   step(): RequestOutput[] {
     if (this.closed) throw new EngineStateError('the engine is closed');
     const t0 = now();
+    this.specDecodeWorker?.proposeDrafts(this.scheduler.running);
     const schedulerOutputs = this.schedule(t0);
     const outputs = this.scheduler.finishIgnoredSeqGroups(schedulerOutputs, t0);
     this.idleForKvStore = schedulerOutputs.scheduledSeqGroups.length === 0 && this.scheduler.numHeldForKvStore > 0;
@@ -388,11 +396,17 @@ export class LLMEngine {
   /** A snapshot of the engine's queues, KV usage and counters. */
   getStats(): EngineStats {
     this.kvStoreConnector?.syncCounters();
-    return this.metrics.snapshot({
-      ...this.scheduler.makeStats(),
-      numGpuBlocks: this.numGpuBlocks,
-      numCpuBlocks: this.numCpuBlocks,
+    const stats = this.metrics.snapshot({
+      ...this.scheduler.makeStats(), numGpuBlocks: this.numGpuBlocks, numCpuBlocks: this.numCpuBlocks,
     });
+    const spec = this.specDecodeWorker?.stats;
+    return spec === undefined ? stats : {
+      ...stats,
+      specDecoding: {
+        numDrafts: spec.numDrafts, numDraftTokens: spec.numDraftTokens, numAcceptedTokens: spec.numAcceptedTokens,
+        numAcceptedTokensPerPos: [...spec.numAcceptedTokensPerPos],
+      },
+    };
   }
 
   /** The scheduler's decision for this step, with its preemption, swap, copy and prefix-cache counts recorded. */
@@ -446,7 +460,9 @@ export class LLMEngine {
   private sample(sampled: readonly SampledSequence[], logits: Float32Array): Omit<SamplerOutput, 'pooled'> {
     const masks = this.structuredOutputManager.grammarBitmask(sampled);
     const rows = sampled.map((s, i) => this.samplingRowOf(s, masks[i]));
-    const results = sampled.length > 0 ? this.sampler.sample(logits, this.vocabSize, rows) : [];
+    const results = sampled.length === 0 ? []
+      : this.specDecodeWorker !== null ? this.specDecodeWorker.sample(this.sampler, logits, sampled, rows)
+        : this.sampler.sample(logits, this.vocabSize, rows);
     return { sampled, results, time: now() };
   }
 
@@ -485,4 +501,22 @@ export class LLMEngine {
   assertNoLeakedBlocks(): void {
     this.scheduler.assertNoLeakedBlocks();
   }
+}
+
+/**
+ * The speculative-decoding worker an engine's options ask for, or null without `speculativeConfig`.
+ * @throws SpeculativeConfigError for a malformed config; EngineConfigError when it cannot be served (see
+ *   createSpeculativeProposer; a sliding-window model).
+ */
+function makeSpecDecodeWorker(options: LLMEngineOptions, maxModelLen: number,
+  config: ModelConfig): SpecDecodeWorker | null {
+  const spec = options.speculativeConfig;
+  if (spec === undefined) return null;
+  const parsed: SpecDecodeConfig = typeof spec === 'string' || !('numSpeculativeTokens' in spec)
+    ? parseSpeculativeConfig(spec) : spec as SpecDecodeConfig;
+  if (config.slidingWindow !== undefined && config.slidingWindow !== null) {
+    throw new EngineConfigError('speculative decoding is not supported with a sliding-window model');
+  }
+  const proposer = createSpeculativeProposer(parsed, maxModelLen, options.speculativeProposer);
+  return new SpecDecodeWorker({ proposer, maxModelLen, vocabSize: config.vocabSize, config: parsed });
 }

@@ -83,6 +83,17 @@ export interface EngineStats extends Readonly<Omit<EngineCounters, 'requestsFini
   /** Fraction of swap-tier blocks in use, in [0, 1]. */
   readonly cpuCacheUsage: number;
   readonly requestsFinished: Readonly<Record<FinishReason, number>>;
+  /** Speculative decoding's counters (vLLM's `SpecDecodingStats`); absent without speculation. */
+  readonly specDecoding?: SpecDecodingSnapshot;
+}
+
+/** Cumulative speculative-decoding counters at a snapshot (see spec-decoding-stats.ts). */
+export interface SpecDecodingSnapshot {
+  readonly numDrafts: number;
+  readonly numDraftTokens: number;
+  readonly numAcceptedTokens: number;
+  /** [numSpeculativeTokens]: drafts whose token at position i was accepted. */
+  readonly numAcceptedTokensPerPos: readonly number[];
 }
 
 /**

@@ -11,12 +11,19 @@ export interface SampledSequence {
   readonly seq: Sequence;
   /** True when this row is the end of a prefill (the prompt's, or a recompute's). */
   readonly isPrompt: boolean;
+  /**
+   * Speculative decoding: the draft tokens scored this step. The sequence then has draftTokenIds.length + 1
+   * consecutive logits rows: row i is the distribution after its tokens plus the first i drafts. Absent: one row.
+   */
+  readonly draftTokenIds?: readonly number[];
+  /** `[draftTokenIds.length][vocabSize]` draft distributions; null or absent: point-mass drafts. */
+  readonly draftProbs?: Float32Array | null;
 }
 
 /** The batch for the model plus what the engine needs to map its logits back to sequences. */
 export interface ModelInput {
   readonly batch: ForwardBatch;
-  /** One entry per logits row (= per batch.sampleIndices entry). */
+  /** One entry per sampled sequence, in logits-row order; a speculating one covers 1 + its drafts rows. */
   readonly sampled: readonly SampledSequence[];
   /** The pooling sequences of the batch and their rows of the hidden states (batch.hiddenStateIndices order). */
   readonly pooled: readonly PooledSequence[];
@@ -65,65 +72,47 @@ export class ModelInputBuilder {
    * @throws RangeError when a scheduled group has no running sequence or a chunk leaves nothing to compute.
    */
   build(scheduled: readonly ScheduledSequenceGroup[]): ModelInput {
+    const entries = orderForBatch(scheduled.flatMap((s) => entriesOf(s)));
     const seqs: ScheduledSequence[] = [];
-    const owners: Sequence[] = [];
     const sampled: SampledSequence[] = [];
     const sampleAt: number[] = [];
     const pooled: PooledSequence[] = [];
     const hiddenAt: number[] = [];
     let numPrefills = 0;
     let numTokens = 0;
-    for (const s of scheduled) {
-      const running = s.seqGroup.getSeqs(SequenceStatus.RUNNING);
-      if (running.length === 0) {
-        throw new RangeError(`scheduled group ${s.seqGroup.requestId} has no running sequence`);
-      }
-      for (const seq of running) {
-        const computed = seq.getNumComputedTokens();
-        let contextLen: number;
-        let seqLen: number;
-        if (s.isPrefill) {
-          contextLen = computed + s.numCachedTokens;
-          seqLen = computed + s.tokenChunkSize;
-          numPrefills++;
-        } else {
-          contextLen = seq.getLen() - 1;
-          seqLen = seq.getLen();
-          if (computed !== contextLen) {
-            throw new RangeError(`decoding sequence ${seq.seqId} has ${computed} computed tokens of ${seq.getLen()}`);
-          }
-        }
-        if (seqLen <= contextLen || seqLen > seq.getLen()) {
-          throw new RangeError(`sequence ${seq.seqId}: chunk [${contextLen}, ${seqLen}) is not inside its ` +
-            `${seq.getLen()} tokens`);
-        }
-        seqs.push({ blockTable: this.getBlockTable(seq), contextLen, seqLen });
-        owners.push(seq);
-        const chunkStart = numTokens;
-        numTokens += seqLen - contextLen;
-        const pooling = s.seqGroup.poolingParams;
-        if (pooling !== null) {
-          const all = pooling.poolingType === 'mean';
-          const finishesPrompt = seqLen === seq.getLen();
-          if (!all && !finishesPrompt) continue;
-          const first = all ? chunkStart : numTokens - 1;
-          pooled.push({
-            seqGroup: s.seqGroup, seq, rowStart: hiddenAt.length, numRows: numTokens - first,
-            position: all ? contextLen : seqLen - 1, finishesPrompt,
-          });
-          for (let t = first; t < numTokens; t++) hiddenAt.push(t);
-        } else if (seqLen === seq.getLen()) {
-          sampled.push({ seqGroup: s.seqGroup, seq, isPrompt: s.isPrefill });
-          sampleAt.push(numTokens - 1);
-        }
+    for (const e of entries) {
+      const { s, seq, contextLen, seqLen, draftTokenIds } = e;
+      if (isPrefillStyle(e)) numPrefills++;
+      seqs.push({ blockTable: this.getBlockTable(seq), contextLen, seqLen });
+      const chunkStart = numTokens;
+      numTokens += seqLen - contextLen;
+      const pooling = s.seqGroup.poolingParams;
+      if (pooling !== null) {
+        const all = pooling.poolingType === 'mean';
+        const finishesPrompt = seqLen === seq.getLen();
+        if (!all && !finishesPrompt) continue;
+        const first = all ? chunkStart : numTokens - 1;
+        pooled.push({
+          seqGroup: s.seqGroup, seq, rowStart: hiddenAt.length, numRows: numTokens - first,
+          position: all ? contextLen : seqLen - 1, finishesPrompt,
+        });
+        for (let t = first; t < numTokens; t++) hiddenAt.push(t);
+      } else if (seqLen === seq.getLen() + draftTokenIds.length) {
+        sampled.push(draftTokenIds.length > 0
+          ? { seqGroup: s.seqGroup, seq, isPrompt: false, draftTokenIds, draftProbs: seq.specTokenProbs }
+          : { seqGroup: s.seqGroup, seq, isPrompt: s.isPrefill });
+        for (let t = numTokens - 1 - draftTokenIds.length; t < numTokens; t++) sampleAt.push(t);
       }
     }
     const meta = this.meta.build(seqs);
     const tokenIds = this.tokens.view(numTokens);
     let t = 0;
     for (let i = 0; i < seqs.length; i++) {
-      const ids = owners[i].getTokenIds();
-      for (let p = seqs[i].contextLen; p < seqs[i].seqLen; p++) tokenIds[t++] = ids[p];
+      const ids = entries[i].seq.getTokenIds();
+      const drafts = entries[i].draftTokenIds;
+      for (let p = seqs[i].contextLen; p < seqs[i].seqLen; p++) {
+        tokenIds[t++] = p < ids.length ? ids[p] : drafts[p - ids.length];
+      }
     }
     const sampleIndices = this.sampleIdx.view(sampleAt.length);
     for (let i = 0; i < sampleAt.length; i++) sampleIndices[i] = sampleAt[i];
@@ -145,4 +134,58 @@ export class ModelInputBuilder {
     };
     return { batch, sampled, pooled };
   }
+}
+
+/** One running sequence's share of the batch: the positions [contextLen, seqLen) it computes. */
+interface BatchEntry {
+  readonly s: ScheduledSequenceGroup;
+  readonly seq: Sequence;
+  readonly contextLen: number;
+  readonly seqLen: number;
+  /** The draft tokens scored after the sequence's last token (positions seq.getLen() .. seqLen − 1). */
+  readonly draftTokenIds: readonly number[];
+}
+
+const NO_DRAFTS: readonly number[] = [];
+
+/**
+ * The batch entries of a scheduled group's running sequences.
+ * @throws RangeError when the group has no running sequence or a chunk leaves nothing to compute.
+ */
+function entriesOf(s: ScheduledSequenceGroup): BatchEntry[] {
+  const running = s.seqGroup.getSeqs(SequenceStatus.RUNNING);
+  if (running.length === 0) throw new RangeError(`scheduled group ${s.seqGroup.requestId} has no running sequence`);
+  return running.map((seq) => {
+    const computed = seq.getNumComputedTokens();
+    let draftTokenIds = NO_DRAFTS;
+    let contextLen: number;
+    let seqLen: number;
+    if (s.isPrefill) {
+      contextLen = computed + s.numCachedTokens;
+      seqLen = computed + s.tokenChunkSize;
+    } else {
+      contextLen = seq.getLen() - 1;
+      const lookahead = Math.min(seq.specTokenIds.length, s.numLookaheadSlots ?? 0);
+      if (lookahead > 0) draftTokenIds = seq.specTokenIds.slice(0, lookahead);
+      seqLen = seq.getLen() + lookahead;
+      if (computed !== contextLen) {
+        throw new RangeError(`decoding sequence ${seq.seqId} has ${computed} computed tokens of ${seq.getLen()}`);
+      }
+    }
+    if (seqLen <= contextLen || seqLen > seq.getLen() + draftTokenIds.length) {
+      throw new RangeError(`sequence ${seq.seqId}: chunk [${contextLen}, ${seqLen}) is not inside its ` +
+        `${seq.getLen()} tokens`);
+    }
+    return { s, seq, contextLen, seqLen, draftTokenIds };
+  });
+}
+
+/** Prefills and speculating decodes (query length > 1) run prefill-style attention and come first in the batch. */
+function isPrefillStyle(e: BatchEntry): boolean {
+  return e.s.isPrefill || e.draftTokenIds.length > 0;
+}
+
+/** Prefill-style entries first, then single-token decodes, each part in the scheduler's order. */
+function orderForBatch(entries: BatchEntry[]): BatchEntry[] {
+  return [...entries.filter(isPrefillStyle), ...entries.filter((e) => !isPrefillStyle(e))];
 }

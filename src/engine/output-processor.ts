@@ -113,7 +113,7 @@ export class OutputProcessor {
       } else if (r.samples.length > 1) {
         this.forkAndAppend(g, seq, r, blocks);
       } else {
-        this.appendToken(g, seq, r.samples[0], r.topLogprobs, blocks);
+        this.appendTokens(g, seq, r, blocks);
       }
     }
     for (const [g, list] of beams) {
@@ -183,6 +183,19 @@ export class OutputProcessor {
       children.push(child);
     }
     for (let k = 0; k < children.length; k++) this.appendToken(g, children[k], r.samples[k], r.topLogprobs, blocks);
+  }
+
+  /**
+   * Appends a row's accepted draft tokens (speculative decoding; their K/V is in the cache already, so each counts
+   * as computed) and then its sampled token, stopping at the first token that finishes the sequence.
+   */
+  private appendTokens(g: SequenceGroup, seq: Sequence, r: SamplerRowOutput, blocks: SeqBlockOps): void {
+    for (const t of r.acceptedTokens ?? []) {
+      this.appendToken(g, seq, t, r.topLogprobs, blocks);
+      if (seq.isFinished()) return;
+      seq.updateNumComputedTokens(1);
+    }
+    this.appendToken(g, seq, r.samples[0], r.topLogprobs, blocks);
   }
 
   private appendToken(g: SequenceGroup, seq: Sequence, sample: TokenLogprob, top: readonly TokenLogprob[],

@@ -46,6 +46,11 @@ export interface SamplerRowOutput {
   readonly samples: readonly TokenLogprob[];
   /** The numTopLogprobs most likely tokens, best first (empty when none were asked for). */
   readonly topLogprobs: readonly TokenLogprob[];
+  /**
+   * Speculative decoding: the draft tokens the rejection sampler accepted, emitted in order before samples[0] (the
+   * recovered or bonus token). Absent: none.
+   */
+  readonly acceptedTokens?: readonly TokenLogprob[];
 }
 
 /** logits[id] += bias for every (id, bias); ids outside the vocabulary are ignored. */
@@ -54,7 +59,7 @@ function applyLogitBias(logits: Float64Array, bias: ReadonlyMap<number, number>)
 }
 
 /** A logit bias at or below this bans its token (OpenAI: "values like -100 ... should result in a ban"). */
-export const BAN_BIAS = -100;
+const BAN_BIAS = -100;
 
 /**
  * The number of token ids in [0, vocabSize) that `params` leaves drawable at the first step: those without a

@@ -16,6 +16,11 @@ export interface ScheduledSequenceGroup {
   readonly numCachedTokens: number;
   /** True for a prefill (or prefill chunk), false for a decode. */
   readonly isPrefill: boolean;
+  /**
+   * Speculative decoding: slots reserved per running sequence beyond its tokens (vLLM's `num_lookahead_slots`); a
+   * decode scores up to this many of its draft tokens (`Sequence.specTokenIds`) this step. Absent: 0.
+   */
+  readonly numLookaheadSlots?: number;
 }
 
 /**

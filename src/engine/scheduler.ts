@@ -1,5 +1,5 @@
 import type { BlockPair } from '../cache/index.js';
-import { AllocStatus, type SequenceGroupLike, type SequenceLike } from '../core/index.js';
+import { AllocStatus } from '../core/index.js';
 import { EngineStateError } from './errors.js';
 import type { WaitingGate } from './kv-store-connector.js';
 import type { OutputProcessor } from './output-processor.js';
@@ -12,31 +12,10 @@ import type {
   NewTokens, RunningOutputs, ScheduledSequenceGroup, SchedulerOutputs, SwappedInOutputs,
 } from './scheduler-output.js';
 
-export type { ScheduledSequenceGroup, SchedulerOutputs } from './scheduler-output.js';
+import type { SchedulerBlockManager } from './scheduler-block-manager.js';
 
-/**
- * The part of core's `BlockSpaceManager` the scheduler drives (vllm/core/block_manager.py,
- * `SelfAttnBlockSpaceManager`). Declared structurally so the scheduler states exactly what it relies on.
- */
-export interface SchedulerBlockManager {
-  canAllocate(seqGroup: SequenceGroupLike, numLookaheadSlots?: number): AllocStatus;
-  allocate(seqGroup: SequenceGroupLike, numNewTokens?: number): void;
-  canAppendSlots(seqGroup: SequenceGroupLike, numLookaheadSlots: number, numNewTokens?: number): boolean;
-  appendSlots(seq: SequenceLike, numLookaheadSlots: number, numNewTokens?: number): ReadonlyArray<BlockPair>;
-  fork(parentSeq: SequenceLike, childSeq: SequenceLike): void;
-  free(seq: SequenceLike): void;
-  canSwapIn(seqGroup: SequenceGroupLike, numLookaheadSlots: number, numNewTokens?: number): AllocStatus;
-  canSwapOut(seqGroup: SequenceGroupLike): boolean;
-  swapIn(seqGroup: SequenceGroupLike): ReadonlyArray<BlockPair>;
-  swapOut(seqGroup: SequenceGroupLike): ReadonlyArray<BlockPair>;
-  getNumCachedTokens(seq: SequenceLike): number;
-  markBlocksAsComputed(): void;
-  getBlockTable(seq: SequenceLike): ArrayLike<number>;
-  getSeqIds(): Iterable<number>;
-  getNumFreeGpuBlocks(): number;
-  getNumFreeCpuBlocks(): number;
-  getPrefixCacheHitRate(): number;
-}
+export type { ScheduledSequenceGroup, SchedulerOutputs } from './scheduler-output.js';
+export type { SchedulerBlockManager } from './scheduler-block-manager.js';
 
 /** Options of {@link Scheduler} beyond the {@link SchedulerConfig}. */
 export interface SchedulerOptions {
@@ -50,6 +29,8 @@ export interface SchedulerOptions {
   readonly outputProcessor?: OutputProcessor;
   /** Holds back waiting groups whose shared KV-store lookup is in flight (the engine's KvStoreConnector). */
   readonly kvStoreGate?: WaitingGate;
+  /** Called after a sequence's blocks are freed (finished, aborted, preempted by recompute): the proposer's hook. */
+  readonly onFreeSeq?: (seq: Sequence) => void;
 }
 
 /**
@@ -79,6 +60,7 @@ export interface SchedulerOptions {
 export class Scheduler extends SchedulerQueues {
   private readonly blockSize: number;
   private readonly numGpuBlocks: number;
+  private readonly onFreeSeq: ((seq: Sequence) => void) | undefined;
 
   // Per-step accumulators.
   private blocksToSwapIn: BlockPair[] = [];
@@ -94,11 +76,15 @@ export class Scheduler extends SchedulerQueues {
     super(config, blockManager, options);
     this.blockSize = options.blockSize;
     this.numGpuBlocks = options.numGpuBlocks;
+    this.onFreeSeq = options.onFreeSeq;
   }
 
   /** Frees a sequence's blocks (no-op when it has none). */
   override freeSeq(seq: Sequence): void {
     this.blockManager.free(seq.blockView);
+    seq.specTokenIds = [];
+    seq.specTokenProbs = null;
+    this.onFreeSeq?.(seq);
   }
 
   /** Gives `child` a block table sharing every block of `parent`'s (n > 1 sampling, beam search). */
@@ -216,8 +202,9 @@ export class Scheduler extends SchedulerQueues {
       if (uncached === 0 || (enableChunking && uncached > budget.remainingTokenBudget())) break;
       head++;
       const numNewTokens = newTokensOf(g, uncached + cached);
+      const lookahead = this.lookaheadSlotsOf(g, budget.remainingTokenBudget() - uncached, numNewTokens);
       let scheduled = true;
-      while (!this.blockManager.canAppendSlots(g.blockView, 0, numNewTokens)) {
+      while (!this.blockManager.canAppendSlots(g.blockView, lookahead, numNewTokens)) {
         budget.subtractNumBatchedTokens(g.requestId);
         budget.subtractNumSeqs(g.requestId);
         if (head < tail) {
@@ -232,13 +219,14 @@ export class Scheduler extends SchedulerQueues {
         }
       }
       if (!scheduled) break;
-      this.appendSlots(g, numNewTokens);
+      this.appendSlots(g, numNewTokens, lookahead);
       const isPrefill = g.isPrefill();
       const s: ScheduledSequenceGroup = {
         seqGroup: g, tokenChunkSize: isPrefill ? uncached + cached : 1, numCachedTokens: isPrefill ? cached : 0, isPrefill,
+        numLookaheadSlots: lookahead,
       };
       (isPrefill ? out.prefill : out.decode).push(s);
-      budget.addNumBatchedTokens(g.requestId, uncached, cached);
+      budget.addNumBatchedTokens(g.requestId, uncached + lookahead * g.getMaxNumRunningSeqs(), cached);
       if (enableChunking) budget.addNumSeqs(g.requestId, g.getMaxNumRunningSeqs());
     }
     out.leftover = queue.slice(head, tail);
@@ -408,14 +396,27 @@ export class Scheduler extends SchedulerQueues {
   }
 
   /**
-   * Appends slots for every running sequence's `numNewTokens` new tokens (undefined: all its unseen tokens);
-   * copy-on-write pairs go to blocksToCopy.
+   * Appends slots for every running sequence's `numNewTokens` new tokens (undefined: all its unseen tokens) and
+   * `numLookaheadSlots` more; copy-on-write pairs go to blocksToCopy.
    */
-  private appendSlots(g: SequenceGroup, numNewTokens: number | undefined): void {
+  private appendSlots(g: SequenceGroup, numNewTokens: number | undefined, numLookaheadSlots = 0): void {
     for (const seq of g.getSeqs(SequenceStatus.RUNNING)) {
-      const cows = this.blockManager.appendSlots(seq.blockView, 0, numNewTokens);
+      const cows = this.blockManager.appendSlots(seq.blockView, numLookaheadSlots, numNewTokens);
       for (const c of cows) this.blocksToCopy.push(c);
     }
+  }
+
+  /**
+   * Lookahead slots for a decoding group's draft tokens (the longest draft among its running sequences), cut to the
+   * token budget left (`room` tokens) and to 0 when the blocks they need are not free: speculation never preempts.
+   */
+  private lookaheadSlotsOf(g: SequenceGroup, room: number, numNewTokens: number | undefined): number {
+    if (g.isPrefill()) return 0;
+    const seqs = g.getSeqs(SequenceStatus.RUNNING);
+    let n = 0;
+    for (const seq of seqs) n = Math.max(n, seq.specTokenIds.length);
+    n = Math.min(n, Math.floor(room / Math.max(1, seqs.length)));
+    return n > 0 && this.blockManager.canAppendSlots(g.blockView, n, numNewTokens) ? n : 0;
   }
 
   /** vLLM's `_preempt`: picks the mode and preempts; a group that can be neither recomputed nor swapped is aborted. */

@@ -25,7 +25,7 @@ export function getFinishedReason(status: SequenceStatus): FinishReason | null {
 }
 
 /** Whether a sequence still has prompt (or recompute) tokens to run, or runs one token per step. vLLM's `SequenceStage`. */
-export enum SequenceStage {
+enum SequenceStage {
   PREFILL = 'PREFILL',
   DECODE = 'DECODE',
 }
@@ -86,6 +86,13 @@ export class Sequence implements SequenceLike {
   deltaTextOffset = 0;
   deltaTokenOffset = 0;
   deltaLogprobOffset = 0;
+  /**
+   * Speculative decoding: the draft tokens proposed to follow this sequence's tokens, to be scored in its next decode
+   * step (vLLM V1's `Request.spec_token_ids`); empty when it does not speculate. Never part of {@link getTokenIds}.
+   */
+  specTokenIds: readonly number[] = [];
+  /** `[specTokenIds.length][vocabSize]`: the draft distributions; null for point-mass drafts. */
+  specTokenProbs: Float32Array | null = null;
 
   /**
    * What the block manager sees of this sequence (core's `SequenceLike`): its id, status, tokens and computed-token
@@ -165,10 +172,6 @@ export class Sequence implements SequenceLike {
   /** Tokens still to run through the model. */
   getNumUncomputedTokens(): number {
     return this.tokens.length - this.numComputedTokens;
-  }
-
-  getStage(): SequenceStage {
-    return this.stage;
   }
 
   /** True while prompt (or recompute) tokens remain (vLLM's `is_prefill`). */

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { EngineStats, HistogramName } from '../engine/index.js';
+import { SPEC_DECODE_METRIC_NAMES, type EngineStats, type HistogramName, type SpecDecodingSnapshot } from '../engine/index.js';
 
 /**
  * The server's Prometheus metrics (GET /metrics), named as vLLM names them with a `pagellm:` prefix:
@@ -20,6 +20,9 @@ import type { EngineStats, HistogramName } from '../engine/index.js';
  * | `pagellm:kv_store_bytes_read_total` / `_bytes_written_total` | counter | shared KV store: block bytes moved |
  * | `pagellm:kv_store_errors_total` | counter | shared KV store faults that made a prompt compute instead |
  * | `pagellm:kv_store_lookup_seconds` / `_fetch_seconds` | histogram | shared KV store round trips |
+ * | `pagellm:spec_decode_num_drafts_total` | counter | speculative drafts verified (with speculation only) |
+ * | `pagellm:spec_decode_num_draft_tokens_total` / `_num_accepted_tokens_total` | counter | draft tokens scored / accepted |
+ * | `pagellm:spec_decode_num_accepted_tokens_per_pos_total{position}` | counter | drafts whose token at position was accepted |
  *
  * and beside them `pagellm:request_time_per_output_token_seconds` (per request), `pagellm:request_queue_time_seconds`,
  * `pagellm:num_preemptions_by_mode_total{mode}`, `pagellm:request_success_total{finished_reason}`,
@@ -53,6 +56,8 @@ export class PrometheusMetrics {
   private readonly requestSuccess: Counter<'finished_reason'>;
   private readonly kvStore: Readonly<Record<'hits' | 'misses' | 'bytesRead' | 'bytesWritten' | 'errors', Counter>>;
   private readonly histograms: ReadonlyMap<HistogramName, Histogram>;
+  /** Speculative decoding's counters, registered at the first snapshot that has them. */
+  private specCounters: { drafts: Counter; draftTokens: Counter; accepted: Counter; perPos: Counter<'position'> } | null = null;
   /** Cumulative engine values already added to each counter (counters only go up by the difference). */
   private readonly seen = new Map<string, number>();
 
@@ -152,6 +157,29 @@ export class PrometheusMetrics {
     for (const [reason, n] of Object.entries(stats.requestsFinished)) {
       this.advance(`finished:${reason}`, this.requestSuccess.labels(reason), n);
     }
+    if (stats.specDecoding !== undefined) this.updateSpecDecoding(stats.specDecoding);
+  }
+
+  /** vLLM's `SpecDecodingProm` counters (vllm/v1/spec_decode/metrics.py) brought up to date. */
+  private updateSpecDecoding(spec: SpecDecodingSnapshot): void {
+    if (this.specCounters === null) {
+      const registers = [this.registry];
+      const counter = (name: string, help: string): Counter => new Counter({ name: `pagellm:${name}`, help, registers });
+      this.specCounters = {
+        drafts: counter(SPEC_DECODE_METRIC_NAMES.numDrafts, 'Speculative drafts verified.'),
+        draftTokens: counter(SPEC_DECODE_METRIC_NAMES.numDraftTokens, 'Draft tokens scored by the target model.'),
+        accepted: counter(SPEC_DECODE_METRIC_NAMES.numAcceptedTokens, 'Draft tokens accepted.'),
+        perPos: new Counter({
+          name: `pagellm:${SPEC_DECODE_METRIC_NAMES.numAcceptedTokensPerPos}`, labelNames: ['position'], registers,
+          help: 'Drafts whose token at this position (0-based) was accepted.',
+        }),
+      };
+    }
+    const c = this.specCounters;
+    this.advance('specDrafts', c.drafts, spec.numDrafts);
+    this.advance('specDraftTokens', c.draftTokens, spec.numDraftTokens);
+    this.advance('specAccepted', c.accepted, spec.numAcceptedTokens);
+    spec.numAcceptedTokensPerPos.forEach((n, i) => this.advance(`specPos:${i}`, c.perPos.labels(String(i)), n));
   }
 
   /** The exposition text (Prometheus text format 0.0.4) and its content type. */

@@ -31,6 +31,11 @@ export const BlockFlag = {
   COMPUTED: 2,
   /** The block's KV was read from the shared KV store (--kv-cache-store) and it still caches that content. */
   FROM_STORE: 4,
+  /**
+   * A compute-tier block in a sequence's table that holds no token yet: reserved for lookahead slots (speculative
+   * decoding's draft tokens, scored before they are kept).
+   */
+  LOOKAHEAD: 8,
 } as const;
 
 /** Which scheduler queue a request is in. */
@@ -217,6 +222,7 @@ export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnaps
           tableIds.push(id ?? -1);
           if (id === null || id < 0 || id >= total) continue;
           if (b.tokenIds.length > tokens[id]) tokens[id] = b.tokenIds.length;
+          if (b.tokenIds.length === 0 && state[id] !== BlockState.SWAPPED) flags[id] |= BlockFlag.LOOKAHEAD;
           const mine = r + 1;
           const o = owner[id];
           if (o === 0) {
@@ -263,7 +269,7 @@ export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnaps
 }
 
 /** The engine figures a snapshot carries. */
-export function snapshotStats(s: EngineStats): SnapshotStats {
+function snapshotStats(s: EngineStats): SnapshotStats {
   return {
     numRunning: s.numRunning, numWaiting: s.numWaiting, numSwapped: s.numSwapped,
     numFreeGpuBlocks: s.numFreeGpuBlocks, numFreeCpuBlocks: s.numFreeCpuBlocks,

@@ -296,6 +296,10 @@ export class BlockGrid {
       }
       if (refCount[id] > 1 && inner >= 4 && !dim) strokeRect(px, w, x0, y0, inner, inner, EDGE);
       if ((flags[id] & BlockFlag.FROM_STORE) !== 0 && !dim) markFromStore(px, w, x0, y0, inner);
+      // Reserved for lookahead slots (speculative decoding): a dotted top edge.
+      if ((flags[id] & BlockFlag.LOOKAHEAD) !== 0 && inner >= 4 && !dim) {
+        for (let x = 0; x < inner; x += 2) px[y0 * w + x0 + x] = EDGE;
+      }
     }
   }
 

@@ -1,0 +1,187 @@
+import { EngineStateError } from './errors.js';
+import type { SampledSequence } from './model-input-builder.js';
+import { RejectionSampler } from './rejection-sampler.js';
+import { logSumExp, processLogits, type Sampler, type SamplerRowOutput, type SamplingRow, type TokenLogprob } from './sampler.js';
+import { SAMPLING_EPS } from './sampling-params.js';
+import { SequenceStatus, type Sequence } from './sequence.js';
+import type { SequenceGroup } from './sequence-group.js';
+import { SpecDecodeBackoff } from './spec-decode-backoff.js';
+import { SpecDecodingStats } from './spec-decoding-stats.js';
+import type { SpecDecodeConfig } from './spec-decode-config.js';
+import type { ProposalRequest, SpeculativeProposer } from './speculative-proposer.js';
+
+/** Options of {@link SpecDecodeWorker}. */
+export interface SpecDecodeWorkerOptions {
+  readonly proposer: SpeculativeProposer;
+  /** Longest sequence (tokens); drafts never run past it. */
+  readonly maxModelLen: number;
+  readonly vocabSize: number;
+  /** The parsed config, kept for inspection. */
+  readonly config: SpecDecodeConfig;
+}
+
+/**
+ * Speculative decoding around the engine's step: before scheduling, {@link proposeDrafts} asks the proposer for the
+ * drafts of every running decode sequence that may speculate (stored in `Sequence.specTokenIds`; the scheduler
+ * reserves lookahead slots for them and the input builder scores them in the same flattened batch); after the
+ * forward pass, {@link sample} verifies each scored draft with the {@link RejectionSampler} and samples the other
+ * rows with the plain {@link Sampler}. Greedy outputs are token for token those of plain decoding; sampled outputs
+ * keep their distribution (draws differ, so a seeded request's text differs).
+ *
+ * Requests that never speculate (their per-row processing depends on the tokens before it, or they need what
+ * verification does not compute): beam search, pooling, repetition / frequency / presence penalties, min_tokens,
+ * logprobs, and structured outputs.
+ *
+ * Mirrors vLLM's `SpecDecodeWorker` (vllm/spec_decode/spec_decode_worker.py) with V1's flow (drafts attached to the
+ * request and scheduled as extra query tokens, vllm/v1/worker/gpu_model_runner.py).
+ */
+export class SpecDecodeWorker {
+  readonly config: SpecDecodeConfig;
+  readonly stats: SpecDecodingStats;
+  readonly backoff: SpecDecodeBackoff;
+  private readonly rejectionSampler = new RejectionSampler();
+  private readonly proposer: SpeculativeProposer;
+  private readonly maxModelLen: number;
+  private readonly vocabSize: number;
+
+  constructor(options: SpecDecodeWorkerOptions) {
+    this.proposer = options.proposer;
+    this.config = options.config;
+    this.maxModelLen = options.maxModelLen;
+    this.vocabSize = options.vocabSize;
+    this.stats = new SpecDecodingStats(options.proposer.numSpeculativeTokens);
+    this.backoff = new SpecDecodeBackoff(options.proposer.numSpeculativeTokens);
+  }
+
+  /** Whether a group's requests may speculate (see the class comment for those that do not). */
+  static canSpeculate(g: SequenceGroup): boolean {
+    const p = g.samplingParams;
+    return g.beamSearch === null && g.poolingParams === null && !p.hasPenalties && p.minTokens === 0 &&
+      p.logprobs === null && p.structuredOutputs === null;
+  }
+
+  /**
+   * Sets the drafts of every running sequence of `groups`: proposals for decoding sequences that may speculate (at
+   * most their backoff length, maxTokens − output − 1 and maxModelLen − length), none for the others.
+   * @throws EngineStateError when the proposer returns the wrong number of proposals, too many tokens or token
+   *   ids outside the vocabulary; whatever the proposer throws.
+   */
+  proposeDrafts(groups: readonly SequenceGroup[]): void {
+    const requests: ProposalRequest[] = [];
+    const owners: Sequence[] = [];
+    for (const g of groups) {
+      const eligible = SpecDecodeWorker.canSpeculate(g);
+      const maxTokens = g.samplingParams.maxTokens ?? Infinity;
+      for (const seq of g.getSeqs(SequenceStatus.RUNNING)) {
+        seq.specTokenIds = [];
+        seq.specTokenProbs = null;
+        if (!eligible || seq.isPrefill()) continue;
+        const room = Math.min(maxTokens - seq.getOutputLen() - 1, this.maxModelLen - seq.getLen());
+        if (room < 1) continue;
+        const n = Math.min(room, this.backoff.numTokensFor(seq.seqId));
+        if (n < 1) continue;
+        requests.push({ seqId: seq.seqId, requestId: g.requestId, tokenIds: seq.getTokenIds(), maxTokens: n });
+        owners.push(seq);
+      }
+    }
+    if (requests.length === 0) return;
+    const proposals = this.proposer.propose(requests);
+    if (proposals.length !== requests.length) {
+      throw new EngineStateError(`the speculative proposer returned ${proposals.length} proposals for ` +
+        `${requests.length} sequences`);
+    }
+    for (let i = 0; i < owners.length; i++) {
+      const { tokenIds, probs } = proposals[i];
+      this.checkDraft(tokenIds, requests[i].maxTokens, probs ?? null);
+      owners[i].specTokenIds = tokenIds;
+      owners[i].specTokenProbs = probs ?? null;
+    }
+  }
+
+  /**
+   * Samples every sampled sequence's rows of `logits` ([rows, vocabSize], the batch's sampleIndices order):
+   * drafts are verified (one result with the accepted tokens and the final token), other rows go to `sampler`.
+   * @param rows one SamplingRow per sampled sequence.
+   */
+  sample(sampler: Sampler, logits: Float32Array, sampled: readonly SampledSequence[],
+    rows: readonly SamplingRow[]): SamplerRowOutput[] {
+    const v = this.vocabSize;
+    const out: SamplerRowOutput[] = [];
+    let r = 0;
+    let i = 0;
+    while (i < sampled.length) {
+      const drafts = sampled[i].draftTokenIds;
+      if (drafts !== undefined && drafts.length > 0) {
+        out.push(this.verify(sampled[i], logits.subarray(r * v, (r + drafts.length + 1) * v), rows[i]));
+        r += drafts.length + 1;
+        i++;
+        continue;
+      }
+      let j = i;
+      while (j < sampled.length && (sampled[j].draftTokenIds?.length ?? 0) === 0) j++;
+      out.push(...sampler.sample(logits.subarray(r * v, (r + j - i) * v), v, rows.slice(i, j)));
+      r += j - i;
+      i = j;
+    }
+    return out;
+  }
+
+  /** Releases the proposer (a draft model's backend). */
+  async close(): Promise<void> {
+    await this.proposer.close?.();
+  }
+
+  /** Forgets a sequence whose blocks were freed (finished, aborted, preempted by recompute). */
+  onSeqFreed(seq: Sequence): void {
+    this.backoff.free(seq.seqId);
+    this.proposer.onSequenceFreed?.(seq.seqId);
+  }
+
+  /**
+   * One sequence's draft of k tokens against its k + 1 rows: each row processed as the Sampler processes it
+   * (logit bias, temperature, top-k/top-p, min-p), then vLLM's rejection sampling. The emitted tokens' logprobs are
+   * those the Sampler would report (log-softmax of the processed row).
+   */
+  private verify(s: SampledSequence, raw: Float32Array, row: SamplingRow): SamplerRowOutput {
+    const v = this.vocabSize;
+    const drafts = s.draftTokenIds!;
+    const k = drafts.length;
+    const greedy = row.params.temperature < SAMPLING_EPS;
+    const x = new Float64Array((k + 1) * v);
+    const lse = new Float64Array(k + 1);
+    for (let i = 0; i <= k; i++) {
+      const xi = x.subarray(i * v, (i + 1) * v);
+      processLogits(raw.subarray(i * v, (i + 1) * v), row, xi);
+      lse[i] = logSumExp(xi);
+      if (!greedy) for (let j = 0; j < v; j++) xi[j] = Math.exp(xi[j] - lse[i]);
+    }
+    const result = this.rejectionSampler.sample({
+      draftTokenIds: drafts, targetProbs: x, draftProbs: greedy ? null : s.draftProbs ?? null, greedy,
+      generator: row.generator,
+    }, v);
+    // x holds processed logits (greedy) or probabilities (random): the logprob is x − lse or log p.
+    const tokens: TokenLogprob[] = result.outputTokenIds.map((id, i) => ({
+      tokenId: id, logprob: greedy ? x[i * v + id] - lse[i] : Math.log(x[i * v + id]), rank: 0,
+    }));
+    this.stats.observeDraft(k, result.numAcceptedTokens);
+    this.backoff.observe(s.seq.seqId, k, result.numAcceptedTokens);
+    this.proposer.onDraftVerified?.(s.seq.seqId, k, result.numAcceptedTokens);
+    return { samples: [tokens[tokens.length - 1]], topLogprobs: [], acceptedTokens: tokens.slice(0, -1) };
+  }
+
+  private checkDraft(tokenIds: readonly number[], maxTokens: number, probs: Float32Array | null): void {
+    if (!Array.isArray(tokenIds) || tokenIds.length > maxTokens) {
+      throw new EngineStateError(`the speculative proposer returned ${tokenIds?.length} draft tokens where at most ` +
+        `${maxTokens} were asked for`);
+    }
+    for (const id of tokenIds) {
+      if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
+        throw new EngineStateError(`the speculative proposer drafted token id ${id}, outside [0, ${this.vocabSize})`);
+      }
+    }
+    if (probs !== null && probs.length < tokenIds.length * this.vocabSize) {
+      throw new EngineStateError(`the speculative proposer's draft probabilities hold ${probs.length} values for ` +
+        `${tokenIds.length} tokens of a ${this.vocabSize}-token vocabulary`);
+    }
+  }
+}
