@@ -295,13 +295,21 @@ async function buildRequests(replicaUrl: string, s: Settings): Promise<Requests>
   }
 }
 
-/** Sends the warm-up requests one after another through HAProxy. @throws Error when one fails. */
+/**
+ * Sends the warm-up requests one after another through HAProxy. A failed one (HAProxy answers 503 while a replica
+ * busy with a long step misses its health checks) is sent again once every replica is UP, up to 5 times.
+ * @throws Error when a warm-up request fails 5 times.
+ */
 async function warmUp(farm: Farm, reqs: Requests): Promise<void> {
   const client = new HttpClient(farm.haproxy.url);
   try {
     for (const [i, r] of reqs.warmUp.entries()) {
-      const res = await sendStreamingRequest(client, -1 - i, r, performance.now());
-      if (!res.success) throw new Error(`warm-up request ${i} failed: ${res.error}`);
+      for (let attempt = 1; ; attempt++) {
+        const res = await sendStreamingRequest(client, -1 - i, r, performance.now());
+        if (res.success) break;
+        if (attempt === 5) throw new Error(`warm-up request ${i} failed ${attempt} times, last: ${res.error}`);
+        await farm.haproxy.waitAllUp(farm.slots.map((x) => x.name));
+      }
     }
   } finally {
     client.close();
