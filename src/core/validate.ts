@@ -19,13 +19,6 @@ export function assertNonNegativeInt(name: string, value: unknown): asserts valu
   }
 }
 
-/** Throws unless `value` is a finite number ≥ 0. */
-export function assertNonNegativeNumber(name: string, value: unknown): asserts value is number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new InvalidArgumentError(`${name} must be a finite number >= 0, got ${describe(value)}`);
-  }
-}
-
 /** Throws unless every element of `tokenIds` is a safe integer in [0, 2^32). */
 export function assertTokenIds(name: string, tokenIds: readonly number[]): void {
   if (!Array.isArray(tokenIds)) {

@@ -2,7 +2,12 @@ import type { PoolingType } from './pooling-params.js';
 import { CacheEngine, makeKvCacheSpec } from '../cache/index.js';
 import { initHashing } from '../core/index.js';
 import { createBackend, type BackendKind, type KvCacheDType } from '../kernels/index.js';
+import { RedisKvBlockStore } from '../cache/redis-kv-block-store.js';
+import type { KvCacheSpec } from '../cache/index.js';
+import type { ModelSource } from '../model/model-source.js';
 import { loadModel } from '../model/load-model.js';
+import { kvStoreModelIdentity } from './kv-store-identity.js';
+import type { LLMEngineOptions } from './llm-engine.js';
 import { EngineConfigError } from './errors.js';
 import { LLMEngine } from './llm-engine.js';
 import type { PreemptionMode, SchedulingPolicy } from './scheduler-config.js';
@@ -56,6 +61,17 @@ export interface EngineArgs {
   readonly backend?: BackendKind;
   /** Kernel threads, the calling thread included (default: the number of cores). */
   readonly threads?: number;
+  /**
+   * A shared KV store, `redis://host:port[/db]` (Redis or Valkey): replicas with the same model and KV layout write
+   * computed prompt blocks there and read each other's on a prefix-cache miss (needs prefix caching).
+   */
+  readonly kvCacheStore?: string;
+  /** Bytes of KV-store writes that may wait for the store; a write past it is skipped (default 64 MiB). */
+  readonly kvCacheStoreQueueBytes?: number;
+  /** ms a store lookup plus fetch may take before the prompt is computed instead, plus 100 ms per MB (default 200). */
+  readonly kvCacheStoreTimeout?: number;
+  /** Where the KV store's warning lines go (default: stderr). */
+  readonly kvCacheStoreLog?: (line: string) => void;
   /**
    * Speculative decoding (vLLM's `speculative_config`): the `--speculative-config` JSON text, the object it parses
    * to, or a parsed config. Absent: no speculation.
@@ -128,11 +144,13 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
     }
     const numCpuBlocks = Math.floor(swapSpace / blockBytes);
     const cacheEngine = new CacheEngine(spec, backend, { numGpuBlocks, numCpuBlocks });
+    const kvStore = await kvStoreOptions(args, loaded.source, spec);
     const speculativeProposer = args.speculativeProposer ?? (draft === null || specConfig === undefined ? undefined
       : createDraftModelProposer(draft, backend, {
         numSpeculativeTokens: specConfig.numSpeculativeTokens, blockSize, cacheDtype, numBlocks: numGpuBlocks,
       }));
     return new LLMEngine({
+      kvStore,
       model: loaded.model,
       tokenizer: loaded.source.tokenizer,
       cacheEngine,
@@ -158,6 +176,31 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
     await backend.close();
     throw e;
   }
+}
+
+/**
+ * The engine's shared-KV-store options from the args: a Redis client and the model identity, or undefined without
+ * `kvCacheStore`. @throws EngineConfigError for a bad URL, queue budget or timeout, or a store without prefix caching.
+ */
+async function kvStoreOptions(args: EngineArgs, source: ModelSource, spec: KvCacheSpec): Promise<LLMEngineOptions['kvStore']> {
+  if (args.kvCacheStore === undefined) return undefined;
+  if (args.enablePrefixCaching === false) {
+    throw new EngineConfigError('kvCacheStore needs prefix caching (fetched blocks enter the prefix cache): enable it');
+  }
+  const timeoutMs = args.kvCacheStoreTimeout ?? 200;
+  if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
+    throw new EngineConfigError(`kvCacheStoreTimeout must be a non-negative number of ms, got ${timeoutMs}`);
+  }
+  const log = args.kvCacheStoreLog ?? ((line: string): void => void process.stderr.write(`${line}\n`));
+  let store: RedisKvBlockStore;
+  try {
+    store = new RedisKvBlockStore({
+      url: args.kvCacheStore, queueBytes: args.kvCacheStoreQueueBytes, onConnectionChange: (_up, line) => log?.(line),
+    });
+  } catch (e) {
+    throw new EngineConfigError((e as Error).message, { cause: e });
+  }
+  return { store, modelIdentity: await kvStoreModelIdentity(source, spec), timeoutMs, log };
 }
 
 /** A parsed speculative config as given, or the one its JSON text / snake_case object parses to. */

@@ -8,6 +8,7 @@ import { createSequenceDetokenizer } from './detokenizer.js';
 import {
   EngineConfigError, EngineStateError, InvalidRequestError, SamplingParamsError, StepFailedError,
 } from './errors.js';
+import { KvStoreConnector, type KvStoreConnectorOptions } from './kv-store-connector.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import { ModelInputBuilder, type SampledSequence } from './model-input-builder.js';
 import { OutputProcessor } from './output-processor.js';
@@ -68,6 +69,8 @@ export interface LLMEngineOptions {
   readonly speculativeProposer?: SpeculativeProposer;
   /** Called once by {@link LLMEngine.close} (e.g. to stop the kernel backend's threads). */
   readonly onClose?: () => Promise<void>;
+  /** A shared KV store replicas read prefix blocks from and write computed blocks to (needs prefix caching). */
+  readonly kvStore?: Omit<KvStoreConnectorOptions, 'blockManager' | 'cacheEngine' | 'metrics' | 'getBlockTable'>;
 }
 
 /** A monotonic clock in ms. */
@@ -108,6 +111,8 @@ export class LLMEngine {
   readonly structuredOutputManager: StructuredOutputManager;
   /** Pooling defaults of {@link addPoolingRequest}. */
   readonly poolerConfig: PoolerConfig;
+  /** The shared KV tier's connector, when the engine was given a store. */
+  readonly kvStoreConnector: KvStoreConnector | null;
   /** Speculative decoding's proposer, verification and counters; null without speculation. */
   readonly specDecodeWorker: SpecDecodeWorker | null;
 
@@ -175,10 +180,12 @@ export class LLMEngine {
       newSeqId: () => this.nextSeqId++, decode: (ids) => this.tokenizer.decode(ids),
       structuredOutputManager: this.structuredOutputManager,
     });
+    this.kvStoreConnector = this.makeKvStoreConnector(options.kvStore);
     this.specDecodeWorker = makeSpecDecodeWorker(options, this.schedulerConfig.maxModelLen, config);
     this.scheduler = new Scheduler(this.schedulerConfig, this.blockManager, {
       blockSize: this.blockSize, numGpuBlocks: this.cacheEngine.numGpuBlocks,
       enablePrefixCaching: this.enablePrefixCaching, outputProcessor: this.outputProcessor,
+      kvStoreGate: this.kvStoreConnector ?? undefined,
       onFreeSeq: this.specDecodeWorker === null ? undefined : (seq) => this.specDecodeWorker!.onSeqFreed(seq),
     });
     this.inputBuilder = new ModelInputBuilder({
@@ -197,6 +204,18 @@ export class LLMEngine {
     this.onClose = options.onClose;
     this.poolerConfig = resolvePoolerConfig(options.poolerConfig);
     this.pooler = new Pooler(config.dim);
+  }
+
+  /** @throws EngineConfigError for a store without prefix caching (fetched blocks enter the prefix cache). */
+  private makeKvStoreConnector(kvStore: LLMEngineOptions['kvStore']): KvStoreConnector | null {
+    if (kvStore === undefined) return null;
+    if (!this.enablePrefixCaching) {
+      throw new EngineConfigError('a shared KV store (kvCacheStore) needs prefix caching: enable it');
+    }
+    return new KvStoreConnector({
+      ...kvStore, blockManager: this.blockManager, cacheEngine: this.cacheEngine, metrics: this.metrics,
+      getBlockTable: (seq) => this.scheduler.getBlockTable(seq),
+    });
   }
 
   /** Blocks in the compute tier / the swap tier. */
@@ -323,6 +342,7 @@ export class LLMEngine {
     if (this.closed) return;
     this.closed = true;
     for (const id of this.outputProcessor.getRequestIds()) this.abortRequest(id);
+    await this.kvStoreConnector?.close();
     await this.specDecodeWorker?.close();
     await this.onClose?.();
   }
@@ -359,6 +379,7 @@ export class LLMEngine {
         this.executeCacheOperations(schedulerOutputs);
         const { batch, sampled, pooled } = this.inputBuilder.build(schedulerOutputs.scheduledSeqGroups);
         const { logits, hiddenStates } = this.model.forwardWithHiddenStates(batch, this.cacheEngine.gpuCache);
+        this.kvStoreConnector?.saveComputedBlocks(schedulerOutputs.scheduledSeqGroups);
         const samplerOutput = { ...this.sample(sampled, logits), pooled: this.pooler.pool(pooled, hiddenStates) };
         outputs.push(...this.scheduler.updateFromOutput(schedulerOutputs, samplerOutput));
       } catch (e) {
@@ -371,6 +392,7 @@ export class LLMEngine {
 
   /** A snapshot of the engine's queues, KV usage and counters. */
   getStats(): EngineStats {
+    this.kvStoreConnector?.syncCounters();
     const stats = this.metrics.snapshot({
       ...this.scheduler.makeStats(), numGpuBlocks: this.numGpuBlocks, numCpuBlocks: this.numCpuBlocks,
     });
