@@ -13,7 +13,7 @@
  * (b) `--part ngram`: single-stream tokens/s and acceptance with and without n-gram speculation on stories260K
  *     (see {@link runNgramPart}).
  *
- * Run: npx tsx bench/speculative.ts [--part score,ngram] [--threads 2] [--dtypes q8_0,f32] [--batches 1,16]
+ * Run: [NODE_OPTIONS=--experimental-wasm-relaxed-simd] npx tsx bench/speculative.ts [--part score,ngram] [--threads 2] [--dtypes q8_0,f32] [--batches 1,16]
  *   [--ks 1,2,4,5,8] [--context 128] [--steps 5] [--rounds 5] [--block-size 16] [--profile] [--fresh]
  * The random GGUFs are shared with bench/forward.ts (os.tmpdir()/pagellm-bench-smollm2-135m-<dtype>.gguf).
  */
@@ -158,7 +158,8 @@ async function runScorePart(): Promise<void> {
           maxPositions: 4096, profile: args.profile,
         },
       });
-      console.log(`\n${dtype}: ${(weightBytes / 1e6).toFixed(1)} MB of weights`);
+      const simd = 'simd' in backend ? ` (${String(backend.simd)} SIMD kernels)` : '';
+      console.log(`\n${dtype}: ${(weightBytes / 1e6).toFixed(1)} MB of weights${simd}`);
       console.log('batch | tokens scored/seq | ms/step | × (1 token) | CPU ms/step | × (1 token) | scored tokens/s');
       for (const batch of batches) {
         const r = scoreStepTimes(backend, model, batch, ks);
