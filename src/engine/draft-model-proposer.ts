@@ -45,11 +45,11 @@ interface DraftWork {
 }
 
 /**
- * Speculative decoding with a smaller model that shares the target's tokenizer (vLLM's `draft_model` method,
- * vllm/v1/spec_decode/draft_model.py over the EAGLE-style proposer loop): each step it runs k greedy steps of the
- * draft model for every sequence asked, batched — one forward over each sequence's tokens the draft has not seen
- * yet (the last accepted token, or the whole prompt the first time), then k − 1 one-token decodes — and proposes
- * the k argmax tokens. Drafts are point masses (`probs` null): the rejection sampler then keeps greedy outputs
+ * Speculative decoding with a smaller model that shares the target's tokenizer (vLLM's draft-model method; the
+ * k-step draft loop mirrors vLLM's `MultiStepWorker`, vllm/spec_decode/multi_step_worker.py): each step it runs
+ * k greedy steps of the draft model for every sequence asked, batched — one forward over each sequence's tokens the
+ * draft has not seen yet (the last accepted token, or the whole prompt the first time), then k − 1 one-token
+ * decodes — and proposes the k argmax tokens. Drafts are point masses (`probs` null): the rejection sampler then keeps greedy outputs
  * identical and sampled outputs distributed exactly as without speculation.
  *
  * KV design: the draft has its own {@link CacheEngine} (its own layer shapes) and its own block allocator over it;
@@ -122,8 +122,8 @@ export class DraftModelProposer implements SpeculativeProposer {
    * Up to min(k, request.maxTokens) greedy draft tokens per request, in order. A request gets none when its tokens
    * run past the draft model's positions or its blocks do not fit the draft cache (even after dropping the draft KV
    * of sequences not in this call).
-   * @throws RangeError for an empty token list or a token id outside the draft's vocabulary; the forward pass's
-   *   errors.
+   * @throws RangeError for an empty token list; the forward pass's errors (ForwardBatchError for a token id outside
+   *   the draft's vocabulary).
    */
   propose(requests: readonly ProposalRequest[]): Proposal[] {
     const out: Proposal[] = requests.map(() => ({ tokenIds: [] }));
