@@ -149,6 +149,7 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
     const speculativeProposer = args.speculativeProposer ?? (draft === null || specConfig === undefined ? undefined
       : createDraftModelProposer(draft, backend, {
         numSpeculativeTokens: specConfig.numSpeculativeTokens, blockSize, cacheDtype, numBlocks: numGpuBlocks,
+        maxChunkTokens: args.maxNumBatchedTokens ?? 512,
       }));
     return new LLMEngine({
       kvStore,

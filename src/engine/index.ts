@@ -6,7 +6,7 @@
  */
 export {
   EngineError, SamplingParamsError, EngineConfigError, DuplicateRequestError, InvalidRequestError, EngineStateError,
-  RequestAbortedError, StepFailedError, StructuredOutputError, SpeculativeConfigError,
+  RequestAbortedError, StepFailedError, StructuredOutputError, SpeculativeConfigError, DraftModelMismatchError,
 } from './errors.js';
 export {
   SamplingParams, SamplingType, RequestOutputKind, SAMPLING_EPS, type SamplingParamsInit,
@@ -70,3 +70,7 @@ export { LLM, type LLMOptions, type GenerateOptions, type EmbeddingOutput } from
 export {
   NgramSpeculativeProposer, createSpeculativeProposer, type SpeculativeProposer, type ProposalRequest, type Proposal,
 } from './speculative-proposer.js';
+export {
+  DraftModelProposer, checkDraftModelCompatible, type DraftModelProposerOptions, type SpeculationTarget,
+} from './draft-model-proposer.js';
+export { loadDraftModel, createDraftModelProposer, draftBlockBytes, type LoadDraftModelOptions } from './draft-model-loader.js';
