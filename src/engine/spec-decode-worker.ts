@@ -40,6 +40,8 @@ export class SpecDecodeWorker {
   readonly stats: SpecDecodingStats;
   readonly backoff: SpecDecodeBackoff;
   private readonly rejectionSampler = new RejectionSampler();
+  /** Scratch for the processed rows of one verification, grown as needed. */
+  private rows = new Float64Array(0);
   private readonly proposer: SpeculativeProposer;
   private readonly maxModelLen: number;
   private readonly vocabSize: number;
@@ -147,7 +149,8 @@ export class SpecDecodeWorker {
     const drafts = s.draftTokenIds!;
     const k = drafts.length;
     const greedy = row.params.temperature < SAMPLING_EPS;
-    const x = new Float64Array((k + 1) * v);
+    if (this.rows.length < (k + 1) * v) this.rows = new Float64Array((k + 1) * v);
+    const x = this.rows.subarray(0, (k + 1) * v);
     const lse = new Float64Array(k + 1);
     for (let i = 0; i <= k; i++) {
       const xi = x.subarray(i * v, (i + 1) * v);
