@@ -23,10 +23,9 @@ import { resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit 
 import { Sequence } from './sequence.js';
 import { SequenceGroup } from './sequence-group.js';
 import { StructuredOutputManager } from './structured-output-manager.js';
-import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode-config.js';
-import { SpecDecodeWorker } from './spec-decode-worker.js';
-import { createSpeculativeProposer, type SpeculativeProposer } from './speculative-proposer.js';
-import type { ModelConfig } from '../model/model-config.js';
+import type { SpecDecodeConfig } from './spec-decode-config.js';
+import { createSpecDecodeWorker, type SpecDecodeWorker } from './spec-decode-worker.js';
+import type { SpeculativeProposer } from './speculative-proposer.js';
 
 /** A prompt: text (tokenized by the engine) or token ids (with the text they came from, if known). */
 export type PromptInput = string | { readonly promptTokenIds: readonly number[]; readonly prompt?: string };
@@ -175,7 +174,8 @@ export class LLMEngine {
       newSeqId: () => this.nextSeqId++, decode: (ids) => this.tokenizer.decode(ids),
       structuredOutputManager: this.structuredOutputManager,
     });
-    this.specDecodeWorker = makeSpecDecodeWorker(options, this.schedulerConfig.maxModelLen, config);
+    this.specDecodeWorker = options.speculativeConfig === undefined ? null : createSpecDecodeWorker(
+      options.speculativeConfig, this.schedulerConfig.maxModelLen, config, options.speculativeProposer);
     this.scheduler = new Scheduler(this.schedulerConfig, this.blockManager, {
       blockSize: this.blockSize, numGpuBlocks: this.cacheEngine.numGpuBlocks,
       enablePrefixCaching: this.enablePrefixCaching, outputProcessor: this.outputProcessor,
@@ -436,7 +436,8 @@ export class LLMEngine {
     const masks = this.structuredOutputManager.grammarBitmask(sampled);
     const rows = sampled.map((s, i) => this.samplingRowOf(s, masks[i]));
     const results = sampled.length === 0 ? []
-      : this.specDecodeWorker !== null ? this.specDecodeWorker.sample(this.sampler, logits, sampled, rows)
+      : this.specDecodeWorker !== null ? this.specDecodeWorker.sample(this.sampler, logits, sampled, rows,
+        (s) => this.structuredOutputManager.draftBitmasks(s.seqGroup.requestId, s.seq, s.draftTokenIds!))
         : this.sampler.sample(logits, this.vocabSize, rows);
     return { sampled, results, time: now() };
   }
@@ -478,20 +479,3 @@ export class LLMEngine {
   }
 }
 
-/**
- * The speculative-decoding worker an engine's options ask for, or null without `speculativeConfig`.
- * @throws SpeculativeConfigError for a malformed config; EngineConfigError when it cannot be served (see
- *   createSpeculativeProposer; a sliding-window model).
- */
-function makeSpecDecodeWorker(options: LLMEngineOptions, maxModelLen: number,
-  config: ModelConfig): SpecDecodeWorker | null {
-  const spec = options.speculativeConfig;
-  if (spec === undefined) return null;
-  const parsed: SpecDecodeConfig = typeof spec === 'string' || !('numSpeculativeTokens' in spec)
-    ? parseSpeculativeConfig(spec) : spec as SpecDecodeConfig;
-  if (config.slidingWindow !== undefined && config.slidingWindow !== null) {
-    throw new EngineConfigError('speculative decoding is not supported with a sliding-window model');
-  }
-  const proposer = createSpeculativeProposer(parsed, maxModelLen, options.speculativeProposer);
-  return new SpecDecodeWorker({ proposer, maxModelLen, vocabSize: config.vocabSize, config: parsed });
-}

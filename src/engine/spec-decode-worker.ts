@@ -1,4 +1,5 @@
-import { EngineStateError } from './errors.js';
+import { EngineConfigError, EngineStateError } from './errors.js';
+import type { ModelConfig } from '../model/model-config.js';
 import type { SampledSequence } from './model-input-builder.js';
 import { RejectionSampler } from './rejection-sampler.js';
 import { logSumExp, processLogits, type Sampler, type SamplerRowOutput, type SamplingRow, type TokenLogprob } from './sampler.js';
@@ -7,8 +8,8 @@ import { SequenceStatus, type Sequence } from './sequence.js';
 import type { SequenceGroup } from './sequence-group.js';
 import { SpecDecodeBackoff } from './spec-decode-backoff.js';
 import { SpecDecodingStats } from './spec-decoding-stats.js';
-import type { SpecDecodeConfig } from './spec-decode-config.js';
-import type { ProposalRequest, SpeculativeProposer } from './speculative-proposer.js';
+import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode-config.js';
+import { createSpeculativeProposer, type ProposalRequest, type SpeculativeProposer } from './speculative-proposer.js';
 
 /** Options of {@link SpecDecodeWorker}. */
 export interface SpecDecodeWorkerOptions {
@@ -29,8 +30,9 @@ export interface SpecDecodeWorkerOptions {
  * keep their distribution (draws differ, so a seeded request's text differs).
  *
  * Requests that never speculate (their per-row processing depends on the tokens before it, or they need what
- * verification does not compute): beam search, pooling, repetition / frequency / presence penalties, min_tokens,
- * logprobs, and structured outputs.
+ * verification does not compute): beam search, pooling, repetition / frequency / presence penalties, min_tokens and
+ * logprobs. Structured outputs do: each row is masked by the grammar's state after the drafts before it
+ * (`draftMasks`), so a draft token the grammar refuses is never accepted.
  *
  * Mirrors vLLM's `SpecDecodeWorker` (vllm/spec_decode/spec_decode_worker.py) with V1's flow (drafts attached to the
  * request and scheduled as extra query tokens, vllm/v1/worker/gpu_model_runner.py).
@@ -59,7 +61,7 @@ export class SpecDecodeWorker {
   static canSpeculate(g: SequenceGroup): boolean {
     const p = g.samplingParams;
     return g.beamSearch === null && g.poolingParams === null && !p.hasPenalties && p.minTokens === 0 &&
-      p.logprobs === null && p.structuredOutputs === null;
+      p.logprobs === null;
   }
 
   /**
@@ -104,9 +106,11 @@ export class SpecDecodeWorker {
    * Samples every sampled sequence's rows of `logits` ([rows, vocabSize], the batch's sampleIndices order):
    * drafts are verified (one result with the accepted tokens and the final token), other rows go to `sampler`.
    * @param rows one SamplingRow per sampled sequence.
+   * @param draftMasks the grammar bitmasks of a speculating sequence's k + 1 rows (null: unconstrained); see
+   *   StructuredOutputManager.draftBitmasks.
    */
-  sample(sampler: Sampler, logits: Float32Array, sampled: readonly SampledSequence[],
-    rows: readonly SamplingRow[]): SamplerRowOutput[] {
+  sample(sampler: Sampler, logits: Float32Array, sampled: readonly SampledSequence[], rows: readonly SamplingRow[],
+    draftMasks: (s: SampledSequence) => Int32Array[] | null = () => null): SamplerRowOutput[] {
     const v = this.vocabSize;
     const out: SamplerRowOutput[] = [];
     let r = 0;
@@ -114,7 +118,8 @@ export class SpecDecodeWorker {
     while (i < sampled.length) {
       const drafts = sampled[i].draftTokenIds;
       if (drafts !== undefined && drafts.length > 0) {
-        out.push(this.verify(sampled[i], logits.subarray(r * v, (r + drafts.length + 1) * v), rows[i]));
+        const masks = draftMasks(sampled[i]);
+        out.push(this.verify(sampled[i], logits.subarray(r * v, (r + drafts.length + 1) * v), rows[i], masks));
         r += drafts.length + 1;
         i++;
         continue;
@@ -141,10 +146,10 @@ export class SpecDecodeWorker {
 
   /**
    * One sequence's draft of k tokens against its k + 1 rows: each row processed as the Sampler processes it
-   * (logit bias, temperature, top-k/top-p, min-p), then vLLM's rejection sampling. The emitted tokens' logprobs are
+   * (row i under masks[i] when constrained, logit bias, temperature, top-k/top-p, min-p), then vLLM's rejection sampling. The emitted tokens' logprobs are
    * those the Sampler would report (log-softmax of the processed row).
    */
-  private verify(s: SampledSequence, raw: Float32Array, row: SamplingRow): SamplerRowOutput {
+  private verify(s: SampledSequence, raw: Float32Array, row: SamplingRow, masks: Int32Array[] | null): SamplerRowOutput {
     const v = this.vocabSize;
     const drafts = s.draftTokenIds!;
     const k = drafts.length;
@@ -154,7 +159,7 @@ export class SpecDecodeWorker {
     const lse = new Float64Array(k + 1);
     for (let i = 0; i <= k; i++) {
       const xi = x.subarray(i * v, (i + 1) * v);
-      processLogits(raw.subarray(i * v, (i + 1) * v), row, xi);
+      processLogits(raw.subarray(i * v, (i + 1) * v), masks === null ? row : { ...row, tokenBitmask: masks[i] }, xi);
       lse[i] = logSumExp(xi);
       if (!greedy) for (let j = 0; j < v; j++) xi[j] = Math.exp(xi[j] - lse[i]);
     }
@@ -187,4 +192,23 @@ export class SpecDecodeWorker {
         `${tokenIds.length} tokens of a ${this.vocabSize}-token vocabulary`);
     }
   }
+}
+
+/**
+ * The worker for an engine's `speculativeConfig` (JSON text, its snake_case object, or a parsed config).
+ * @param proposer an injected proposer (required for draft_model).
+ * @throws SpeculativeConfigError for a malformed config; EngineConfigError when it cannot be served (a draft model
+ *   without a proposer, a proposer of another draft length, a sliding-window model).
+ */
+export function createSpecDecodeWorker(spec: SpecDecodeConfig | string | Readonly<Record<string, unknown>>,
+  maxModelLen: number, config: ModelConfig, proposer?: SpeculativeProposer): SpecDecodeWorker {
+  const parsed: SpecDecodeConfig = typeof spec === 'string' || !('numSpeculativeTokens' in spec)
+    ? parseSpeculativeConfig(spec) : spec as SpecDecodeConfig;
+  if (config.slidingWindow !== undefined && config.slidingWindow !== null) {
+    throw new EngineConfigError('speculative decoding is not supported with a sliding-window model');
+  }
+  return new SpecDecodeWorker({
+    proposer: createSpeculativeProposer(parsed, maxModelLen, proposer), maxModelLen, vocabSize: config.vocabSize,
+    config: parsed,
+  });
 }
