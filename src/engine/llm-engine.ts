@@ -345,13 +345,14 @@ export class LLMEngine {
    * Runs one iteration — schedule, cache operations, forward, sample and pool, update — and returns the outputs of
    * the requests that produced a token, finished, or were dropped in this step (dropped ones first).
    * @throws EngineStateError once the engine is closed; StepFailedError when anything after scheduling throws (cache
-   *   operations, the forward pass, sampling, the update): the batch's requests are then aborted and their blocks
+   *   operations, the forward pass, sampling, the update; or the speculative proposer, which fails the running
+   *   requests): the batch's requests are then aborted and their blocks
    *   freed before the error is thrown, so the engine stays consistent and later steps serve the other requests.
    */
   step(): RequestOutput[] {
     if (this.closed) throw new EngineStateError('the engine is closed');
     const t0 = now();
-    this.specDecodeWorker?.proposeDrafts(this.scheduler.running);
+    this.proposeDrafts();
     const schedulerOutputs = this.schedule(t0);
     const outputs = this.scheduler.finishIgnoredSeqGroups(schedulerOutputs, t0);
     if (schedulerOutputs.scheduledSeqGroups.length > 0) {
@@ -374,14 +375,8 @@ export class LLMEngine {
     const stats = this.metrics.snapshot({
       ...this.scheduler.makeStats(), numGpuBlocks: this.numGpuBlocks, numCpuBlocks: this.numCpuBlocks,
     });
-    const spec = this.specDecodeWorker?.stats;
-    return spec === undefined ? stats : {
-      ...stats,
-      specDecoding: {
-        numDrafts: spec.numDrafts, numDraftTokens: spec.numDraftTokens, numAcceptedTokens: spec.numAcceptedTokens,
-        numAcceptedTokensPerPos: [...spec.numAcceptedTokensPerPos],
-      },
-    };
+    const specDecoding = this.specDecodeWorker?.snapshot();
+    return specDecoding === undefined ? stats : { ...stats, specDecoding };
   }
 
   /** The scheduler's decision for this step, with its preemption, swap, copy and prefix-cache counts recorded. */
@@ -419,9 +414,14 @@ export class LLMEngine {
    * the cache and no later request reuses KV the step may have left half written.
    */
   private failBatch(so: SchedulerOutputs, cause: unknown): StepFailedError {
+    return this.failGroups(so.scheduledSeqGroups.map((s) => s.seqGroup), cause);
+  }
+
+  /** {@link failBatch} for any groups (the running ones, when their drafts could not be proposed). */
+  private failGroups(groups: readonly SequenceGroup[], cause: unknown): StepFailedError {
     const requestIds: string[] = [];
-    for (const s of so.scheduledSeqGroups) {
-      const id = s.seqGroup.requestId;
+    for (const g of groups) {
+      const id = g.requestId;
       if (requestIds.includes(id)) continue;
       requestIds.push(id);
       this.abortRequest(id);
@@ -429,6 +429,16 @@ export class LLMEngine {
     const reason = cause instanceof Error ? cause.message : String(cause);
     return new StepFailedError(`the step computing requests ${requestIds.join(', ')} failed and they were aborted: ` +
       `${reason}`, requestIds, { cause });
+  }
+
+  /** Speculative decoding: the running sequences' drafts; a proposer that throws fails the running requests. */
+  private proposeDrafts(): void {
+    if (this.specDecodeWorker === null) return;
+    try {
+      this.specDecodeWorker.proposeDrafts(this.scheduler.running);
+    } catch (e) {
+      throw this.failGroups([...this.scheduler.running], e);
+    }
   }
 
   /** Samples one row per sampled sequence from the step's logits, each under its grammar's bitmask if it has one. */

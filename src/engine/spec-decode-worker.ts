@@ -1,5 +1,6 @@
 import { EngineConfigError, EngineStateError } from './errors.js';
 import type { ModelConfig } from '../model/model-config.js';
+import type { SpecDecodingSnapshot } from './metrics.js';
 import type { SampledSequence } from './model-input-builder.js';
 import { RejectionSampler } from './rejection-sampler.js';
 import { logSumExp, processLogits, rankOf, topKIds, type Sampler, type SamplerRowOutput, type SamplingRow, type TokenLogprob } from './sampler.js';
@@ -129,6 +130,15 @@ export class SpecDecodeWorker {
       i = j;
     }
     return out;
+  }
+
+  /** The counters now, as EngineStats carries them. */
+  snapshot(): SpecDecodingSnapshot {
+    const s = this.stats;
+    return {
+      numDrafts: s.numDrafts, numDraftTokens: s.numDraftTokens, numAcceptedTokens: s.numAcceptedTokens,
+      numAcceptedTokensPerPos: [...s.numAcceptedTokensPerPos],
+    };
   }
 
   /** Releases the proposer (a draft model's backend). */
