@@ -103,6 +103,24 @@ describe('speculative decoding (n-gram) on stories260K', () => {
     expectClean(engine);
   });
 
+  it('blocks filled by accepted tokens are prefix-cached with the right KV', () => {
+    // A second request whose prompt is the first one's prompt and output reuses the blocks speculation filled.
+    const tokenizer = stories.loaded.source.tokenizer;
+    const prompts = PROMPTS.slice(0, 4).map((p, i) => ({ promptTokenIds: [...tokenizer.encode(p), ...reference[i]] }));
+    const expected = runAll(makeEngine(stories, { enablePrefixCaching: false }), prompts, GREEDY);
+    for (const blockSize of [1, 4, 16]) {
+      const engine = speculating({ blockSize });
+      generateAll(engine, PROMPTS.slice(0, 4), GREEDY);
+      const hitsBefore = engine.getStats().prefixCacheHits;
+      expect(runAll(engine, prompts, GREEDY)).toEqual(expected);
+      const hits = engine.getStats().prefixCacheHits - hitsBefore;
+      // Every full block of prompt + output (all but the last token's) is found.
+      const fullBlocks = prompts.reduce((a, p) => a + Math.floor((p.promptTokenIds.length - 1) / blockSize), 0);
+      expect(hits).toBeGreaterThanOrEqual(fullBlocks * blockSize - 4 * blockSize);
+      expectClean(engine);
+    }
+  });
+
   it('forced preemption by recompute changes nothing', () => {
     const engine = speculating({ numGpuBlocks: 24, scheduler: { preemptionMode: 'recompute' } });
     expect(generateAll(engine, PROMPTS, GREEDY)).toEqual(reference);
