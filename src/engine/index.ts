@@ -1,8 +1,8 @@
 /**
  * pagellm engine: requests, sequences, sampling parameters and the sampler, the scheduler (continuous batching,
  * chunked prefill, preemption by recompute and swap, prefix-cache-aware budgets), LLMEngine, AsyncLLMEngine, the
- * offline LLM class, beam search, metrics, and speculative decoding's n-gram proposer, rejection sampler and
- * counters. Sits above model/, cache/, kernels/ and core/.
+ * offline LLM class, beam search, metrics, and speculative decoding (proposers, the spec-decode worker, rejection
+ * sampler, backoff and counters). Sits above model/, cache/, kernels/ and core/.
  */
 export {
   EngineError, SamplingParamsError, EngineConfigError, DuplicateRequestError, InvalidRequestError, EngineStateError,
@@ -67,6 +67,8 @@ export {
 export { createLLMEngine, DEFAULT_KV_CACHE_MEMORY, type EngineArgs } from './engine-args.js';
 export { AsyncLLMEngine, type AsyncGenerateOptions } from './async-llm-engine.js';
 export { LLM, type LLMOptions, type GenerateOptions, type EmbeddingOutput } from './llm.js';
+export { SpecDecodeWorker, type SpecDecodeWorkerOptions } from './spec-decode-worker.js';
+export { SpecDecodeBackoff, MAX_SPEC_PAUSE } from './spec-decode-backoff.js';
 export {
   NgramSpeculativeProposer, createSpeculativeProposer, type SpeculativeProposer, type ProposalRequest, type Proposal,
 } from './speculative-proposer.js';

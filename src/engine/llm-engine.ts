@@ -25,10 +25,9 @@ import { resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit 
 import { Sequence } from './sequence.js';
 import { SequenceGroup } from './sequence-group.js';
 import { StructuredOutputManager } from './structured-output-manager.js';
-import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode-config.js';
-import { SpecDecodeWorker } from './spec-decode-worker.js';
-import { createSpeculativeProposer, type SpeculativeProposer } from './speculative-proposer.js';
-import type { ModelConfig } from '../model/model-config.js';
+import type { SpecDecodeConfig } from './spec-decode-config.js';
+import { createSpecDecodeWorker, type SpecDecodeWorker } from './spec-decode-worker.js';
+import type { SpeculativeProposer } from './speculative-proposer.js';
 
 /** A prompt: text (tokenized by the engine) or token ids (with the text they came from, if known). */
 export type PromptInput = string | { readonly promptTokenIds: readonly number[]; readonly prompt?: string };
@@ -187,7 +186,8 @@ export class LLMEngine {
       blockManager: this.blockManager, cacheEngine: this.cacheEngine, metrics: this.metrics,
       getBlockTable: (seq) => this.scheduler.getBlockTable(seq),
     });
-    this.specDecodeWorker = makeSpecDecodeWorker(options, this.schedulerConfig.maxModelLen, config);
+    this.specDecodeWorker = options.speculativeConfig === undefined ? null : createSpecDecodeWorker(
+      options.speculativeConfig, this.schedulerConfig.maxModelLen, config, options.speculativeProposer);
     this.scheduler = new Scheduler(this.schedulerConfig, this.blockManager, {
       blockSize: this.blockSize, numGpuBlocks: this.cacheEngine.numGpuBlocks,
       enablePrefixCaching: this.enablePrefixCaching, outputProcessor: this.outputProcessor,
@@ -359,13 +359,14 @@ export class LLMEngine {
    * Runs one iteration — schedule, cache operations, forward, sample and pool, update — and returns the outputs of
    * the requests that produced a token, finished, or were dropped in this step (dropped ones first).
    * @throws EngineStateError once the engine is closed; StepFailedError when anything after scheduling throws (cache
-   *   operations, the forward pass, sampling, the update): the batch's requests are then aborted and their blocks
+   *   operations, the forward pass, sampling, the update; or the speculative proposer, which fails the running
+   *   requests): the batch's requests are then aborted and their blocks
    *   freed before the error is thrown, so the engine stays consistent and later steps serve the other requests.
    */
   step(): RequestOutput[] {
     if (this.closed) throw new EngineStateError('the engine is closed');
     const t0 = now();
-    this.specDecodeWorker?.proposeDrafts(this.scheduler.running);
+    this.proposeDrafts();
     const schedulerOutputs = this.schedule(t0);
     const outputs = this.scheduler.finishIgnoredSeqGroups(schedulerOutputs, t0);
     this.idleForKvStore = schedulerOutputs.scheduledSeqGroups.length === 0 && this.scheduler.numHeldForKvStore > 0;
@@ -399,14 +400,8 @@ export class LLMEngine {
     const stats = this.metrics.snapshot({
       ...this.scheduler.makeStats(), numGpuBlocks: this.numGpuBlocks, numCpuBlocks: this.numCpuBlocks,
     });
-    const spec = this.specDecodeWorker?.stats;
-    return spec === undefined ? stats : {
-      ...stats,
-      specDecoding: {
-        numDrafts: spec.numDrafts, numDraftTokens: spec.numDraftTokens, numAcceptedTokens: spec.numAcceptedTokens,
-        numAcceptedTokensPerPos: [...spec.numAcceptedTokensPerPos],
-      },
-    };
+    const specDecoding = this.specDecodeWorker?.snapshot();
+    return specDecoding === undefined ? stats : { ...stats, specDecoding };
   }
 
   /** The scheduler's decision for this step, with its preemption, swap, copy and prefix-cache counts recorded. */
@@ -444,9 +439,14 @@ export class LLMEngine {
    * the cache and no later request reuses KV the step may have left half written.
    */
   private failBatch(so: SchedulerOutputs, cause: unknown): StepFailedError {
+    return this.failGroups(so.scheduledSeqGroups.map((s) => s.seqGroup), cause);
+  }
+
+  /** {@link failBatch} for any groups (the running ones, when their drafts could not be proposed). */
+  private failGroups(groups: readonly SequenceGroup[], cause: unknown): StepFailedError {
     const requestIds: string[] = [];
-    for (const s of so.scheduledSeqGroups) {
-      const id = s.seqGroup.requestId;
+    for (const g of groups) {
+      const id = g.requestId;
       if (requestIds.includes(id)) continue;
       requestIds.push(id);
       this.abortRequest(id);
@@ -456,12 +456,23 @@ export class LLMEngine {
       `${reason}`, requestIds, { cause });
   }
 
+  /** Speculative decoding: the running sequences' drafts; a proposer that throws fails the running requests. */
+  private proposeDrafts(): void {
+    if (this.specDecodeWorker === null) return;
+    try {
+      this.specDecodeWorker.proposeDrafts(this.scheduler.running);
+    } catch (e) {
+      throw this.failGroups([...this.scheduler.running], e);
+    }
+  }
+
   /** Samples one row per sampled sequence from the step's logits, each under its grammar's bitmask if it has one. */
   private sample(sampled: readonly SampledSequence[], logits: Float32Array): Omit<SamplerOutput, 'pooled'> {
     const masks = this.structuredOutputManager.grammarBitmask(sampled);
     const rows = sampled.map((s, i) => this.samplingRowOf(s, masks[i]));
     const results = sampled.length === 0 ? []
-      : this.specDecodeWorker !== null ? this.specDecodeWorker.sample(this.sampler, logits, sampled, rows)
+      : this.specDecodeWorker !== null ? this.specDecodeWorker.sample(this.sampler, logits, sampled, rows,
+        (s) => this.structuredOutputManager.draftBitmasks(s.seqGroup.requestId, s.seq, s.draftTokenIds!))
         : this.sampler.sample(logits, this.vocabSize, rows);
     return { sampled, results, time: now() };
   }
@@ -503,20 +514,3 @@ export class LLMEngine {
   }
 }
 
-/**
- * The speculative-decoding worker an engine's options ask for, or null without `speculativeConfig`.
- * @throws SpeculativeConfigError for a malformed config; EngineConfigError when it cannot be served (see
- *   createSpeculativeProposer; a sliding-window model).
- */
-function makeSpecDecodeWorker(options: LLMEngineOptions, maxModelLen: number,
-  config: ModelConfig): SpecDecodeWorker | null {
-  const spec = options.speculativeConfig;
-  if (spec === undefined) return null;
-  const parsed: SpecDecodeConfig = typeof spec === 'string' || !('numSpeculativeTokens' in spec)
-    ? parseSpeculativeConfig(spec) : spec as SpecDecodeConfig;
-  if (config.slidingWindow !== undefined && config.slidingWindow !== null) {
-    throw new EngineConfigError('speculative decoding is not supported with a sliding-window model');
-  }
-  const proposer = createSpeculativeProposer(parsed, maxModelLen, options.speculativeProposer);
-  return new SpecDecodeWorker({ proposer, maxModelLen, vocabSize: config.vocabSize, config: parsed });
-}

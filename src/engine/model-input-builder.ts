@@ -42,10 +42,12 @@ export interface ModelInputBuilderOptions {
 
 /**
  * Turns one step's scheduled groups into the flattened {@link ForwardBatch}: for every running sequence of every
- * scheduled group (prefills first, then decodes, in the scheduler's order), the tokens it computes this step — a
- * prefill chunk after its prefix-cache hits, or its one decode token — with their positions and KV-cache slots, its
- * context length and block table; and a sample index at the last token of each decode and of each prefill whose
- * chunk reaches the end of the sequence (intermediate chunks are not sampled). Pooling requests are never sampled:
+ * scheduled group, the tokens it computes this step — a prefill chunk after its prefix-cache hits, its one decode
+ * token, or (speculative decoding) its last token followed by the drafts its lookahead slots were reserved for —
+ * with their positions and KV-cache slots, its context length and block table; and a sample index at the last token
+ * of each decode and of each prefill whose chunk reaches the end of the sequence (intermediate chunks are not
+ * sampled), or at every position of a speculating decode. Prefills and speculating decodes (queries longer than one
+ * token) come first, then single-token decodes, each in the scheduler's order. Pooling requests are never sampled:
  * they get hidden-state indices instead — the prompt's last token ('last' pooling, once the chunk reaches it) or
  * every token of the chunk ('mean').
  *

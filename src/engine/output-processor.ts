@@ -190,8 +190,8 @@ export class OutputProcessor {
    * as computed) and then its sampled token, stopping at the first token that finishes the sequence.
    */
   private appendTokens(g: SequenceGroup, seq: Sequence, r: SamplerRowOutput, blocks: SeqBlockOps): void {
-    for (const t of r.acceptedTokens ?? []) {
-      this.appendToken(g, seq, t, r.topLogprobs, blocks);
+    for (const a of r.acceptedTokens ?? []) {
+      this.appendToken(g, seq, a.samples[0], a.topLogprobs, blocks);
       if (seq.isFinished()) return;
       seq.updateNumComputedTokens(1);
     }

@@ -48,9 +48,9 @@ export interface SamplerRowOutput {
   readonly topLogprobs: readonly TokenLogprob[];
   /**
    * Speculative decoding: the draft tokens the rejection sampler accepted, emitted in order before samples[0] (the
-   * recovered or bonus token). Absent: none.
+   * recovered or bonus token), each as the one-sample output of its own row. Absent: none.
    */
-  readonly acceptedTokens?: readonly TokenLogprob[];
+  readonly acceptedTokens?: readonly SamplerRowOutput[];
 }
 
 /** logits[id] += bias for every (id, bias); ids outside the vocabulary are ignored. */

@@ -1,14 +1,16 @@
-import { EngineStateError } from './errors.js';
+import { EngineConfigError, EngineStateError } from './errors.js';
+import type { ModelConfig } from '../model/model-config.js';
+import type { SpecDecodingSnapshot } from './metrics.js';
 import type { SampledSequence } from './model-input-builder.js';
 import { RejectionSampler } from './rejection-sampler.js';
-import { logSumExp, processLogits, type Sampler, type SamplerRowOutput, type SamplingRow, type TokenLogprob } from './sampler.js';
+import { logSumExp, processLogits, rankOf, topKIds, type Sampler, type SamplerRowOutput, type SamplingRow, type TokenLogprob } from './sampler.js';
 import { SAMPLING_EPS } from './sampling-params.js';
 import { SequenceStatus, type Sequence } from './sequence.js';
 import type { SequenceGroup } from './sequence-group.js';
 import { SpecDecodeBackoff } from './spec-decode-backoff.js';
 import { SpecDecodingStats } from './spec-decoding-stats.js';
-import type { SpecDecodeConfig } from './spec-decode-config.js';
-import type { ProposalRequest, SpeculativeProposer } from './speculative-proposer.js';
+import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode-config.js';
+import { createSpeculativeProposer, type ProposalRequest, type SpeculativeProposer } from './speculative-proposer.js';
 
 /** Options of {@link SpecDecodeWorker}. */
 export interface SpecDecodeWorkerOptions {
@@ -28,9 +30,9 @@ export interface SpecDecodeWorkerOptions {
  * rows with the plain {@link Sampler}. Greedy outputs are token for token those of plain decoding; sampled outputs
  * keep their distribution (draws differ, so a seeded request's text differs).
  *
- * Requests that never speculate (their per-row processing depends on the tokens before it, or they need what
- * verification does not compute): beam search, pooling, repetition / frequency / presence penalties, min_tokens,
- * logprobs, and structured outputs.
+ * Beam search and pooling requests never speculate. Every other request does: each scored row sees the drafts
+ * before it as output (penalties, min_tokens) and, under structured outputs, is masked by the grammar's state after
+ * them (`draftMasks`), so a draft token the grammar refuses is never accepted; logprobs are those of each row.
  *
  * Mirrors vLLM's `SpecDecodeWorker` (vllm/spec_decode/spec_decode_worker.py) with V1's flow (drafts attached to the
  * request and scheduled as extra query tokens, vllm/v1/worker/gpu_model_runner.py).
@@ -40,6 +42,9 @@ export class SpecDecodeWorker {
   readonly stats: SpecDecodingStats;
   readonly backoff: SpecDecodeBackoff;
   private readonly rejectionSampler = new RejectionSampler();
+  /** Scratch for one verification's processed rows and their probabilities, grown as needed. */
+  private logits = new Float64Array(0);
+  private probs = new Float64Array(0);
   private readonly proposer: SpeculativeProposer;
   private readonly maxModelLen: number;
   private readonly vocabSize: number;
@@ -53,11 +58,9 @@ export class SpecDecodeWorker {
     this.backoff = new SpecDecodeBackoff(options.proposer.numSpeculativeTokens);
   }
 
-  /** Whether a group's requests may speculate (see the class comment for those that do not). */
+  /** Whether a group's requests may speculate: all but beam search and pooling. */
   static canSpeculate(g: SequenceGroup): boolean {
-    const p = g.samplingParams;
-    return g.beamSearch === null && g.poolingParams === null && !p.hasPenalties && p.minTokens === 0 &&
-      p.logprobs === null && p.structuredOutputs === null;
+    return g.beamSearch === null && g.poolingParams === null;
   }
 
   /**
@@ -102,9 +105,11 @@ export class SpecDecodeWorker {
    * Samples every sampled sequence's rows of `logits` ([rows, vocabSize], the batch's sampleIndices order):
    * drafts are verified (one result with the accepted tokens and the final token), other rows go to `sampler`.
    * @param rows one SamplingRow per sampled sequence.
+   * @param draftMasks the grammar bitmasks of a speculating sequence's k + 1 rows (null: unconstrained); see
+   *   StructuredOutputManager.draftBitmasks.
    */
-  sample(sampler: Sampler, logits: Float32Array, sampled: readonly SampledSequence[],
-    rows: readonly SamplingRow[]): SamplerRowOutput[] {
+  sample(sampler: Sampler, logits: Float32Array, sampled: readonly SampledSequence[], rows: readonly SamplingRow[],
+    draftMasks: (s: SampledSequence) => Int32Array[] | null = () => null): SamplerRowOutput[] {
     const v = this.vocabSize;
     const out: SamplerRowOutput[] = [];
     let r = 0;
@@ -112,7 +117,8 @@ export class SpecDecodeWorker {
     while (i < sampled.length) {
       const drafts = sampled[i].draftTokenIds;
       if (drafts !== undefined && drafts.length > 0) {
-        out.push(this.verify(sampled[i], logits.subarray(r * v, (r + drafts.length + 1) * v), rows[i]));
+        const masks = draftMasks(sampled[i]);
+        out.push(this.verify(sampled[i], logits.subarray(r * v, (r + drafts.length + 1) * v), rows[i], masks));
         r += drafts.length + 1;
         i++;
         continue;
@@ -124,6 +130,15 @@ export class SpecDecodeWorker {
       i = j;
     }
     return out;
+  }
+
+  /** The counters now, as EngineStats carries them. */
+  snapshot(): SpecDecodingSnapshot {
+    const s = this.stats;
+    return {
+      numDrafts: s.numDrafts, numDraftTokens: s.numDraftTokens, numAcceptedTokens: s.numAcceptedTokens,
+      numAcceptedTokensPerPos: [...s.numAcceptedTokensPerPos],
+    };
   }
 
   /** Releases the proposer (a draft model's backend). */
@@ -138,35 +153,51 @@ export class SpecDecodeWorker {
   }
 
   /**
-   * One sequence's draft of k tokens against its k + 1 rows: each row processed as the Sampler processes it
-   * (logit bias, temperature, top-k/top-p, min-p), then vLLM's rejection sampling. The emitted tokens' logprobs are
-   * those the Sampler would report (log-softmax of the processed row).
+   * One sequence's draft of k tokens against its k + 1 rows: row i processed as the Sampler processes a row whose
+   * output so far ends with draftTokenIds[0, i) (grammar mask `masks[i]` when constrained, logit bias, min-tokens,
+   * penalties, temperature, top-k/top-p, min-p), then vLLM's rejection sampling. Each emitted token carries the
+   * logprob, rank and top logprobs the Sampler would report from its row.
    */
-  private verify(s: SampledSequence, raw: Float32Array, row: SamplingRow): SamplerRowOutput {
+  private verify(s: SampledSequence, raw: Float32Array, row: SamplingRow, masks: Int32Array[] | null): SamplerRowOutput {
     const v = this.vocabSize;
     const drafts = s.draftTokenIds!;
     const k = drafts.length;
-    const greedy = row.params.temperature < SAMPLING_EPS;
-    const x = new Float64Array((k + 1) * v);
+    const p = row.params;
+    const greedy = p.temperature < SAMPLING_EPS;
+    const needOutput = p.hasPenalties || p.minTokens > 0;
+    if (this.logits.length < (k + 1) * v) {
+      this.logits = new Float64Array((k + 1) * v);
+      this.probs = new Float64Array((k + 1) * v);
+    }
+    const x = this.logits.subarray(0, (k + 1) * v);
+    const probs = this.probs.subarray(0, (k + 1) * v);
     const lse = new Float64Array(k + 1);
     for (let i = 0; i <= k; i++) {
       const xi = x.subarray(i * v, (i + 1) * v);
-      processLogits(raw.subarray(i * v, (i + 1) * v), row, xi);
+      processLogits(raw.subarray(i * v, (i + 1) * v), {
+        ...row,
+        tokenBitmask: masks === null ? row.tokenBitmask : masks[i],
+        outputTokenIds: needOutput ? [...row.outputTokenIds, ...drafts.slice(0, i)] : row.outputTokenIds,
+      }, xi);
       lse[i] = logSumExp(xi);
-      if (!greedy) for (let j = 0; j < v; j++) xi[j] = Math.exp(xi[j] - lse[i]);
+      if (!greedy) for (let j = 0; j < v; j++) probs[i * v + j] = Math.exp(xi[j] - lse[i]);
     }
     const result = this.rejectionSampler.sample({
-      draftTokenIds: drafts, targetProbs: x, draftProbs: greedy ? null : s.draftProbs ?? null, greedy,
+      draftTokenIds: drafts, targetProbs: greedy ? x : probs, draftProbs: greedy ? null : s.draftProbs ?? null, greedy,
       generator: row.generator,
     }, v);
-    // x holds processed logits (greedy) or probabilities (random): the logprob is x − lse or log p.
-    const tokens: TokenLogprob[] = result.outputTokenIds.map((id, i) => ({
-      tokenId: id, logprob: greedy ? x[i * v + id] - lse[i] : Math.log(x[i * v + id]), rank: 0,
-    }));
+    const wantRank = row.numTopLogprobs > 0 || p.logprobs !== null;
+    const emitted: SamplerRowOutput[] = result.outputTokenIds.map((id, i) => {
+      const xi = x.subarray(i * v, (i + 1) * v);
+      return {
+        samples: [{ tokenId: id, logprob: xi[id] - lse[i], rank: wantRank ? rankOf(xi, id) : 0 }],
+        topLogprobs: topLogprobsOf(xi, lse[i], row.numTopLogprobs),
+      };
+    });
     this.stats.observeDraft(k, result.numAcceptedTokens);
     this.backoff.observe(s.seq.seqId, k, result.numAcceptedTokens);
     this.proposer.onDraftVerified?.(s.seq.seqId, k, result.numAcceptedTokens);
-    return { samples: [tokens[tokens.length - 1]], topLogprobs: [], acceptedTokens: tokens.slice(0, -1) };
+    return { ...emitted[emitted.length - 1], acceptedTokens: emitted.slice(0, -1) };
   }
 
   private checkDraft(tokenIds: readonly number[], maxTokens: number, probs: Float32Array | null): void {
@@ -184,4 +215,35 @@ export class SpecDecodeWorker {
         `${tokenIds.length} tokens of a ${this.vocabSize}-token vocabulary`);
     }
   }
+}
+
+/**
+ * The worker for an engine's `speculativeConfig` (JSON text, its snake_case object, or a parsed config).
+ * @param proposer an injected proposer (required for draft_model).
+ * @throws SpeculativeConfigError for a malformed config; EngineConfigError when it cannot be served (a draft model
+ *   without a proposer, a proposer of another draft length, a sliding-window model).
+ */
+export function createSpecDecodeWorker(spec: SpecDecodeConfig | string | Readonly<Record<string, unknown>>,
+  maxModelLen: number, config: ModelConfig, proposer?: SpeculativeProposer): SpecDecodeWorker {
+  const parsed: SpecDecodeConfig = typeof spec === 'string' || !('numSpeculativeTokens' in spec)
+    ? parseSpeculativeConfig(spec) : spec as SpecDecodeConfig;
+  if (config.slidingWindow !== undefined && config.slidingWindow !== null) {
+    throw new EngineConfigError('speculative decoding is not supported with a sliding-window model');
+  }
+  return new SpecDecodeWorker({
+    proposer: createSpeculativeProposer(parsed, maxModelLen, proposer), maxModelLen, vocabSize: config.vocabSize,
+    config: parsed,
+  });
+}
+
+/** The n most likely tokens of a processed row, best first, ranked as the Sampler ranks them (ties share a rank). */
+function topLogprobsOf(x: Float64Array, lse: number, n: number): TokenLogprob[] {
+  const out: TokenLogprob[] = [];
+  if (n <= 0) return out;
+  const ids = topKIds(x, n);
+  for (let i = 0; i < ids.length; i++) {
+    const rank = i > 0 && x[ids[i]] === x[ids[i - 1]] ? out[i - 1].rank : i + 1;
+    out.push({ tokenId: ids[i], logprob: x[ids[i]] - lse, rank });
+  }
+  return out;
 }

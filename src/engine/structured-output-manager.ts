@@ -65,6 +65,8 @@ export class StructuredOutputManager {
   private readonly validated = new Set<string>();
   private readonly requests = new Map<string, RequestState>();
   private bitmasks = new Int32Array(0);
+  /** Scratch of {@link draftBitmasks}. */
+  private draftMasks = new Int32Array(0);
   private readonly maxCachedGrammars: number;
 
   constructor(private readonly options: StructuredOutputManagerOptions) {
@@ -138,6 +140,39 @@ export class StructuredOutputManager {
       out[i] = row;
     }
     return out;
+  }
+
+  /**
+   * Speculative decoding: the bitmasks of a draft's k + 1 rows for a constrained sequence — row i allows what the
+   * grammar allows after the sequence's output plus draftTokenIds[0, i) — or null when `requestId` is unconstrained
+   * (or its sequence already broke its grammar). The matcher is advanced through the drafts and rolled back, so its
+   * state is unchanged. Rows after a draft token the grammar refuses (or after one that completes the grammar)
+   * repeat the last computed row: verification stops at that token anyway. The views stay valid until the next
+   * call.
+   */
+  draftBitmasks(requestId: string, seq: Sequence, draftTokenIds: readonly number[]): Int32Array[] | null {
+    const state = this.requests.get(requestId);
+    if (state === undefined || this.backend === null) return null;
+    const m = this.sync(state, seq);
+    if (m === null) return null;
+    const words = this.backend.bitmaskWords;
+    const k = draftTokenIds.length;
+    if (this.draftMasks.length < (k + 1) * words) this.draftMasks = new Int32Array((k + 1) * words);
+    const rows: Int32Array[] = [];
+    let accepted = 0;
+    let live = true;
+    for (let i = 0; i <= k; i++) {
+      const row = this.draftMasks.subarray(i * words, (i + 1) * words);
+      if (live) this.backend.fillBitmask(m.matcher, row);
+      else row.set(rows[i - 1]);
+      rows.push(row);
+      if (i === k || !live) continue;
+      if (!m.matcher.AcceptToken(draftTokenIds[i], false)) live = false;
+      else accepted++;
+      if (m.matcher.IsTerminated()) live = false;
+    }
+    if (accepted > 0) m.matcher.Rollback(accepted);
+    return rows;
   }
 
   /**

@@ -69,15 +69,18 @@ describe('speculative decoding keeps the sampling distribution (chi-square)', ()
     return { counts, stats: engine.getStats().specDecoding };
   };
 
-  for (const params of [{ temperature: 1 }, { temperature: 1.5, topP: 0.95, topK: 40, minP: 0.01 }] as SamplingParamsInit[]) {
+  for (const params of [
+    { temperature: 1 }, { temperature: 1.5, topP: 0.95, topK: 40, minP: 0.01 },
+    { temperature: 1, frequencyPenalty: 1.5, repetitionPenalty: 1.1 },
+  ] as SamplingParamsInit[]) {
     it(`tokens at positions 1..3 keep their distribution (${JSON.stringify(params)})`, () => {
       const plain = sample(params, 0, false);
       const spec = sample(params, 1_000_000, true);
       const s = spec.stats!;
 
       // Both verification paths ran: drafts accepted and drafts rejected.
-      expect(s.numDrafts).toBeGreaterThan(N / 2);
-      expect(s.numAcceptedTokens).toBeGreaterThan(0.05 * s.numDraftTokens);
+      expect(s.numDrafts).toBeGreaterThan(N / 5);
+      expect(s.numAcceptedTokens).toBeGreaterThan(0.02 * s.numDraftTokens);
       expect(s.numDraftTokens - s.numAcceptedTokens).toBeGreaterThan(50);
       POSITIONS.forEach((_, j) => {
         const { stat, df } = twoSampleChiSquare(plain.counts[j], spec.counts[j]);

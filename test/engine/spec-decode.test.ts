@@ -103,6 +103,24 @@ describe('speculative decoding (n-gram) on stories260K', () => {
     expectClean(engine);
   });
 
+  it('blocks filled by accepted tokens are prefix-cached with the right KV', () => {
+    // A second request whose prompt is the first one's prompt and output reuses the blocks speculation filled.
+    const tokenizer = stories.loaded.source.tokenizer;
+    const prompts = PROMPTS.slice(0, 4).map((p, i) => ({ promptTokenIds: [...tokenizer.encode(p), ...reference[i]] }));
+    const expected = runAll(makeEngine(stories, { enablePrefixCaching: false }), prompts, GREEDY);
+    for (const blockSize of [1, 4, 16]) {
+      const engine = speculating({ blockSize });
+      generateAll(engine, PROMPTS.slice(0, 4), GREEDY);
+      const hitsBefore = engine.getStats().prefixCacheHits;
+      expect(runAll(engine, prompts, GREEDY)).toEqual(expected);
+      const hits = engine.getStats().prefixCacheHits - hitsBefore;
+      // Every full block of prompt + output (all but the last token's) is found.
+      const fullBlocks = prompts.reduce((a, p) => a + Math.floor((p.promptTokenIds.length - 1) / blockSize), 0);
+      expect(hits).toBeGreaterThanOrEqual(fullBlocks * blockSize - 4 * blockSize);
+      expectClean(engine);
+    }
+  });
+
   it('forced preemption by recompute changes nothing', () => {
     const engine = speculating({ numGpuBlocks: 24, scheduler: { preemptionMode: 'recompute' } });
     expect(generateAll(engine, PROMPTS, GREEDY)).toEqual(reference);
@@ -216,15 +234,38 @@ describe('speculative decoding (n-gram) on stories260K', () => {
     expect(engine.getStats().generationTokens).toBe(total);
   });
 
-  it('requests with penalties, logprobs or min_tokens do not speculate and keep their outputs', () => {
-    for (const extra of [{ repetitionPenalty: 1.3 }, { logprobs: 2 }, { minTokens: 10 }, { presencePenalty: 0.5 }]) {
+  it('requests with penalties, min_tokens or logprobs speculate and keep their outputs and logprobs', () => {
+    const extras: SamplingParamsInit[] = [
+      { repetitionPenalty: 1.3 }, { presencePenalty: 0.5, frequencyPenalty: 1.5 }, { minTokens: 40 }, { logprobs: 3 },
+      { repetitionPenalty: 1.1, logprobs: 0 },
+    ];
+    let accepted = 0;
+    for (const extra of extras) {
       const params = { ...GREEDY, ...extra };
-      const expected = generateAll(makeEngine(stories), PROMPTS.slice(0, 4), params);
+      const plain = makeEngine(stories);
       const engine = speculating();
-      expect(generateAll(engine, PROMPTS.slice(0, 4), params)).toEqual(expected);
-      expect(specStats(engine).numDrafts).toBe(0);
+      PROMPTS.slice(0, 6).forEach((p, i) => {
+        plain.addRequest(`r${i}`, p, params);
+        engine.addRequest(`r${i}`, p, params);
+      });
+      const [a, b] = [runToCompletion(plain), runToCompletion(engine)];
+      for (let i = 0; i < 6; i++) {
+        const [x, y] = [a.get(`r${i}`)!.outputs[0], b.get(`r${i}`)!.outputs[0]];
+        expect(y.tokenIds).toEqual(x.tokenIds);
+        expect(y.finishReason).toBe(x.finishReason);
+        expect(y.logprobs === null).toBe(x.logprobs === null);
+        // Same tokens, ranks and top tokens; logprobs equal up to the last bits of the logits.
+        const shape = (lp: typeof x.logprobs) => lp?.map((t) => ({
+          id: t.sampled.tokenId, rank: t.sampled.rank, top: t.top.map((u) => [u.tokenId, u.rank, u.decodedToken]),
+        }));
+        expect(shape(y.logprobs)).toEqual(shape(x.logprobs));
+        y.logprobs?.forEach((t, j) => expect(t.sampled.logprob).toBeCloseTo(x.logprobs![j].sampled.logprob, 4));
+      }
+      expect(specStats(engine).numDrafts, JSON.stringify(extra)).toBeGreaterThan(0);
+      accepted += specStats(engine).numAcceptedTokens;
       expectClean(engine);
     }
+    expect(accepted).toBeGreaterThan(0);
   });
 
   it('refuses a malformed speculative config and a draft model without its proposer', () => {
