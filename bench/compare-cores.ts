@@ -3,7 +3,8 @@
  * trace in one process, their replays alternating, so both see the same load. Each checkout's own
  * bench/trace-replay.ts and src/core are imported (two module instances).
  *
- *   git worktree add /tmp/core-before <commit>   # or: git archive <commit> src bench | tar -x -C /tmp/core-before
+ *   git archive <commit> src bench | tar -x -C /tmp/core-before   # (mkdir first), or a git worktree
+ *   ln -s "$PWD/node_modules" /tmp/core-before/node_modules     # its imports resolve from its own folder
  *   npx tsx bench/compare-cores.ts /tmp/core-before . --trace /tmp/sharegpt.jsonl [--enable-caching] \
  *       [--num-gpu-blocks 40000] [--block-size 16] [--rounds 21] [--after-hash-algorithm murmur3x2]
  *
