@@ -1,11 +1,11 @@
-// Matrix products Y[m, n] = X[m, k] · Wᵀ (+ bias), W row-major [n, k] in f32 / f16 / bf16 / q8_0.
+// Matrix products Y[m, n] = X[m, k] · Wᵀ (+ bias), W row-major [n, k] in f32 / f16 / bf16 (quantized types: _qmatmul.ts).
 // Threads split the n output features (W rows) into contiguous chunks, so each weight byte is read by one thread.
+import { isQuant, qmatmul, quantRowBytes, decodeQuantRow } from './_qmatmul';
 import { hsum, hsum4, hmax, f16x4, bf16x4, f16, f16x4Unscaled, f16Unscaled, nextGuided, touchLines, TWO_112 } from './_simd';
 
 export const DT_F32: i32 = 0;
 export const DT_F16: i32 = 1;
 export const DT_BF16: i32 = 2;
-export const DT_Q8_0: i32 = 3;
 /** Internal: f16 weights read unscaled (f16x4Unscaled) against x rows pre-multiplied by 2^112 (decode paths). */
 const DT_F16_X112: i32 = 4;
 /** Up to this many x rows, weights are streamed once row by row (gemvFew); beyond, blocked (gemm). */
@@ -21,12 +21,15 @@ const STREAM_ITEM_BYTES: i32 = 1048576;
 // @ts-ignore: decorator
 @inline export function rowBytes(dtype: i32, k: i32): usize {
   if (dtype == DT_F32) return <usize>k << 2;
-  if (dtype == DT_Q8_0) return <usize>(k >> 5) * 34;
+  if (isQuant(dtype)) return quantRowBytes(dtype, k);
   return <usize>k << 1;
 }
 
-/** Decodes weight row (at src) of k values into f32 at dst (16-byte aligned scratch; k % 4 tail handled). */
-export function decodeRow(dtype: i32, src: usize, dst: usize, k: i32): void {
+/**
+ * Decodes weight row (at src) of k values into f32 at dst (16-byte aligned; k % 4 tail handled). scratch: 1.5·k bytes
+ * for quantized types (unused otherwise).
+ */
+export function decodeRow(dtype: i32, src: usize, dst: usize, k: i32, scratch: usize): void {
   let i = 0;
   if (dtype == DT_F16) {
     for (; i + 4 <= k; i += 4) v128.store(dst + (<usize>i << 2), f16x4(src + (<usize>i << 1)));
@@ -34,18 +37,8 @@ export function decodeRow(dtype: i32, src: usize, dst: usize, k: i32): void {
   } else if (dtype == DT_BF16) {
     for (; i + 4 <= k; i += 4) v128.store(dst + (<usize>i << 2), bf16x4(src + (<usize>i << 1)));
     for (; i < k; i++) store<u32>(dst + (<usize>i << 2), <u32>load<u16>(src + (<usize>i << 1)) << 16);
-  } else if (dtype == DT_Q8_0) {
-    const nb = k >> 5;
-    for (let b = 0; b < nb; b++) {
-      const blk = src + <usize>b * 34;
-      const d = f32x4.splat(f16(load<u16>(blk)));
-      const o = dst + (<usize>b << 7);
-      for (let j = 0; j < 32; j += 8) {
-        const q = v128.load8x8_s(blk + 2 + j);
-        v128.store(o + (<usize>j << 2), f32x4.mul(d, f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(q))));
-        v128.store(o + (<usize>j << 2) + 16, f32x4.mul(d, f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(q))));
-      }
-    }
+  } else if (isQuant(dtype)) {
+    decodeQuantRow(dtype, src, dst, k, scratch);
   } else {
     memory.copy(dst, src, <usize>k << 2);
   }
@@ -123,29 +116,8 @@ function prescaleX112(x: usize, n: i32, dst: usize): bool {
   return true;
 }
 
-/**
- * x (quantised to int16 per 32-value block: xq, scales xs) · one q8_0 row: exact integer dot products per block
- * (i32x4.dot_i16x8_s), then one f32 multiply-add per block with d_w · d_x.
- */
-// @ts-ignore: decorator
-@inline function rowQ8(xq: usize, xs: usize, w: usize, k: i32): f32 {
-  let acc = f32x4.splat(0);
-  const nb = k >> 5;
-  for (let b = 0; b < nb; b++) {
-    const bo = w + <usize>b * 34;
-    const xo = xq + (<usize>b << 6);
-    const lo = v128.load(bo, 2), hi = v128.load(bo, 18);
-    let s = i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(lo), v128.load(xo));
-    s = i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(lo), v128.load(xo, 16)));
-    s = i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(hi), v128.load(xo, 32)));
-    s = i32x4.add(s, i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi), v128.load(xo, 48)));
-    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(s), f32x4.splat(f16(load<u16>(bo)) * load<f32>(xs + (<usize>b << 2)))));
-  }
-  return hsum(acc);
-}
-
 /** out[r] for r in [r0, r1): one row of x. */
-function gemv(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, bias: usize, k: i32, r0: i32, r1: i32): void {
+function gemv(dtype: i32, out: usize, x: usize, w: usize, bias: usize, k: i32, r0: i32, r1: i32): void {
   const ws = rowBytes(dtype, k);
   for (let r = r0; r < r1; r++) {
     const wr = w + <usize>r * ws;
@@ -153,8 +125,7 @@ function gemv(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, 
     if (dtype == DT_F32) v = rowF32(x, wr, k);
     else if (dtype == DT_F16) v = rowHalf(x, wr, k, DT_F16);
     else if (dtype == DT_F16_X112) v = rowHalf(x, wr, k, DT_F16_X112);
-    else if (dtype == DT_BF16) v = rowHalf(x, wr, k, DT_BF16);
-    else v = rowQ8(xq, xs, wr, k);
+    else v = rowHalf(x, wr, k, DT_BF16);
     if (bias != 0) v += load<f32>(bias + (<usize>r << 2));
     store<f32>(out + (<usize>r << 2), v);
   }
@@ -221,59 +192,17 @@ function gemv(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, 
   if (mr > 7) store<f32>(out + 7 * os, s7);
 }
 
-/** Σ over the 4 int16x8 chunks of one 32-block: dot of the extended weight chunks with x row j's chunks. */
-// @ts-ignore: decorator
-@inline function q8dot(w0: v128, w1: v128, w2: v128, w3: v128, xo: usize): v128 {
-  return i32x4.add(i32x4.add(i32x4.dot_i16x8_s(w0, v128.load(xo)), i32x4.dot_i16x8_s(w1, v128.load(xo, 16))),
-    i32x4.add(i32x4.dot_i16x8_s(w2, v128.load(xo, 32)), i32x4.dot_i16x8_s(w3, v128.load(xo, 48))));
-}
-
-/** Same for a q8_0 weight row against mr int16-quantised x rows (xq row stride 2k bytes, xs row stride k/8 bytes). */
-// @ts-ignore: decorator
-@inline function rowsQ8(mr: i32, xq: usize, xsc: usize, w: usize, k: i32, out: usize, os: usize, bias: f32): void {
-  const qs = <usize>k << 1;
-  const ss = <usize>(k >> 5) << 2;
-  let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-  const nb = k >> 5;
-  for (let b = 0; b < nb; b++) {
-    const bo = w + <usize>b * 34;
-    const lo = v128.load(bo, 2), hi = v128.load(bo, 18);
-    const e0 = i16x8.extend_low_i8x16_s(lo), e1 = i16x8.extend_high_i8x16_s(lo);
-    const e2 = i16x8.extend_low_i8x16_s(hi), e3 = i16x8.extend_high_i8x16_s(hi);
-    const d = f16(load<u16>(bo));
-    const xo = xq + (<usize>b << 6);
-    const so = xsc + (<usize>b << 2);
-    a0 = f32x4.add(a0, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo)), f32x4.splat(d * load<f32>(so))));
-    if (mr > 1) a1 = f32x4.add(a1, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + qs)), f32x4.splat(d * load<f32>(so + ss))));
-    if (mr > 2) a2 = f32x4.add(a2, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + 2 * qs)), f32x4.splat(d * load<f32>(so + 2 * ss))));
-    if (mr > 3) a3 = f32x4.add(a3, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + 3 * qs)), f32x4.splat(d * load<f32>(so + 3 * ss))));
-    if (mr > 4) a4 = f32x4.add(a4, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + 4 * qs)), f32x4.splat(d * load<f32>(so + 4 * ss))));
-    if (mr > 5) a5 = f32x4.add(a5, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + 5 * qs)), f32x4.splat(d * load<f32>(so + 5 * ss))));
-    if (mr > 6) a6 = f32x4.add(a6, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + 6 * qs)), f32x4.splat(d * load<f32>(so + 6 * ss))));
-    if (mr > 7) a7 = f32x4.add(a7, f32x4.mul(f32x4.convert_i32x4_s(q8dot(e0, e1, e2, e3, xo + 7 * qs)), f32x4.splat(d * load<f32>(so + 7 * ss))));
-  }
-  store<f32>(out, hsum(a0) + bias);
-  if (mr > 1) store<f32>(out + os, hsum(a1) + bias);
-  if (mr > 2) store<f32>(out + 2 * os, hsum(a2) + bias);
-  if (mr > 3) store<f32>(out + 3 * os, hsum(a3) + bias);
-  if (mr > 4) store<f32>(out + 4 * os, hsum(a4) + bias);
-  if (mr > 5) store<f32>(out + 5 * os, hsum(a5) + bias);
-  if (mr > 6) store<f32>(out + 6 * os, hsum(a6) + bias);
-  if (mr > 7) store<f32>(out + 7 * os, hsum(a7) + bias);
-}
-
 /** One weight row r against all m (≤ 8) x rows, dispatching to the constant-mr kernels. */
 // @ts-ignore: decorator
-@inline function rowsOne(mr: i32, dtype: i32, x: usize, xq: usize, xs: usize, w: usize, k: i32, out: usize, os: usize, bias: f32): void {
-  if (dtype == DT_Q8_0) rowsQ8(mr, xq, xs, w, k, out, os, bias);
-  else if (dtype == DT_F32) rowsFloat(mr, DT_F32, x, w, k, out, os, bias);
+@inline function rowsOne(mr: i32, dtype: i32, x: usize, w: usize, k: i32, out: usize, os: usize, bias: f32): void {
+  if (dtype == DT_F32) rowsFloat(mr, DT_F32, x, w, k, out, os, bias);
   else if (dtype == DT_F16) rowsFloat(mr, DT_F16, x, w, k, out, os, bias);
   else if (dtype == DT_F16_X112) rowsFloat(mr, DT_F16_X112, x, w, k, out, os, bias);
   else rowsFloat(mr, DT_BF16, x, w, k, out, os, bias);
 }
 
 /** Rows [r0, r1) of out for m (2..8) x rows, weights streamed once. */
-function gemvFew(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, bias: usize, m: i32, n: i32, k: i32, r0: i32, r1: i32): void {
+function gemvFew(dtype: i32, out: usize, x: usize, w: usize, bias: usize, m: i32, n: i32, k: i32, r0: i32, r1: i32): void {
   const ws = rowBytes(dtype, k);
   const os = <usize>n << 2;
   for (let r = r0; r < r1; r++) {
@@ -281,13 +210,13 @@ function gemvFew(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usiz
     const o = out + (<usize>r << 2);
     const b: f32 = bias != 0 ? load<f32>(bias + (<usize>r << 2)) : 0;
     switch (m) {
-      case 2: rowsOne(2, dtype, x, xq, xs, wr, k, o, os, b); break;
-      case 3: rowsOne(3, dtype, x, xq, xs, wr, k, o, os, b); break;
-      case 4: rowsOne(4, dtype, x, xq, xs, wr, k, o, os, b); break;
-      case 5: rowsOne(5, dtype, x, xq, xs, wr, k, o, os, b); break;
-      case 6: rowsOne(6, dtype, x, xq, xs, wr, k, o, os, b); break;
-      case 7: rowsOne(7, dtype, x, xq, xs, wr, k, o, os, b); break;
-      default: rowsOne(8, dtype, x, xq, xs, wr, k, o, os, b); break;
+      case 2: rowsOne(2, dtype, x, wr, k, o, os, b); break;
+      case 3: rowsOne(3, dtype, x, wr, k, o, os, b); break;
+      case 4: rowsOne(4, dtype, x, wr, k, o, os, b); break;
+      case 5: rowsOne(5, dtype, x, wr, k, o, os, b); break;
+      case 6: rowsOne(6, dtype, x, wr, k, o, os, b); break;
+      case 7: rowsOne(7, dtype, x, wr, k, o, os, b); break;
+      default: rowsOne(8, dtype, x, wr, k, o, os, b); break;
     }
   }
 }
@@ -297,18 +226,8 @@ function gemvFew(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usiz
 // of X, 2 X rows at a time: 8 accumulators, 6 loads per 8 multiply-adds.
 
 /** Single-row dot of x with one weight row of any dtype (tail rows). */
-function dot1(dtype: i32, x: usize, xq: usize, xs: usize, w: usize, k: i32): f32 {
+function dot1(dtype: i32, x: usize, w: usize, k: i32): f32 {
   let s: f32 = 0;
-  if (dtype == DT_Q8_0) {
-    const nb = k >> 5;
-    for (let b = 0; b < nb; b++) {
-      const bo = <usize>b * 34;
-      let si: i32 = 0;
-      for (let j = 0; j < 32; j++) si += <i32>load<i8>(w + bo + 2 + j) * <i32>load<i16>(xq + (<usize>(b * 32 + j) << 1));
-      s += <f32>si * f16(load<u16>(w + bo)) * load<f32>(xs + (<usize>b << 2));
-    }
-    return s;
-  }
   for (let i = 0; i < k; i++) {
     const xv = load<f32>(x + (<usize>i << 2));
     let wv: f32;
@@ -381,7 +300,7 @@ function gemm(dtype: i32, out: usize, x: usize, w: usize, bias: usize, m: i32, n
     let wb = w + <usize>r * ws;
     let wstride = ws;
     if (dtype != DT_F32) {
-      for (let j = 0; j < 4; j++) decodeRow(dtype, wb + <usize>j * ws, scratch + <usize>j * xs, k);
+      for (let j = 0; j < 4; j++) decodeRow(dtype, wb + <usize>j * ws, scratch + <usize>j * xs, k, 0);
       wb = scratch;
       wstride = xs;
     }
@@ -402,11 +321,11 @@ function gemm(dtype: i32, out: usize, x: usize, w: usize, bias: usize, m: i32, n
   for (; r < r1; r++) {
     let wr = w + <usize>r * ws;
     if (dtype != DT_F32) {
-      decodeRow(dtype, wr, scratch, k);
+      decodeRow(dtype, wr, scratch, k, 0);
       wr = scratch;
     }
     for (let i = 0; i < m; i++) {
-      let s = dot1(DT_F32, x + <usize>i * xs, 0, 0, wr, k);
+      let s = dot1(DT_F32, x + <usize>i * xs, wr, k);
       if (bias != 0) s += load<f32>(bias + (<usize>r << 2));
       store<f32>(out + <usize>i * os + (<usize>r << 2), s);
     }
@@ -414,13 +333,18 @@ function gemm(dtype: i32, out: usize, x: usize, w: usize, bias: usize, m: i32, n
 }
 
 /**
- * out[m, n] = x[m, k] · wᵀ + bias. dtype: 0 f32, 1 f16, 2 bf16, 3 q8_0. For q8_0 with m ≤ FEW_ROWS, xq/xs hold the
- * rows of x quantised by quantize_x_i16. scratch: per-thread area of scratchStride bytes (≥ 16·k + 16), required when
- * m > FEW_ROWS (decoded weight rows and the touch result of gemm) or, for f16 with m ≤ FEW_ROWS, x scaled by 2^112 (0:
- * none; f16 then decodes with a multiply).
+ * out[m, n] = x[m, k] · wᵀ + bias. dtype: 0 f32, 1 f16, 2 bf16, or a quantized type of _qmatmul.ts, for which act
+ * holds the m rows of x quantized by quantize_act (x itself is not read). scratch: per-thread area of scratchStride
+ * bytes (≥ 16·k + 16), required when m > FEW_ROWS (decoded weight rows and the touch result of gemm), for quantized
+ * types (unpacked weight rows), or, for f16 with m ≤ FEW_ROWS, x scaled by 2^112 (0: none; f16 then decodes with a
+ * multiply).
  */
-export function matmul(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, bias: usize, m: i32, n: i32,
+export function matmul(dtype: i32, out: usize, x: usize, act: usize, w: usize, bias: usize, m: i32, n: i32,
   k: i32, scratch: usize, scratchStride: i32, tid: i32, nt: i32): void {
+  if (isQuant(dtype)) {
+    qmatmul(dtype, out, act, w, bias, m, n, k, scratch + <usize>tid * <usize>scratchStride, nt);
+    return;
+  }
   if (dtype == DT_F16 && m <= FEW_ROWS && scratch != 0) {
     // Decode paths: fold the f16 rebiasing into a 2^112-scaled copy of x (exactly the same products).
     const xs112 = scratch + <usize>tid * <usize>scratchStride;
@@ -438,8 +362,8 @@ export function matmul(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w
       const r0 = <i32>(item >> 32);
       if (r0 >= n) break;
       const r1 = min(n, r0 + <i32>(item & 0xffffffff));
-      if (m == 1) gemv(dtype, out, x, xq, xs, w, bias, k, r0, r1);
-      else gemvFew(dtype, out, x, xq, xs, w, bias, m, n, k, r0, r1);
+      if (m == 1) gemv(dtype, out, x, w, bias, k, r0, r1);
+      else gemvFew(dtype, out, x, w, bias, m, n, k, r0, r1);
     }
     return;
   }
@@ -448,29 +372,5 @@ export function matmul(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w
     const r0 = <i32>(item >> 32);
     if (r0 >= n) break;
     gemm(dtype, out, x, w, bias, m, n, k, r0, min(n, r0 + <i32>(item & 0xffffffff)), scratch + <usize>tid * <usize>scratchStride);
-  }
-}
-
-/**
- * Quantises one row x[k] (k % 32 == 0) to int16 per 32-value block: xs[b] = absmax / 32767, xq = nearest(x / xs[b]).
- * The error of a product against q8_0 weights stays below 2^-16 of each block's absmax.
- */
-export function quantize_x_i16(x: usize, k: i32, xq: usize, xs: usize): void {
-  const nb = k >> 5;
-  for (let b = 0; b < nb; b++) {
-    const xp = x + (<usize>b << 7);
-    let mx = f32x4.splat(0);
-    for (let j = 0; j < 32; j += 4) mx = f32x4.max(mx, f32x4.abs(v128.load(xp + (<usize>j << 2))));
-    const s1 = f32x4.max(mx, v128.shuffle<f32>(mx, mx, 2, 3, 0, 1));
-    const amax = f32x4.extract_lane(f32x4.max(s1, v128.shuffle<f32>(s1, s1, 1, 0, 3, 2)), 0);
-    const d: f32 = amax / 32767.0;
-    store<f32>(xs + (<usize>b << 2), d);
-    const id = f32x4.splat(d != 0 ? 1.0 / d : 0);
-    const qp = xq + (<usize>b << 6);
-    for (let j = 0; j < 32; j += 8) {
-      const a = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xp + (<usize>j << 2)), id)));
-      const c = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xp + (<usize>j << 2), 16), id)));
-      v128.store(qp + (<usize>j << 1), i16x8.narrow_i32x4_s(a, c));
-    }
   }
 }

@@ -4,7 +4,9 @@
 // result does not depend on which threads join or when. Built with --importMemory --sharedMemory; the only imports
 // are the memory and `abort`.
 import { hsum4, exp4, exp1, toF16, nextItem, setCounter } from './_simd';
-import { matmul as matmulImpl, quantize_x_i16 as quantizeImpl, decodeRow, rowBytes } from './_matmul';
+import { matmul as matmulImpl, decodeRow, rowBytes } from './_matmul';
+import { actRowBytes, quantizeActRow, subDots, q8BlockDots, selfTest } from './_int8';
+import { unpackRow } from './_qmatmul';
 import { KV_F32, KV_F16 } from './_attention';
 import { decodeV1, decodeV2Partial, decodeV2Reduce } from './_attention_decode';
 import { prefill } from './_attention_prefill';
@@ -17,25 +19,54 @@ export function init(counter: usize): void {
   setCounter(counter);
 }
 
-export function matmul(dtype: i32, out: usize, x: usize, xq: usize, xs: usize, w: usize, bias: usize, m: i32, n: i32,
+export function matmul(dtype: i32, out: usize, x: usize, act: usize, w: usize, bias: usize, m: i32, n: i32,
   k: i32, scratch: usize, scratchStride: i32, tid: i32, nt: i32): void {
-  matmulImpl(dtype, out, x, xq, xs, w, bias, m, n, k, scratch, scratchStride, tid, nt);
+  matmulImpl(dtype, out, x, act, w, bias, m, n, k, scratch, scratchStride, tid, nt);
 }
 
-/** Quantises rows [tid's share of m] of x[m, k] to int16 blocks (see _matmul.quantize_x_i16). */
-export function quantize_x_i16(x: usize, m: i32, k: i32, xq: usize, xs: usize, tid: i32, nt: i32): void {
+/**
+ * Quantizes rows [tid's share of m] of x[m, k] to int8 activation rows at act (actRowBytes(k) apart; see
+ * _int8.quantizeActRow): group 32 (q8_0/q8_1) or 256 (q8_K), mode 0 signed, 1 split (q8_0 weights).
+ */
+export function quantize_act(x: usize, m: i32, k: i32, group: i32, mode: i32, act: usize, tid: i32, nt: i32): void {
   for (let r = nextItem(); r < m; r = nextItem()) {
-    quantizeImpl(x + <usize>r * (<usize>k << 2), k, xq + <usize>r * (<usize>k << 1), xs + <usize>r * (<usize>(k >> 5) << 2));
+    quantizeActRow(x + <usize>r * (<usize>k << 2), k, group, mode, act + <usize>r * actRowBytes(k));
   }
 }
 
-/** out[i] = decode(table row ids[i]) for i in tid's share of m. */
-export function embedding(dtype: i32, out: usize, table: usize, ids: usize, m: i32, dim: i32, tid: i32, nt: i32): void {
+/** out[i] = decode(table row ids[i]) for i in tid's share of m; scratch: per-thread 1.5·dim bytes, stride apart. */
+export function embedding(dtype: i32, out: usize, table: usize, ids: usize, m: i32, dim: i32, scratch: usize,
+  stride: i32, tid: i32, nt: i32): void {
   const rb = rowBytes(dtype, dim);
+  const scr = scratch + <usize>tid * <usize>stride;
   for (let i = nextItem(); i < m; i = nextItem()) {
     const id = load<i32>(ids + (<usize>i << 2));
-    decodeRow(dtype, table + <usize>id * rb, out + <usize>i * (<usize>dim << 2), dim);
+    decodeRow(dtype, table + <usize>id * rb, out + <usize>i * (<usize>dim << 2), dim, scr);
   }
+}
+
+/**
+ * Test hook: unpacks one weight row of a quantized dtype (not q8_0) of k values at w into codes (k bytes at u),
+ * sub-block scales and offsets (k/16 f32 each at dsc, msc), and writes the exact integer dot of each 16-value
+ * sub-block with the signed int8 bytes at q to sums (k/16 i32). scratch: 1.5·k bytes.
+ */
+export function test_unpack_dots(dtype: i32, w: usize, k: i32, q: usize, u: usize, dsc: usize, msc: usize, sums: usize,
+  scratch: usize): void {
+  unpackRow(dtype, w, k, scratch);
+  memory.copy(u, scratch, <usize>k);
+  memory.copy(dsc, scratch + <usize>k, <usize>k >> 2);
+  memory.copy(msc, scratch + <usize>k + (<usize>k >> 2), <usize>k >> 2);
+  subDots(scratch, q, k >> 4, sums);
+}
+
+/** 1 when this build's int8 dot product matches scalar sums on this engine (512 scratch bytes), else 0. */
+export function simd_self_test(scratch: usize): i32 {
+  return selfTest(scratch);
+}
+
+/** Test hook: exact integer block dots of a q8_0 row (k values at w) with a split-mode activation row (see q8BlockDots). */
+export function test_q8_dots(w: usize, act: usize, k: i32, sums: usize): void {
+  q8BlockDots(w, act, k, sums);
 }
 
 /** RMSNorm of rows in tid's share of m: out = x · rsqrt(mean(x²) + eps) · w. out may alias x. */

@@ -1,7 +1,8 @@
-// Kernel benchmark: `npx tsx bench/kernels.ts [--threads 1,2] [--dtypes f32,q8_0] [--only bw,matmul,attention]
-// [--participation all] [--quick]`.
+// Kernel benchmark: `npx tsx bench/kernels.ts [--threads 1,2] [--dtypes f32,q8_0,q4_K] [--only bw,matmul,attention]
+// [--participation all] [--simd relaxed|plain] [--quick]`.
 // Prints the machine's memory bandwidth (a plain copy, and a read-only stream in wasm), matrix products of the
-// SmolLM-135M shapes per weight dtype at 1, 16 and 64 rows (GFLOP/s and weight-read GB/s), and paged attention
+// SmolLM-135M shapes per weight dtype at 1, 16 and 64 rows (GFLOP/s, int8 GOP/s for the quantized types, and
+// weight-read GB/s; k-quants on Qwen3-0.6B's shapes, whose rows are multiples of 256), and paged attention
 // decode at 64 sequences × 1024 context next to the same attention over contiguous K/V. Each figure is the median
 // of 7 samples (the best sample in brackets where shown); on a shared machine they vary, so run it more than once.
 // Last comes the summary of the issue-3 targets; its matmul cells are timed again round-robin (see matmulTargets).
@@ -10,6 +11,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { KvCacheDType, PagedAttentionInput, WeightDType } from '../src/kernels/backend.js';
+import { WEIGHT_LAYOUTS } from '../src/kernels/ggml-quant-types.js';
 import { encodeWeight } from '../src/kernels/weight-codec.js';
 import { WasmBackend } from '../src/kernels/wasm-backend.js';
 import { weightBytes } from '../src/kernels/validate.js';
@@ -25,13 +27,53 @@ const threadList = opt('threads', `1,${availableParallelism()}`).split(',').map(
 const dtypes = opt('dtypes', 'f32,f16,bf16,q8_0').split(',') as WeightDType[];
 const only = opt('only', 'bw,matmul,attention').split(',');
 const participation = opt('participation', 'opportunistic') as 'opportunistic' | 'all';
+const simd = args.includes('--simd') ? (opt('simd', 'relaxed') as 'relaxed' | 'plain') : undefined;
+const isQuant = (dtype: WeightDType) => WEIGHT_LAYOUTS[dtype].blockValues > 1;
+
+/** Matrix shapes [in, out] per dtype: SmolLM2-135M's (576 hidden, 1536 MLP, 49152 vocab); k-quants need rows of
+ * multiples of 256: Qwen3-0.6B's (1024, 3072, 151936 vocab). Quantized types take the full vocab so that their
+ * one-row product reads more than L3. */
+function shapesOf(dtype: WeightDType): Array<[number, number]> {
+  if (!isQuant(dtype)) return [[576, 1536], [1536, 576], [576, 49152]];
+  if (WEIGHT_LAYOUTS[dtype].blockValues === 256) return [[1024, 3072], [3072, 1024], [1024, 151936]];
+  return [[576, 1536], [1536, 576], [576, 151936]];
+}
+
+/**
+ * A weight [n, k] in the arena. Quantized types get random blocks with small f16 scales (quantizing 100M+ values
+ * in TypeScript would take minutes; the kernels' speed does not depend on the values); float types are encoded.
+ */
+function benchWeight(be: WasmBackend, dtype: WeightDType, n: number, k: number, seed: number) {
+  const bytes = weightBytes({ dtype, rows: n, cols: k });
+  const data = be.arena.allocBytes(bytes);
+  if (!isQuant(dtype)) {
+    const values = new Float32Array(n * k);
+    fill(values, seed);
+    return encodeWeight(values, n, k, dtype, data);
+  }
+  let a = seed >>> 0;
+  for (let i = 0; i < bytes; i += 4) {
+    a = (Math.imul(a, 1664525) + 1013904223) >>> 0;
+    data[i] = a; data[i + 1] = a >>> 8; data[i + 2] = a >>> 16; data[i + 3] = a >>> 24;
+  }
+  const { blockBytes } = WEIGHT_LAYOUTS[dtype];
+  const fields = SCALE_FIELDS[dtype as keyof typeof SCALE_FIELDS] ?? [];
+  for (let b = 0; b < bytes; b += blockBytes) for (const f of fields) { data[b + f] = 0x00; data[b + f + 1] = 0x20; }
+  return { dtype, rows: n, cols: k, data };
+}
+
+/** Byte offsets of the f16 scale fields in each quantized block (ggml-common.h). */
+const SCALE_FIELDS = {
+  q4_0: [0], q4_1: [0, 2], q5_0: [0], q5_1: [0, 2], q8_0: [0], q2_K: [80, 82], q3_K: [108], q4_K: [0, 2], q5_K: [0, 2],
+  q6_K: [208],
+} as const;
 /**
  * A backend whose threads have been busy for `warmMs` first: on this VM the first second of a job on both vCPUs often
  * runs at one core's speed (as if the host gave the second vCPU a core of its own only after a while), which would
  * otherwise fall on whichever figure happens to be timed first.
  */
 async function create(threads: number, warmMs = quick ? 200 : 1000): Promise<WasmBackend> {
-  const be = await WasmBackend.create({ threads, participation });
+  const be = await WasmBackend.create({ threads, participation, simd });
   const mark = be.arena.mark();
   const [m, n, k] = [16, 1536, 576];
   const w = encodeWeight(new Float32Array(n * k).fill(0.01), n, k, 'f32', be.arena.allocBytes(n * k * 4));
@@ -89,16 +131,14 @@ async function bandwidth(): Promise<number> {
 }
 
 async function matmuls(readBw: number): Promise<void> {
-  const shapes: Array<[number, number]> = [[576, 1536], [1536, 576], [576, 49152]];
   for (const threads of threadList) {
     const be = await create(threads);
-    console.log(`\nmatmul, ${threads} thread(s): shape [in×out], weight bytes, then per rows m: ms, GFLOP/s, weight GB/s`);
+    console.log(`\nmatmul, ${threads} thread(s), ${be.simd} SIMD build: shape [in×out], weight bytes, then per rows m: ms, ` +
+      'GFLOP/s (GOP/s of int8 products for quantized types), weight GB/s');
     for (const dtype of dtypes) {
-      for (const [k, n] of shapes) {
+      for (const [k, n] of shapesOf(dtype)) {
         const mark = be.arena.mark();
-        const values = new Float32Array(n * k);
-        fill(values, k + n);
-        const w = encodeWeight(values, n, k, dtype, be.arena.allocBytes(weightBytes({ dtype, rows: n, cols: k })));
+        const w = benchWeight(be, dtype, n, k, k + n);
         let line = `${dtype.padEnd(5)} [${k}×${n}] ${(w.data.length / 2 ** 20).toFixed(1).padStart(6)} MiB |`;
         for (const m of [1, 16, 64]) {
           const x = be.arena.allocF32(m * k);
@@ -106,7 +146,7 @@ async function matmuls(readBw: number): Promise<void> {
           const out = be.arena.allocF32(m * n);
           const ms = time(() => be.matmul(out, x, w, m));
           const gf = (t: number) => (2 * m * n * k) / t / 1e6, gb = (t: number) => w.data.length / t / 1e6;
-          line += ` m=${m}: ${ms.toFixed(3)} ms ${fmt(gf(ms))} GF/s ${fmt(gb(ms))} GB/s |`;
+          line += ` m=${m}: ${ms.toFixed(3)} ms ${fmt(gf(ms))} ${isQuant(dtype) ? 'GOP/s' : 'GF/s'} ${fmt(gb(ms))} GB/s |`;
         }
         console.log(line);
         be.arena.reset(mark);
@@ -136,13 +176,11 @@ async function matmulTargets(): Promise<void> {
   });
   const pct = (v: number, of: number) => (Number.isFinite(of) ? `${((100 * v) / of).toFixed(0)}%` : '?');
   for (const dtype of dtypes) {
-    for (const [k, n] of [[576, 1536], [1536, 576], [576, 49152]]) {
+    for (const [k, n] of shapesOf(dtype)) {
       const bytes = weightBytes({ dtype, rows: n, cols: k });
       const rows = [...(bytes > L3_BYTES ? [1] : []), ...(dtype === 'f32' ? [16, 64] : [])];
       if (rows.length === 0) continue;
-      const values = new Float32Array(n * k);
-      fill(values, k + n);
-      const w = encodeWeight(values, n, k, dtype, be.arena.allocBytes(bytes));
+      const w = benchWeight(be, dtype, n, k, k + n);
       for (const m of rows) {
         const x = be.arena.allocF32(m * k);
         fill(x, m);

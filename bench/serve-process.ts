@@ -14,17 +14,21 @@ export interface ServeProcess {
   readonly url: string;
   log(): string;
   exitCode(): number | null;
+  /** Sends SIGTERM (pagellm drains, then exits) and resolves once the process has exited. */
+  stop(): Promise<void>;
 }
 
 /**
- * Starts `pagellm serve --port 0 ...args` and waits for its "Serving ... at" line.
+ * Starts `pagellm serve --port <port> ...args` and waits for its "Serving ... at" line.
+ * @param port TCP port of 127.0.0.1 to serve on; 0 (the default): any free port.
  * @throws Error with the server's output when it exits before serving.
  */
-export async function startServeProcess(args: readonly string[]): Promise<ServeProcess> {
-  const proc = spawn(process.execPath, [join(ROOT, 'bin/pagellm.mjs'), 'serve', '--port', '0', ...args],
+export async function startServeProcess(args: readonly string[], port = 0): Promise<ServeProcess> {
+  const proc = spawn(process.execPath, [join(ROOT, 'bin/pagellm.mjs'), 'serve', '--port', String(port), ...args],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
   let log = '';
   let exited: number | null = null;
+  const exit = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
   const url = await new Promise<string>((resolve, reject) => {
     proc.stdout!.on('data', (d: Buffer) => {
       log += d.toString();
@@ -36,5 +40,11 @@ export async function startServeProcess(args: readonly string[]): Promise<ServeP
       reject(new Error(`server exited with ${code}:\n${log}`));
     });
   });
-  return { proc, url, log: () => log, exitCode: () => exited };
+  return {
+    proc, url, log: () => log, exitCode: () => exited,
+    async stop(): Promise<void> {
+      if (exited === null) proc.kill('SIGTERM');
+      await exit;
+    },
+  };
 }

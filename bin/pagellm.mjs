@@ -3,6 +3,11 @@
 // `prepare`). No TypeScript loader at run time.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
+
+// WebAssembly relaxed SIMD (the int8 dot-product kernels) is on by default from V8 11.4 (Node 22); Node 20 needs
+// this flag set before any module compiles. Harmless where it is already on.
+setFlagsFromString('--experimental-wasm-relaxed-simd');
 
 const cli = new URL('../dist/cli/main.js', import.meta.url);
 if (!existsSync(cli)) {

@@ -15,20 +15,31 @@ const entries = existsSync(srcDir)
   ? readdirSync(srcDir).filter((f) => f.endsWith('.ts') && !f.startsWith('_') && f !== 'tsconfig.json')
   : [];
 
+// Two builds of each entry from the same sources: plain SIMD (NAME.wasm, runs on every SIMD engine) and relaxed SIMD
+// (NAME-relaxed.wasm: int8 dot products with i32x4.relaxed_dot_i8x16_i7x16_add_s; the sources branch on
+// ASC_FEATURE_RELAXED_SIMD). The library picks the relaxed one where the engine validates it.
+const variants = [
+  { suffix: '', features: [] },
+  { suffix: '-relaxed', features: ['--enable', 'relaxed-simd'] },
+];
+
 for (const entry of entries) {
   const name = basename(entry, '.ts');
-  const args = [
-    join('assembly', entry),
-    '--outFile', join('build', `${name}.wasm`),
-    '--textFile', join('build', `${name}.wat`),
-    '-O3', '--noAssert', '--runtime', 'stub',
-    '--enable', 'simd', '--enable', 'threads',
-    '--importMemory', '--sharedMemory', '--initialMemory', '1', '--maximumMemory', '65536',
-  ];
-  // asc writes its diagnostics to the streams given here.
-  const { error } = await asc(args, { stdout: process.stdout, stderr: process.stderr });
-  if (error) {
-    throw new Error(`AssemblyScript build of assembly/${entry} failed: ${error.message}`);
+  for (const { suffix, features } of variants) {
+    const out = `${name}${suffix}`;
+    const args = [
+      join('assembly', entry),
+      '--outFile', join('build', `${out}.wasm`),
+      '--textFile', join('build', `${out}.wat`),
+      '-O3', '--noAssert', '--runtime', 'stub',
+      '--enable', 'simd', '--enable', 'threads', ...features,
+      '--importMemory', '--sharedMemory', '--initialMemory', '1', '--maximumMemory', '65536',
+    ];
+    // asc writes its diagnostics to the streams given here.
+    const { error } = await asc(args, { stdout: process.stdout, stderr: process.stderr });
+    if (error) {
+      throw new Error(`AssemblyScript build of assembly/${entry} (${out}) failed: ${error.message}`);
+    }
+    console.log(`built build/${out}.wasm`);
   }
-  console.log(`built build/${name}.wasm`);
 }

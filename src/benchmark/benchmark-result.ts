@@ -72,7 +72,7 @@ export interface BenchmarkResult {
 }
 
 /** Per-request TPOT: (latency − TTFT) / (outputLen − 1), NaN with fewer than two output tokens. */
-export function requestTpotMs(r: RequestResult): number {
+function requestTpotMs(r: RequestResult): number {
   return r.outputLen > 1 ? (r.latencyMs - r.ttftMs) / (r.outputLen - 1) : NaN;
 }
 

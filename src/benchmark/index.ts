@@ -14,15 +14,15 @@ export {
 } from './workload.js';
 export { percentile, summarize, type MetricSummary } from './statistics.js';
 export { HttpClient, errorMessageOf, type HttpResponse, type SseListener } from './http-client.js';
-export { POOL_TEXT, discoverTokenPool, textPromptOfLength, type TokenPool } from './token-pool.js';
+export { discoverTokenPool, textPromptOfLength, type TokenPool } from './token-pool.js';
 export {
-  ENDPOINT_PATHS, requestBody, sendStreamingRequest, type EndpointKind, type StreamingRequestInput, type RequestResult,
+  requestBody, sendStreamingRequest, type EndpointKind, type StreamingRequestInput, type RequestResult,
 } from './streaming-request.js';
 export { arrivalOffsetsMs, Semaphore, runLoad, type LoadOptions } from './load-generator.js';
 export { parsePrometheusText, sumSamples, PrometheusParseError, type PrometheusSample } from './prometheus-text.js';
 export { ServerMetricsSampler, type ServerMetricsPoint, type ServerMetricsReport } from './server-metrics-sampler.js';
 export {
-  aggregateResults, formatResult, resultToJson, requestTpotMs,
+  aggregateResults, formatResult, resultToJson,
   type BenchmarkConfig, type BenchmarkResult, type RequestRecord,
 } from './benchmark-result.js';
 export { createRequestProgress, type RequestProgress } from './request-progress.js';

@@ -4,7 +4,7 @@ import { errorMessageOf, type HttpClient } from './http-client.js';
 export type EndpointKind = 'completions' | 'chat';
 
 /** The route path of each endpoint kind. */
-export const ENDPOINT_PATHS: Readonly<Record<EndpointKind, string>> = {
+const ENDPOINT_PATHS: Readonly<Record<EndpointKind, string>> = {
   completions: '/v1/completions',
   chat: '/v1/chat/completions',
 };

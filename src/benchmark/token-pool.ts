@@ -6,7 +6,7 @@ import type { HttpClient } from './http-client.js';
  * token ids are used, and drawing from tokens that real text produces keeps special and control tokens (BOS, EOS,
  * chat markers, byte fallbacks) out of the prompts for every tokenizer.
  */
-export const POOL_TEXT =
+const POOL_TEXT =
   'The little boat drifted past the harbour wall while the gulls argued over a crust of bread. A girl named Lily ' +
   'counted the waves, lost track at forty, and started again from one. Her brother was mending a kite with string ' +
   'and glue, humming a song about the moon, the stars and a very patient turtle who wanted to see the sea. When the ' +

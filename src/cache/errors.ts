@@ -3,7 +3,7 @@
  */
 
 /** Base class of every error thrown by src/cache, so callers can catch the layer's errors as one kind. */
-export class CacheError extends Error {
+class CacheError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;

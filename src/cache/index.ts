@@ -20,6 +20,6 @@ export {
 } from './attention-metadata.js';
 export { Int32Buffer, type Int32Allocator } from './int32-buffer.js';
 export {
-  CacheError, InvalidKvCacheSpecError, BlockIdOutOfRangeError, InvalidBlockPairsError, KvCacheSpecMismatchError,
+  InvalidKvCacheSpecError, BlockIdOutOfRangeError, InvalidBlockPairsError, KvCacheSpecMismatchError,
   CacheAllocationError, SlotMappingError, BlockTableTensorError,
 } from './errors.js';

@@ -37,6 +37,12 @@ export interface EngineCliOptions {
   backend: 'wasm' | 'reference';
   /** Pooling of embedding requests (`serve` only). */
   poolingType?: PoolingType;
+  /** Shared KV store URL, redis://host:port[/db] (`serve` only). */
+  kvCacheStore?: string;
+  /** Write-queue byte budget of the KV store. */
+  kvCacheStoreQueueBytes?: number;
+  /** ms for a KV-store lookup + fetch (plus 100 ms per MB). */
+  kvCacheStoreTimeout?: number;
   /** Speculative decoding, parsed from `--speculative-config` JSON. */
   speculativeConfig?: SpecDecodeConfig;
 }
@@ -94,6 +100,17 @@ export function addPoolingOption(cmd: Command): Command {
     .choices([...POOLING_TYPES]));
 }
 
+/** Adds the shared KV store flags (`serve`: replicas behind a load balancer share prompt blocks through Redis). */
+export function addKvStoreOptions(cmd: Command): Command {
+  return cmd
+    .option('--kv-cache-store <url>', 'shared KV tier: redis://host:port[/db] (Redis or Valkey); replicas with the ' +
+      'same model and KV layout write computed prompt blocks there and read them on a prefix-cache miss (off by default)')
+    .option('--kv-cache-store-queue-bytes <bytes>', 'bytes of KV-store writes that may wait for the store; a write ' +
+      'past it is skipped, never waited for (default: 64MiB)', byteSize)
+    .option('--kv-cache-store-timeout <ms>', 'how long a KV-store lookup + fetch may take before the prompt is ' +
+      'computed instead, plus 100 ms per MB fetched (default: 200)', intAtLeast(1));
+}
+
 /**
  * The engine arguments for parsed flags (commander leaves unset flags undefined, and the engine applies its own
  * defaults: 512 MiB KV budget, block size 16, no swap, prefix caching and chunked prefill on).
@@ -120,6 +137,9 @@ export function engineArgsFromCli(opts: EngineCliOptions, model: string = opts.m
     backend: opts.backend,
     threads: opts.threads,
     poolingType: opts.poolingType,
+    kvCacheStore: opts.kvCacheStore,
+    kvCacheStoreQueueBytes: opts.kvCacheStoreQueueBytes,
+    kvCacheStoreTimeout: opts.kvCacheStoreTimeout,
     speculativeConfig: opts.speculativeConfig,
     onLoadProgress,
   };

@@ -56,7 +56,7 @@ export interface ModelInfo {
  * the budget holds (`CacheEngine.determineNumAvailableBlocks` with the whole budget usable, as the engine sizes it)
  * and vLLM's maximum concurrency for maxModelLen-token requests.
  */
-export async function modelInfo(modelPath: string, opts: InfoCliOptions): Promise<ModelInfo> {
+async function modelInfo(modelPath: string, opts: InfoCliOptions): Promise<ModelInfo> {
   const source = await readModelSource(modelPath);
   const c = source.config;
   const cacheDtype: KvCacheDType = opts.kvCacheDtype === 'auto' ? 'fp32' : opts.kvCacheDtype;
@@ -84,7 +84,7 @@ export async function modelInfo(modelPath: string, opts: InfoCliOptions): Promis
 }
 
 /** The human-readable lines of `pagellm info`. */
-export function modelInfoLines(i: ModelInfo): string[] {
+function modelInfoLines(i: ModelInfo): string[] {
   const n = (x: number): string => x.toLocaleString('en-US');
   const dtypes = Object.entries(i.weightDtypes).map(([d, k]) => `${k} ${d}`).join(', ');
   return [

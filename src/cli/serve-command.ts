@@ -4,7 +4,8 @@ import { startupLogLines } from '../server/startup-log.js';
 import { TOOL_CALL_PARSERS, type ToolCallParserName } from '../server/tool-call-parser.js';
 import { createByteProgress, type ByteProgress } from './byte-progress.js';
 import {
-  addChatTemplateOption, addEngineOptions, addPoolingOption, engineArgsFromCli, type EngineCliOptions,
+  addChatTemplateOption, addEngineOptions, addKvStoreOptions, addPoolingOption, engineArgsFromCli,
+  type EngineCliOptions,
 } from './engine-cli-options.js';
 import { checkModelPath } from './input-path.js';
 import { intAtLeast, listValues, numberIn } from './option-parsers.js';
@@ -55,6 +56,7 @@ export function createServeCommand(version: string): Command {
   addEngineOptions(cmd)
     .option('--served-model-name <names...>', 'model name(s) the API answers to (default: the model\'s folder/file name)');
   addPoolingOption(cmd);
+  addKvStoreOptions(cmd);
   addChatTemplateOption(cmd)
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
     .option('--port <port>', 'TCP port (0: any free port)', intAtLeast(0), 8000)
@@ -105,6 +107,7 @@ export function createServeCommand(version: string): Command {
     try {
       handle = await startServer({
         ...engineArgs,
+        kvCacheStoreLog: log,
         servedModelNames: opts.servedModelName,
         host: opts.host,
         port: opts.port,
@@ -136,6 +139,11 @@ export function createServeCommand(version: string): Command {
     for (const line of startupLogLines(handle.summary, handle.url)) log(line);
     if (handle.agentCheckPort !== undefined) {
       log(`HAProxy agent check on tcp port ${handle.agentCheckPort} of ${opts.host} (load as JSON: ${handle.url}/load)`);
+    }
+    const kvStore = handle.engine.kvStoreConnector;
+    if (kvStore !== null) {
+      log(`shared KV store: ${kvStore.store.description} (lookup + fetch timeout ${kvStore.timeoutMs} ms + 100 ms/MB; ` +
+        'eviction is the store\'s: maxmemory-policy allkeys-lru)');
     }
     if (opts.disableLogStats !== true) stopStats = startStatsLogger(handle);
     await shutdown;

@@ -97,6 +97,8 @@ export interface BlockAllocator {
   getPhysicalBlockId(absoluteId: BlockId): number;
   /** The reference count of `blockId` (0 when free or only cached). */
   getRefCount(blockId: BlockId): number;
+  /** The live reference counts (index `blockId − firstBlockId`) for hot paths; read only. */
+  refCountsView(): Int32Array;
   /**
    * Releases the physical ids of `blocks` (swapped out to another device); the block objects keep their tokens and
    * hashes, with `blockId` null, until `swapIn` on the destination gives them new ids.

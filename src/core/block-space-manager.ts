@@ -7,6 +7,7 @@ import { Device } from './device.js';
 import { InvalidArgumentError, InvalidStateError, UnknownSequenceError } from './errors.js';
 import { BlockHasher, computeBlockHashes, type BlockHash, type HashAlgorithm } from './hashing.js';
 import { SequenceStatus, type SequenceGroupLike, type SequenceLike } from './sequence-like.js';
+import { extraHashOf, firstWaiting, newTokenCount } from './sequence-reads.js';
 import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
 
 /** Options of {@link BlockSpaceManager}. */
@@ -190,6 +191,18 @@ export class BlockSpaceManager {
    */
   canAppendSlots(seqGroup: SequenceGroupLike, numLookaheadSlots = 0, numNewTokens?: number): boolean {
     const seqs = seqGroup.getSeqs(SequenceStatus.RUNNING);
+    if (seqs.length === 1 && this.maxBlockSlidingWindow === null) {
+      // One sequence, no window (a decode or a prefill chunk): the same count without the loop.
+      const seq = seqs[0];
+      const table = this.tableOf(seq);
+      if (numLookaheadSlots === 0 && numNewTokens === undefined && seq.getLen() === table.numFullSlots + 1) {
+        const one = table.getNumNewBlocksForOneToken(); // a decode token
+        if (one >= 0) return one === 0 || this.blockAllocator.getNumFreeGpuBlocks() > 0;
+      }
+      const need = table.getNumNewBlocksForAppendSlots(newTokenCount(seq, table.numFullSlots, numNewTokens),
+        numLookaheadSlots);
+      return need === 0 || need <= this.blockAllocator.getNumFreeGpuBlocks();
+    }
     // In the order appendSlots will run: blocks one sequence's window releases help only the sequences after it.
     let free = this.blockAllocator.getNumFreeBlocks(Device.GPU);
     for (let i = 0; i < seqs.length; i++) {
@@ -214,6 +227,10 @@ export class BlockSpaceManager {
   appendSlots(seq: SequenceLike, numLookaheadSlots = 0, numNewTokens?: number): readonly CopyOnWritePair[] {
     const table = this.tableOf(seq);
     const seen = table.numFullSlots;
+    if (numLookaheadSlots === 0 && numNewTokens === undefined && this.maxBlockSlidingWindow === null &&
+      seq.getLen() === seen + 1 && table.appendOne(seq.getTokenIds(), seen, extraHashOf(seq))) {
+      return this.blockAllocator.clearCopyOnWrites(); // a decode token, appended on the fast path
+    }
     const n = newTokenCount(seq, seen, numNewTokens);
     const numComputed = this.maxBlockSlidingWindow === null ? null : this.numComputedTokens(seq, table);
     table.appendTokenIdsRange(seq.getTokenIds(), seen, seen + n, numLookaheadSlots, numComputed, extraHashOf(seq));
@@ -305,7 +322,7 @@ export class BlockSpaceManager {
 
   /** Free GPU blocks (with prefix caching, evictable cached blocks included). */
   getNumFreeGpuBlocks(): number {
-    return this.blockAllocator.getNumFreeBlocks(Device.GPU);
+    return this.blockAllocator.getNumFreeGpuBlocks();
   }
 
   /** Free CPU blocks. */
@@ -461,37 +478,6 @@ export class BlockSpaceManager {
 }
 
 const NO_BLOCK_IDS: readonly BlockId[] = [];
-
-function firstWaiting(seqGroup: SequenceGroupLike): SequenceLike {
-  const waiting = seqGroup.getSeqs(SequenceStatus.WAITING);
-  if (waiting.length === 0) {
-    throw new InvalidStateError(`request ${seqGroup.requestId}: no waiting sequence (canAllocate needs one)`);
-  }
-  return waiting[0];
-}
-
-/**
- * How many tokens after the first `seen` of `seq` get slots: `numNewTokens`, or every unseen token when undefined.
- * Throws {@link InvalidStateError} when the sequence is shorter than `seen`, {@link InvalidArgumentError} for a
- * count that is not an integer in [0, unseen] (at least 1 for a first allocation).
- */
-function newTokenCount(seq: SequenceLike, seen: number, numNewTokens: number | undefined): number {
-  const unseen = seq.getLen() - seen;
-  if (unseen < 0) {
-    throw new InvalidStateError(`sequence ${seq.seqId} has ${seq.getLen()} tokens but its block table already holds ${seen}`);
-  }
-  if (numNewTokens === undefined) return unseen;
-  const min = seen === 0 ? 1 : 0;
-  if (!Number.isSafeInteger(numNewTokens) || numNewTokens < min || numNewTokens > unseen) {
-    throw new InvalidArgumentError(`sequence ${seq.seqId}: numNewTokens must be an integer in [${min}, ${unseen}] ` +
-      `(its tokens not yet in its block table), got ${describe(numNewTokens)}`);
-  }
-  return numNewTokens;
-}
-
-function extraHashOf(seq: SequenceLike): string | null {
-  return seq.extraHash === undefined ? null : seq.extraHash();
-}
 
 function unknownSequence(seqId: number): UnknownSequenceError {
   return new UnknownSequenceError(`no block table for sequence ${seqId} (never allocated, or already freed)`);

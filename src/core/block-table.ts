@@ -25,6 +25,8 @@ export class BlockTable {
   /** Blocks kept by sliding-window attention (null: no sliding window). */
   readonly maxBlockSlidingWindow: number | null;
   private readonly allocator: CpuGpuBlockAllocator;
+  /** The allocator's GPU reference counts (index = GPU block id), read by the decode path. */
+  private readonly gpuRefCounts: Int32Array;
   private readonly blockList: BlockList;
   private numFullSlotsValue: number;
   /** Leading blocks already replaced by the null block (sliding window). */
@@ -49,6 +51,7 @@ export class BlockTable {
     if (maxBlockSlidingWindow !== null) assertPositiveInt('maxBlockSlidingWindow', maxBlockSlidingWindow);
     this.blockSize = blockSize;
     this.allocator = blockAllocator;
+    this.gpuRefCounts = blockAllocator.gpuRefCounts;
     this.maxBlockSlidingWindow = maxBlockSlidingWindow;
     this.blockList = new BlockList(blocks);
     if (numFullSlots === undefined) {
@@ -80,7 +83,8 @@ export class BlockTable {
    * Allocates blocks for a prompt on `device`: every full chunk of `blockSize` tokens as an immutable block (shared
    * when the prefix cache has it), the remaining tokens in one mutable block. A prompt of exactly k blocks gets k
    * immutable blocks and no tail. All or nothing. Throws {@link InvalidStateError} if the table already holds
-   * blocks, {@link InvalidArgumentError} for an empty prompt or a bad token id, {@link NoFreeBlocksError}.
+   * blocks, {@link InvalidArgumentError} for an empty prompt or a bad token id among the first `numTokens`,
+   * {@link NoFreeBlocksError}.
    * `blockHashes` (prefix caching): the hashes of the prompt's full blocks (or more) if the caller already computed
    * them. `numTokens`: only the first `numTokens` of `tokenIds` get slots (default all; a chunked prefill's chunk).
    */
@@ -94,12 +98,13 @@ export class BlockTable {
     if (this.blockList.length > 0) {
       throw new InvalidStateError('block table is already allocated; free it before allocating again');
     }
-    assertTokenIds('tokenIds', tokenIds);
+    assertTokenIds('tokenIds', tokenIds, 0);
     if (tokenIds.length === 0) throw new InvalidArgumentError('cannot allocate a block table for 0 tokens');
     if (!Number.isSafeInteger(numTokens) || numTokens < 1 || numTokens > tokenIds.length) {
       throw new InvalidArgumentError(
         `numTokens must be an integer in [1, ${tokenIds.length}] (the tokens given), got ${describe(numTokens)}`);
     }
+    assertTokenIds('tokenIds', tokenIds, numTokens); // the tokens that get slots
     const bs = this.blockSize;
     const numFull = Math.floor(numTokens / bs);
     const tail = numTokens - numFull * bs;
@@ -167,7 +172,7 @@ export class BlockTable {
       throw new InvalidStateError('cannot append to a block table that was never allocated (call allocate first)');
     }
     const n = end - start;
-    if (n === 1 && numLookaheadSlots === 0 && numComputedSlots === null && this.appendOneInPlace(src[start])) return;
+    if (n === 1 && numLookaheadSlots === 0 && numComputedSlots === null && this.appendOne(src, start, extraHash)) return;
     if (n < 0 || numLookaheadSlots < 0 || (numLookaheadSlots | 0) !== numLookaheadSlots) {
       throw new InvalidArgumentError(
         `bad append: ${n} tokens with ${describe(numLookaheadSlots)} lookahead slots`);
@@ -204,20 +209,37 @@ export class BlockTable {
   }
 
   /**
-   * The decode fast path: appends one token id to the last block when it has room after this token (it does not
-   * fill up) and is not shared, so no block is allocated, copied or promoted. Returns false, changing nothing, when
-   * that does not hold (or the id is not valid), leaving the append to the general path.
+   * The decode fast path: appends `src[start]` (one token id) to the last block when it is not shared — in place (promoting the
+   * block when this token fills it), or, when the last block is full, in a new mutable GPU block. Returns false,
+   * changing nothing, when that does not hold (a shared or swapped-out last block, an empty last block, no free
+   * block, a bad id), leaving the append to the general path.
    */
-  private appendOneInPlace(tokenId: number): boolean {
+  appendOne(src: readonly number[], start: number, extraHash: string | null): boolean {
+    const tokenId = src[start];
     const bs = this.blockSize;
-    const last = this.blockList.length - 1;
-    // The token's offset in the last block (no division: outside (0, bs − 1) it is not an in-place append).
+    const list = this.blockList;
+    const last = list.length - 1;
+    // The token's offset in the last block (no division: outside (0, bs] it is not a fast append).
     const offset = this.numFullSlotsValue - last * bs;
-    if (offset <= 0 || offset >= bs - 1 || (tokenId >>> 0) !== tokenId) return false;
-    const block = this.blockList.get(last) as TokenBlock;
-    if (block.blockId === null || this.allocator.getRefCount(block.blockId) > 1) return false;
-    block.tokens[offset] = tokenId;
-    block.numTokens = offset + 1;
+    if (offset <= 0 || offset > bs || (tokenId >>> 0) !== tokenId) return false;
+    if (offset === bs) {
+      if (this.allocator.getNumFreeGpuBlocks() === 0) return false;
+      list.append(this.allocator.allocateMutableBlock(list.get(last), Device.GPU, extraHash));
+      list.appendCheckedTokenIds(last + 1, src, start, start + 1);
+      this.numFullSlotsValue++;
+      return true;
+    }
+    const id = list.ids()[last];
+    const refCounts = this.gpuRefCounts;
+    if (id >= refCounts.length || refCounts[id] > 1) return false; // a CPU id (swapped out) or shared
+    const block = list.get(last) as TokenBlock;
+    if (block.blockId !== id) return false;
+    if (offset === bs - 1) {
+      list.appendCheckedTokenIds(last, src, start, start + 1); // fills the block: promoted (prefix caching)
+    } else {
+      block.tokens[offset] = tokenId;
+      block.numTokens = offset + 1;
+    }
     this.numFullSlotsValue++;
     return true;
   }
@@ -337,7 +359,7 @@ export class BlockTable {
       // A decode token: it lands in the last block (a copy if shared) or, when that block is full, in a new one.
       const last = list.length - 1;
       const offset = full - last * bs;
-      if (offset >= 0 && offset < bs) return this.allocator.getRefCount(list.ids()[last]) > 1 ? 1 : 0;
+      if (offset >= 0 && offset < bs) return this.refCountOf(list.ids()[last]) > 1 ? 1 : 0;
       if (offset === bs) return 1;
     }
     const capacity = list.length * bs;
@@ -348,10 +370,29 @@ export class BlockTable {
       const lastIndex = Math.min(((full + numTokens - 1) / bs) | 0, list.length - 1);
       const ids = list.ids();
       for (let k = firstIndex; k <= lastIndex; k++) {
-        if (this.allocator.getRefCount(ids[k]) > 1) needed++;
+        if (this.refCountOf(ids[k]) > 1) needed++;
       }
     }
     return needed;
+  }
+
+  /** The reference count of `id`: read from the GPU counts directly, through the allocator for a CPU id. */
+  private refCountOf(id: BlockId): number {
+    const refCounts = this.gpuRefCounts;
+    return id < refCounts.length ? refCounts[id] : this.allocator.getRefCount(id);
+  }
+
+  /**
+   * New GPU blocks one more token needs: 1 when the last block is full or shared, else 0; -1 when the token would
+   * not land in the last block (several empty slots reserved ahead: ask {@link getNumNewBlocksForAppendSlots}).
+   */
+  getNumNewBlocksForOneToken(): number {
+    const ids = this.blockList.ids();
+    const last = ids.length - 1;
+    const offset = this.numFullSlotsValue - last * this.blockSize;
+    if (offset === this.blockSize) return 1;
+    if (offset < 0 || last < 0) return -1;
+    return this.refCountOf(ids[last]) > 1 ? 1 : 0;
   }
 
   /**

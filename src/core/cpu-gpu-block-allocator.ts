@@ -94,6 +94,11 @@ export class CpuGpuBlockAllocator {
   readonly blockSize: number;
   /** `'naive'` or `'prefix_caching'`. */
   readonly allocatorType: AllocatorType;
+  /**
+   * The GPU allocator's live reference counts, index = GPU block id (GPU ids start at 0): what the decode path reads
+   * instead of calling {@link getRefCount}. Read only.
+   */
+  readonly gpuRefCounts: Int32Array;
   private readonly gpuAllocator: BlockAllocator;
   private readonly cpuAllocator: BlockAllocator;
   private readonly numGpuBlocks: number;
@@ -157,6 +162,7 @@ export class CpuGpuBlockAllocator {
     this.allocatorType = allocatorType;
     this.numGpuBlocks = gpuAllocator.getNumTotalBlocks();
     this.numCpuBlocks = cpuAllocator.getNumTotalBlocks();
+    this.gpuRefCounts = gpuAllocator.refCountsView();
   }
 
   /** The allocator of `device`. */
@@ -246,6 +252,11 @@ export class CpuGpuBlockAllocator {
   /** Free blocks on `device` (with prefix caching, evictable cached blocks included). */
   getNumFreeBlocks(device: Device): number {
     return this.getAllocator(device).getNumFreeBlocks();
+  }
+
+  /** Free GPU blocks: {@link getNumFreeBlocks} for `Device.GPU` without the device dispatch (the decode path). */
+  getNumFreeGpuBlocks(): number {
+    return this.gpuAllocator.getNumFreeBlocks();
   }
 
   /** Blocks on `device`. */

@@ -266,6 +266,7 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
    * when they are cached and in use. Mirrors vLLM's `mark_blocks_as_computed`.
    */
   markBlocksAsComputed(blockIds: readonly BlockId[]): void {
+    if (this.numTouched === 0 && blockIds.length === 0) return; // most decode steps fill no block
     const touched = this.touchedList;
     for (let k = 0; k < this.numTouched; k++) {
       const i = touched[k];

@@ -102,6 +102,14 @@ export abstract class RefCountedBlockAllocator<B extends TokenBlock> {
     return this.numBlocks;
   }
 
+  /**
+   * The live reference counts of this allocator's range (index `blockId − firstBlockId`), read by hot paths
+   * without a range check. Read only.
+   */
+  refCountsView(): Int32Array {
+    return this.refCounter.view;
+  }
+
   /** The index of `absoluteId` inside this allocator's range. Throws {@link UnknownBlockIdError}. */
   getPhysicalBlockId(absoluteId: BlockId): number {
     if (!this.refCounter.contains(absoluteId)) throw this.unknownId(absoluteId);

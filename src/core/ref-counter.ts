@@ -64,6 +64,14 @@ export class RefCounter implements RefCounterReader {
   }
 
   /**
+   * The live counts (index `blockId − firstBlockId`), for hot paths that read a count without a range check. Read
+   * only: writing it corrupts the allocator.
+   */
+  get view(): Int32Array {
+    return this.counts;
+  }
+
+  /**
    * A copy of every count, index i for block id `firstBlockId + i` (read-only introspection for the dashboard;
    * O(numBlocks), changes nothing).
    */

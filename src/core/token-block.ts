@@ -111,7 +111,7 @@ export abstract class TokenBlock implements PooledBlock {
  * Checks an append of `src[start..end)` to `block` (live, fits, valid token ids) before anything changes.
  * @throws FreedBlockError, BlockOverflowError, InvalidArgumentError.
  */
-export function checkAppend(block: Block, src: readonly number[], start: number, end: number): void {
+function checkAppend(block: Block, src: readonly number[], start: number, end: number): void {
   if (block.blockId === null) {
     throw new FreedBlockError('cannot append token ids to a freed block (its physical id was released)');
   }

@@ -19,21 +19,16 @@ export function assertNonNegativeInt(name: string, value: unknown): asserts valu
   }
 }
 
-/** Throws unless `value` is a finite number ≥ 0. */
-export function assertNonNegativeNumber(name: string, value: unknown): asserts value is number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new InvalidArgumentError(`${name} must be a finite number >= 0, got ${describe(value)}`);
-  }
-}
-
-/** Throws unless every element of `tokenIds` is a safe integer in [0, 2^32). */
-export function assertTokenIds(name: string, tokenIds: readonly number[]): void {
+/**
+ * Throws unless `tokenIds` is an array whose first `end` elements (default: all) are integers in [0, 2^32).
+ */
+export function assertTokenIds(name: string, tokenIds: readonly number[], end: number = tokenIds.length): void {
   if (!Array.isArray(tokenIds)) {
     throw new InvalidArgumentError(`${name} must be an array of token ids, got ${describe(tokenIds)}`);
   }
-  for (let i = 0; i < tokenIds.length; i++) {
+  for (let i = 0; i < end; i++) {
     const t = tokenIds[i];
-    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 0xffffffff) {
+    if ((t >>> 0) !== t) {
       throw new InvalidArgumentError(
         `${name}[${i}] must be a token id (an integer in [0, 2^32)), got ${describe(t)}`);
     }

@@ -2,11 +2,17 @@ import type { PoolingType } from './pooling-params.js';
 import { CacheEngine, makeKvCacheSpec } from '../cache/index.js';
 import { initHashing } from '../core/index.js';
 import { createBackend, type BackendKind, type KvCacheDType } from '../kernels/index.js';
+import { RedisKvBlockStore } from '../cache/redis-kv-block-store.js';
+import type { KvCacheSpec } from '../cache/index.js';
+import type { ModelSource } from '../model/model-source.js';
 import { loadModel } from '../model/load-model.js';
+import { kvStoreModelIdentity } from './kv-store-identity.js';
+import type { LLMEngineOptions } from './llm-engine.js';
 import { EngineConfigError } from './errors.js';
 import { LLMEngine } from './llm-engine.js';
 import type { PreemptionMode, SchedulingPolicy } from './scheduler-config.js';
-import type { SpecDecodeConfig } from './spec-decode-config.js';
+import { createDraftModelProposer, draftBlockBytes, loadDraftModel } from './draft-model-loader.js';
+import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode-config.js';
 import type { SpeculativeProposer } from './speculative-proposer.js';
 
 /** 512 MiB: the default compute-tier KV budget. */
@@ -56,11 +62,25 @@ export interface EngineArgs {
   /** Kernel threads, the calling thread included (default: the number of cores). */
   readonly threads?: number;
   /**
+   * A shared KV store, `redis://host:port[/db]` (Redis or Valkey): replicas with the same model and KV layout write
+   * computed prompt blocks there and read each other's on a prefix-cache miss (needs prefix caching).
+   */
+  readonly kvCacheStore?: string;
+  /** Bytes of KV-store writes that may wait for the store; a write past it is skipped (default 64 MiB). */
+  readonly kvCacheStoreQueueBytes?: number;
+  /** ms a store lookup plus fetch may take before the prompt is computed instead, plus 100 ms per MB (default 200). */
+  readonly kvCacheStoreTimeout?: number;
+  /** Where the KV store's warning lines go (default: stderr). */
+  readonly kvCacheStoreLog?: (line: string) => void;
+  /**
    * Speculative decoding (vLLM's `speculative_config`): the `--speculative-config` JSON text, the object it parses
    * to, or a parsed config. Absent: no speculation.
    */
   readonly speculativeConfig?: SpecDecodeConfig | string | Readonly<Record<string, unknown>>;
-  /** The proposer to speculate with (required for the draft_model method until its loader is wired). */
+  /**
+   * The proposer to speculate with. Absent: ngram builds its own; draft_model loads `model` into the target's
+   * backend (same tokenizer required) and splits the KV budget: as many draft blocks as target blocks, none shared.
+   */
   readonly speculativeProposer?: SpeculativeProposer;
   /** Weight-loading progress: bytes so far, total bytes. */
   readonly onLoadProgress?: (loadedBytes: number, totalBytes: number) => void;
@@ -69,11 +89,14 @@ export interface EngineArgs {
 /**
  * Builds a ready engine: creates the kernel backend, loads the model into its arena, sizes and allocates the KV
  * cache (numGpuBlocks = ⌊kvCacheMemory / block bytes⌋ unless overridden, numCpuBlocks = ⌊swapSpace / block bytes⌋)
- * and wires the scheduler. The engine owns the backend: `engine.close()` stops its threads.
+ * and wires the scheduler. The engine owns the backend: `engine.close()` stops its threads. A draft-model
+ * `speculativeConfig` loads the draft into the same backend and gives it its own KV cache: numGpuBlocks becomes
+ * ⌊kvCacheMemory / (target block bytes + draft block bytes)⌋ and the draft gets that many blocks of its own.
  * Mirrors vLLM's `LLMEngine.from_engine_args`.
  *
  * @throws EngineConfigError for an invalid size or a cache too small for one block; the loaders' errors for an
- *   unreadable model; the kernels' errors for a backend that cannot start.
+ *   unreadable model; the kernels' errors for a backend that cannot start; SpeculativeConfigError for a malformed
+ *   speculative config; DraftModelMismatchError for a draft whose tokenizer differs from the target's.
  */
 export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
   const blockSize = args.blockSize ?? 16;
@@ -102,17 +125,32 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
       },
     });
     const config = loaded.source.config;
+    const specConfig = args.speculativeConfig === undefined ? undefined : resolveSpecDecodeConfig(args.speculativeConfig);
+    // A draft model's KV blocks come out of the same budget: the draft gets as many blocks as the target, its own.
+    const draft = specConfig?.method === 'draft_model' && args.speculativeProposer === undefined
+      ? await loadDraftModel(specConfig.model, {
+        backend, target: { config, tokenizer: loaded.source.tokenizer }, maxNumTokens: args.maxNumBatchedTokens ?? 512,
+      })
+      : null;
     const spec = makeKvCacheSpec(config, { blockSize, cacheDtype });
     const blockBytes = CacheEngine.getCacheBlockSize(spec);
-    const numGpuBlocks = args.numGpuBlocksOverride ?? Math.floor(kvCacheMemory / blockBytes);
+    const draftBytes = draft === null ? 0 : draftBlockBytes(draft, blockSize, cacheDtype);
+    const numGpuBlocks = args.numGpuBlocksOverride ?? Math.floor(kvCacheMemory / (blockBytes + draftBytes));
     if (!Number.isSafeInteger(numGpuBlocks) || numGpuBlocks < 1) {
       throw new EngineConfigError(`the KV cache holds no block: kvCacheMemory ${kvCacheMemory} B is less than one ` +
-        `block of ${blockBytes} B (block size ${blockSize}, ${config.numLayers} layers, ${config.numKvHeads} KV ` +
-        `heads × ${config.headSize}, ${cacheDtype}); raise kvCacheMemory`);
+        `block of ${blockBytes + draftBytes} B (block size ${blockSize}, ${config.numLayers} layers, ` +
+        `${config.numKvHeads} KV heads × ${config.headSize}, ${cacheDtype}` +
+        `${draftBytes > 0 ? `, plus ${draftBytes} B of draft model KV` : ''}); raise kvCacheMemory`);
     }
     const numCpuBlocks = Math.floor(swapSpace / blockBytes);
     const cacheEngine = new CacheEngine(spec, backend, { numGpuBlocks, numCpuBlocks });
+    const kvStore = await kvStoreOptions(args, loaded.source, spec);
+    const speculativeProposer = args.speculativeProposer ?? (draft === null || specConfig === undefined ? undefined
+      : createDraftModelProposer(draft, backend, {
+        numSpeculativeTokens: specConfig.numSpeculativeTokens, blockSize, cacheDtype, numBlocks: numGpuBlocks,
+      }));
     return new LLMEngine({
+      kvStore,
       model: loaded.model,
       tokenizer: loaded.source.tokenizer,
       cacheEngine,
@@ -130,12 +168,42 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
         policy: args.schedulingPolicy,
         preemptionMode: args.preemptionMode,
       },
-      speculativeConfig: args.speculativeConfig,
-      speculativeProposer: args.speculativeProposer,
+      speculativeConfig: specConfig,
+      speculativeProposer,
       onClose: () => backend.close(),
     });
   } catch (e) {
     await backend.close();
     throw e;
   }
+}
+
+/**
+ * The engine's shared-KV-store options from the args: a Redis client and the model identity, or undefined without
+ * `kvCacheStore`. @throws EngineConfigError for a bad URL, queue budget or timeout, or a store without prefix caching.
+ */
+async function kvStoreOptions(args: EngineArgs, source: ModelSource, spec: KvCacheSpec): Promise<LLMEngineOptions['kvStore']> {
+  if (args.kvCacheStore === undefined) return undefined;
+  if (args.enablePrefixCaching === false) {
+    throw new EngineConfigError('kvCacheStore needs prefix caching (fetched blocks enter the prefix cache): enable it');
+  }
+  const timeoutMs = args.kvCacheStoreTimeout ?? 200;
+  if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
+    throw new EngineConfigError(`kvCacheStoreTimeout must be a non-negative number of ms, got ${timeoutMs}`);
+  }
+  const log = args.kvCacheStoreLog ?? ((line: string): void => void process.stderr.write(`${line}\n`));
+  let store: RedisKvBlockStore;
+  try {
+    store = new RedisKvBlockStore({
+      url: args.kvCacheStore, queueBytes: args.kvCacheStoreQueueBytes, onConnectionChange: (_up, line) => log?.(line),
+    });
+  } catch (e) {
+    throw new EngineConfigError((e as Error).message, { cause: e });
+  }
+  return { store, modelIdentity: await kvStoreModelIdentity(source, spec), timeoutMs, log };
+}
+
+/** A parsed speculative config as given, or the one its JSON text / snake_case object parses to. */
+function resolveSpecDecodeConfig(spec: NonNullable<EngineArgs['speculativeConfig']>): SpecDecodeConfig {
+  return typeof spec === 'string' || !('numSpeculativeTokens' in spec) ? parseSpeculativeConfig(spec) : spec as SpecDecodeConfig;
 }

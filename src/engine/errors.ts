@@ -78,3 +78,11 @@ export class SpeculativeConfigError extends EngineConfigError {
     super(`invalid speculative config: ${message}`);
   }
 }
+
+/**
+ * A draft model cannot propose for the target: its tokenizer or vocabulary differs (token ids would mean different
+ * text in the two models). The message names the first difference.
+ */
+export class DraftModelMismatchError extends EngineConfigError {
+  override readonly name = 'DraftModelMismatchError';
+}

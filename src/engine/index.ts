@@ -12,7 +12,7 @@ export {
   SamplingParams, SamplingType, RequestOutputKind, SAMPLING_EPS, type SamplingParamsInit,
 } from './sampling-params.js';
 export {
-  Sequence, SequenceStatus, SequenceStage, isFinishedStatus, getFinishedReason,
+  Sequence, SequenceStatus, isFinishedStatus, getFinishedReason,
   type FinishReason, type Logprob, type SampleLogprobs, type SequenceDetokenizer,
 } from './sequence.js';
 export {
@@ -44,7 +44,7 @@ export { SpecDecodingStats, SPEC_DECODE_METRIC_NAMES } from './spec-decoding-sta
 export {
   PoolingParams, resolvePoolerConfig, POOLING_TYPES, type PoolingType, type PoolerConfig, type PoolingParamsInit,
 } from './pooling-params.js';
-export { Pooler, l2Normalize, type PooledSequence, type PoolerRowOutput, type MeanPoolingState } from './pooler.js';
+export { Pooler, type PooledSequence, type PoolerRowOutput, type MeanPoolingState } from './pooler.js';
 export {
   StructuredOutputsParams, type StructuredOutputsParamsInit, type StructuredOutputKind,
 } from './structured-outputs-params.js';

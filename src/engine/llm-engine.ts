@@ -8,6 +8,7 @@ import { createSequenceDetokenizer } from './detokenizer.js';
 import {
   EngineConfigError, EngineStateError, InvalidRequestError, SamplingParamsError, StepFailedError,
 } from './errors.js';
+import { KvStoreConnector, type KvStoreConnectorOptions } from './kv-store-connector.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import { ModelInputBuilder, type SampledSequence } from './model-input-builder.js';
 import { OutputProcessor } from './output-processor.js';
@@ -15,7 +16,8 @@ import { Pooler } from './pooler.js';
 import { PoolingParams, resolvePoolerConfig, type PoolerConfig, type PoolingParamsInit } from './pooling-params.js';
 import type { RequestOutput } from './request-output.js';
 import { RandomGenerator } from '../model/random-generator.js';
-import { checkSomeTokenAllowed, Sampler, type SamplingRow } from './sampler.js';
+import { checkSomeTokenAllowed, Sampler } from './sampler.js';
+import { samplingRowOf } from './sampling-row.js';
 import { RequestOutputKind, SamplingParams, SamplingType, type SamplingParamsInit } from './sampling-params.js';
 import { Scheduler } from './scheduler.js';
 import type { SamplerOutput, SchedulerOutputs } from './scheduler-output.js';
@@ -67,6 +69,8 @@ export interface LLMEngineOptions {
   readonly speculativeProposer?: SpeculativeProposer;
   /** Called once by {@link LLMEngine.close} (e.g. to stop the kernel backend's threads). */
   readonly onClose?: () => Promise<void>;
+  /** A shared KV store replicas read prefix blocks from and write computed blocks to (needs prefix caching). */
+  readonly kvStore?: Omit<KvStoreConnectorOptions, 'blockManager' | 'cacheEngine' | 'metrics' | 'getBlockTable'>;
 }
 
 /** A monotonic clock in ms. */
@@ -107,6 +111,8 @@ export class LLMEngine {
   readonly structuredOutputManager: StructuredOutputManager;
   /** Pooling defaults of {@link addPoolingRequest}. */
   readonly poolerConfig: PoolerConfig;
+  /** The shared KV tier's connector, when the engine was given a store. */
+  readonly kvStoreConnector: KvStoreConnector | null;
   /** Speculative decoding's proposer, verification and counters; null without speculation. */
   readonly specDecodeWorker: SpecDecodeWorker | null;
 
@@ -174,11 +180,13 @@ export class LLMEngine {
       newSeqId: () => this.nextSeqId++, decode: (ids) => this.tokenizer.decode(ids),
       structuredOutputManager: this.structuredOutputManager,
     });
+    this.kvStoreConnector = this.makeKvStoreConnector(options.kvStore);
     this.specDecodeWorker = options.speculativeConfig === undefined ? null : createSpecDecodeWorker(
       options.speculativeConfig, this.schedulerConfig.maxModelLen, config, options.speculativeProposer);
     this.scheduler = new Scheduler(this.schedulerConfig, this.blockManager, {
       blockSize: this.blockSize, numGpuBlocks: this.cacheEngine.numGpuBlocks,
       enablePrefixCaching: this.enablePrefixCaching, outputProcessor: this.outputProcessor,
+      kvStoreGate: this.kvStoreConnector ?? undefined,
       onFreeSeq: this.specDecodeWorker === null ? undefined : (seq) => this.specDecodeWorker!.onSeqFreed(seq),
     });
     this.inputBuilder = new ModelInputBuilder({
@@ -197,6 +205,18 @@ export class LLMEngine {
     this.onClose = options.onClose;
     this.poolerConfig = resolvePoolerConfig(options.poolerConfig);
     this.pooler = new Pooler(config.dim);
+  }
+
+  /** @throws EngineConfigError for a store without prefix caching (fetched blocks enter the prefix cache). */
+  private makeKvStoreConnector(kvStore: LLMEngineOptions['kvStore']): KvStoreConnector | null {
+    if (kvStore === undefined) return null;
+    if (!this.enablePrefixCaching) {
+      throw new EngineConfigError('a shared KV store (kvCacheStore) needs prefix caching: enable it');
+    }
+    return new KvStoreConnector({
+      ...kvStore, blockManager: this.blockManager, cacheEngine: this.cacheEngine, metrics: this.metrics,
+      getBlockTable: (seq) => this.scheduler.getBlockTable(seq),
+    });
   }
 
   /** Blocks in the compute tier / the swap tier. */
@@ -323,6 +343,7 @@ export class LLMEngine {
     if (this.closed) return;
     this.closed = true;
     for (const id of this.outputProcessor.getRequestIds()) this.abortRequest(id);
+    await this.kvStoreConnector?.close();
     await this.specDecodeWorker?.close();
     await this.onClose?.();
   }
@@ -360,6 +381,7 @@ export class LLMEngine {
         this.executeCacheOperations(schedulerOutputs);
         const { batch, sampled, pooled } = this.inputBuilder.build(schedulerOutputs.scheduledSeqGroups);
         const { logits, hiddenStates } = this.model.forwardWithHiddenStates(batch, this.cacheEngine.gpuCache);
+        this.kvStoreConnector?.saveComputedBlocks(schedulerOutputs.scheduledSeqGroups);
         const samplerOutput = { ...this.sample(sampled, logits), pooled: this.pooler.pool(pooled, hiddenStates) };
         outputs.push(...this.scheduler.updateFromOutput(schedulerOutputs, samplerOutput));
       } catch (e) {
@@ -372,6 +394,7 @@ export class LLMEngine {
 
   /** A snapshot of the engine's queues, KV usage and counters. */
   getStats(): EngineStats {
+    this.kvStoreConnector?.syncCounters();
     const stats = this.metrics.snapshot({
       ...this.scheduler.makeStats(), numGpuBlocks: this.numGpuBlocks, numCpuBlocks: this.numCpuBlocks,
     });
@@ -444,7 +467,7 @@ export class LLMEngine {
   /** Samples one row per sampled sequence from the step's logits, each under its grammar's bitmask if it has one. */
   private sample(sampled: readonly SampledSequence[], logits: Float32Array): Omit<SamplerOutput, 'pooled'> {
     const masks = this.structuredOutputManager.grammarBitmask(sampled);
-    const rows = sampled.map((s, i) => this.samplingRowOf(s, masks[i]));
+    const rows = sampled.map((s, i) => samplingRowOf(s, masks[i], this.eosTokenIds));
     const results = sampled.length === 0 ? []
       : this.specDecodeWorker !== null ? this.specDecodeWorker.sample(this.sampler, logits, sampled, rows,
         (s) => this.structuredOutputManager.draftBitmasks(s.seqGroup.requestId, s.seq, s.draftTokenIds!))
@@ -458,24 +481,6 @@ export class LLMEngine {
     c.numSteps++;
     const usage = 1 - this.scheduler.makeStats().numFreeGpuBlocks / Math.max(1, this.numGpuBlocks);
     if (usage > c.peakGpuCacheUsage) c.peakGpuCacheUsage = usage;
-  }
-
-  private samplingRowOf(s: SampledSequence, tokenBitmask: Int32Array | null): SamplingRow {
-    const g = s.seqGroup;
-    const p = g.samplingParams;
-    const beamWidth = g.beamSearch?.beamWidth ?? 0;
-    const forking = s.isPrompt && g.beamSearch === null && g.seqs.length < p.bestOf;
-    const needOutput = p.hasPenalties || p.minTokens > 0;
-    return {
-      params: p,
-      promptTokenIds: p.repetitionPenalty !== 1 ? s.seq.getPromptTokenIds() : [],
-      outputTokenIds: needOutput ? s.seq.getOutputTokenIds() : [],
-      eosTokenIds: this.eosTokenIds,
-      generator: g.generator,
-      numSamples: forking ? p.bestOf : 1,
-      numTopLogprobs: beamWidth > 0 ? 2 * beamWidth : p.logprobs ?? 0,
-      tokenBitmask,
-    };
   }
 
   /** Sequences of a request still known to the engine (for tests and inspection). */

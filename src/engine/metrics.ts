@@ -15,11 +15,16 @@ export type HistogramName =
   /** Prompt tokens per finished request. */
   | 'promptTokens'
   /** Generated tokens per finished request (all its sequences). */
-  | 'generationTokens';
+  | 'generationTokens'
+  /** Shared KV store: one lookup (EXISTS of a prompt's block keys), ms. */
+  | 'kvStoreLookupMs'
+  /** Shared KV store: one fetch (MGET of the run found), ms. */
+  | 'kvStoreFetchMs';
 
 /** The histogram names, in a fixed order. */
 const HISTOGRAM_NAMES: readonly HistogramName[] =
-  ['ttftMs', 'itlMs', 'tpotMs', 'e2eMs', 'queueMs', 'promptTokens', 'generationTokens'];
+  ['ttftMs', 'itlMs', 'tpotMs', 'e2eMs', 'queueMs', 'promptTokens', 'generationTokens', 'kvStoreLookupMs',
+    'kvStoreFetchMs'];
 
 /** Receives every histogram observation as it happens (the server feeds prom-client histograms this way). */
 export type MetricsListener = (name: HistogramName, value: number) => void;
@@ -43,6 +48,13 @@ export interface EngineCounters {
   /** Tokens sampled. */
   generationTokens: number;
   numSteps: number;
+  /** Shared KV store (--kv-cache-store): blocks read into the cache, blocks looked up and not used, bytes moved. */
+  kvStoreHits: number;
+  kvStoreMisses: number;
+  kvStoreBytesRead: number;
+  kvStoreBytesWritten: number;
+  /** Shared KV store faults that made a prompt compute instead (store down or slow, a record rejected). */
+  kvStoreErrors: number;
   requestsFinished: Record<FinishReason, number>;
 }
 
@@ -95,6 +107,7 @@ export class EngineMetrics {
     peakGpuCacheUsage: 0, prefixCacheQueries: 0, prefixCacheHits: 0, numPreemptionsRecompute: 0,
     numPreemptionsSwap: 0, numBlocksSwappedIn: 0, numBlocksSwappedOut: 0, numBlocksCopied: 0,
     numPromptTokensComputed: 0, promptTokens: 0, generationTokens: 0, numSteps: 0,
+    kvStoreHits: 0, kvStoreMisses: 0, kvStoreBytesRead: 0, kvStoreBytesWritten: 0, kvStoreErrors: 0,
     requestsFinished: { stop: 0, length: 0, abort: 0 },
   };
   private readonly samples = new Map<HistogramName, SampleRing>();
@@ -143,6 +156,11 @@ export class EngineMetrics {
       promptTokens: c.promptTokens,
       generationTokens: c.generationTokens,
       numSteps: c.numSteps,
+      kvStoreHits: c.kvStoreHits,
+      kvStoreMisses: c.kvStoreMisses,
+      kvStoreBytesRead: c.kvStoreBytesRead,
+      kvStoreBytesWritten: c.kvStoreBytesWritten,
+      kvStoreErrors: c.kvStoreErrors,
       requestsFinished: { ...c.requestsFinished },
     };
   }

@@ -94,7 +94,7 @@ export class Pooler {
 }
 
 /** Scales `v` in place to unit L2 norm (vLLM's F.normalize(p=2), whose eps 1e-12 keeps a zero vector zero). */
-export function l2Normalize(v: Float32Array): void {
+function l2Normalize(v: Float32Array): void {
   let ss = 0;
   for (let i = 0; i < v.length; i++) ss += v[i] * v[i];
   const scale = 1 / Math.max(Math.sqrt(ss), 1e-12);

@@ -59,7 +59,7 @@ function applyLogitBias(logits: Float64Array, bias: ReadonlyMap<number, number>)
 }
 
 /** A logit bias at or below this bans its token (OpenAI: "values like -100 ... should result in a ban"). */
-export const BAN_BIAS = -100;
+const BAN_BIAS = -100;
 
 /**
  * The number of token ids in [0, vocabSize) that `params` leaves drawable at the first step: those without a

@@ -1,4 +1,5 @@
 import { EngineStateError } from './errors.js';
+import type { WaitingGate } from './kv-store-connector.js';
 import type { OutputProcessor, SeqBlockOps } from './output-processor.js';
 import { requestOutputFromSeqGroup, type RequestOutput } from './request-output.js';
 import type { SchedulerConfig } from './scheduler-config.js';
@@ -20,6 +21,7 @@ export abstract class SchedulerQueues implements SeqBlockOps {
 
   protected readonly enablePrefixCaching: boolean;
   private readonly outputProcessor: OutputProcessor | null;
+  private readonly kvStoreGate: WaitingGate | null;
 
   constructor(
     readonly config: SchedulerConfig,
@@ -28,6 +30,7 @@ export abstract class SchedulerQueues implements SeqBlockOps {
   ) {
     this.enablePrefixCaching = options.enablePrefixCaching;
     this.outputProcessor = options.outputProcessor ?? null;
+    this.kvStoreGate = options.kvStoreGate ?? null;
   }
 
   /** Frees a sequence's blocks (no-op when it has none). */
@@ -154,6 +157,17 @@ export abstract class SchedulerQueues implements SeqBlockOps {
     if (this.config.policy === 'priority' && a.priority !== b.priority) return a.priority - b.priority;
     return (a.arrivalTime - b.arrivalTime) || (a.arrivalIndex - b.arrivalIndex);
   };
+
+  /**
+   * Takes the waiting groups whose shared KV-store lookup is still in flight out of the waiting queue for this
+   * scheduling pass (the caller puts them back after it), so they wait without blocking the groups behind them.
+   */
+  protected holdWaitingForKvStore(): SequenceGroup[] {
+    if (this.kvStoreGate === null || this.waiting.length === 0) return [];
+    const { ready, held } = this.kvStoreGate.partitionWaiting(this.waiting);
+    this.waiting = ready;
+    return held;
+  }
 
   protected sortQueues(): void {
     this.waiting.sort(this.compare);

@@ -1,6 +1,7 @@
 import type { BlockPair } from '../cache/index.js';
 import { AllocStatus } from '../core/index.js';
 import { EngineStateError } from './errors.js';
+import type { WaitingGate } from './kv-store-connector.js';
 import type { OutputProcessor } from './output-processor.js';
 import { PreemptionMode, type SchedulerConfig } from './scheduler-config.js';
 import { SchedulerQueues } from './scheduler-queues.js';
@@ -26,6 +27,8 @@ export interface SchedulerOptions {
   readonly enablePrefixCaching: boolean;
   /** Turns sampled tokens into outputs in {@link Scheduler.updateFromOutput} (the engine passes its own). */
   readonly outputProcessor?: OutputProcessor;
+  /** Holds back waiting groups whose shared KV-store lookup is in flight (the engine's KvStoreConnector). */
+  readonly kvStoreGate?: WaitingGate;
   /** Called after a sequence's blocks are freed (finished, aborted, preempted by recompute): the proposer's hook. */
   readonly onFreeSeq?: (seq: Sequence) => void;
 }
@@ -108,13 +111,14 @@ export class Scheduler extends SchedulerQueues {
     this.cacheQueries = 0;
     this.cacheHits = 0;
     this.sortQueues();
-
+    const held = this.holdWaitingForKvStore();
     const budget = new SchedulingBudget(this.config.maxNumBatchedTokens, this.config.maxNumSeqs);
     const { prefills, decodes } = this.config.enableChunkedPrefill
       ? this.scheduleChunkedPrefill(budget)
       : this.scheduleDefault(budget);
     const scheduled = [...prefills, ...decodes];
     for (const s of scheduled) s.seqGroup.maybeSetFirstScheduledTime(now);
+    this.waiting.push(...held);
     return {
       scheduledSeqGroups: scheduled,
       numPrefillGroups: prefills.length,

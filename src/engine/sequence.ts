@@ -25,7 +25,7 @@ export function getFinishedReason(status: SequenceStatus): FinishReason | null {
 }
 
 /** Whether a sequence still has prompt (or recompute) tokens to run, or runs one token per step. vLLM's `SequenceStage`. */
-export enum SequenceStage {
+enum SequenceStage {
   PREFILL = 'PREFILL',
   DECODE = 'DECODE',
 }
@@ -172,10 +172,6 @@ export class Sequence implements SequenceLike {
   /** Tokens still to run through the model. */
   getNumUncomputedTokens(): number {
     return this.tokens.length - this.numComputedTokens;
-  }
-
-  getStage(): SequenceStage {
-    return this.stage;
   }
 
   /** True while prompt (or recompute) tokens remain (vLLM's `is_prefill`). */

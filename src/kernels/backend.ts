@@ -15,8 +15,14 @@
  * (csrc/pos_encoding_kernels.cu), `silu_and_mul` (csrc/activation_kernels.cu).
  */
 
-/** Storage type of a weight matrix or table. `q8_0` is GGUF's: blocks of 32 int8 values preceded by an f16 scale. */
-export type WeightDType = 'f32' | 'f16' | 'bf16' | 'q8_0';
+/**
+ * Storage type of a weight matrix or table: float, or one of GGUF's block quantizations named as ggml names them
+ * (q8_0: blocks of 32 int8 values preceded by an f16 scale; the others' layouts are in ggml-quant-types.ts).
+ */
+export type WeightDType =
+  | 'f32' | 'f16' | 'bf16'
+  | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q8_0'
+  | 'q2_K' | 'q3_K' | 'q4_K' | 'q5_K' | 'q6_K';
 
 /** Element type of the paged KV cache (`kvCacheDtype`). int8 keeps one f32 scale per (block, KV head). */
 export type KvCacheDType = 'fp32' | 'fp16' | 'int8';
@@ -28,7 +34,8 @@ export type RopeStyle = 'interleaved' | 'half';
 /**
  * A weight matrix [rows, cols] = [outFeatures, inFeatures] (row-major, as PyTorch's nn.Linear stores it), or a
  * table [vocab, dim] for embeddings. `data` holds the raw bytes in `dtype` layout: f32 4 B/value, f16 and bf16
- * 2 B/value, q8_0 34 B per 32 values (cols must be a multiple of 32).
+ * 2 B/value, quantized types whole blocks per row (ggml-quant-types.ts: q8_0 34 B per 32 values, q4_K 144 B per
+ * 256 values, ...; cols must be a multiple of the type's block).
  */
 export interface Weight {
   readonly dtype: WeightDType;

@@ -3,9 +3,10 @@
  * argument) whichever backend runs it, and the WebAssembly kernels never read or write outside their arguments.
  */
 import type {
-  AttentionParams, KvCacheLayer, PagedAttentionInput, PrefillAttentionInput, RopeStyle, Weight,
+  AttentionParams, KvCacheLayer, PagedAttentionInput, PrefillAttentionInput, RopeStyle, Weight, WeightDType,
 } from './backend.js';
 import { KernelError } from './errors.js';
+import { weightRowBytes } from './ggml-quant-types.js';
 
 /** Throws unless `v` is an integer >= `min`. */
 export function checkInt(op: string, name: string, v: number, min = 0): void {
@@ -17,16 +18,21 @@ export function checkLen(op: string, name: string, a: ArrayLike<number>, need: n
   if (a.length < need) throw new KernelError(`${op}: ${name} holds ${a.length} elements, needs at least ${need}`);
 }
 
-/** Bytes a weight of this dtype and shape occupies. Throws `KernelError` for q8_0 with cols not a multiple of 32. */
+/**
+ * Bytes a weight of this dtype and shape occupies (ggml-quant-types.ts layouts). Throws `KernelError` when cols is
+ * not a whole number of the dtype's blocks or the dtype is unknown.
+ */
 export function weightBytes(w: Pick<Weight, 'dtype' | 'rows' | 'cols'>): number {
-  switch (w.dtype) {
-    case 'f32': return w.rows * w.cols * 4;
-    case 'f16':
-    case 'bf16': return w.rows * w.cols * 2;
-    case 'q8_0':
-      if (w.cols % 32 !== 0) throw new KernelError(`q8_0 weight: cols (${w.cols}) must be a multiple of 32`);
-      return w.rows * (w.cols / 32) * 34;
-    default: throw new KernelError(`unknown weight dtype ${String((w as Weight).dtype)}`);
+  return w.rows * weightRowBytes(w.dtype, w.cols);
+}
+
+/**
+ * Throws `KernelError` naming `op` and the dtype unless `dtype` is one of `supported` (a backend that computes with
+ * fewer types than WeightDType names).
+ */
+export function checkWeightDtype(op: string, dtype: WeightDType, supported: readonly WeightDType[]): void {
+  if (!supported.includes(dtype)) {
+    throw new KernelError(`${op}: this backend does not compute with ${dtype} weights (it does: ${supported.join(', ')})`);
   }
 }
 

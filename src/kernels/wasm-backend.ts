@@ -1,6 +1,8 @@
 /**
- * The fast backend: AssemblyScript SIMD kernels (build/kernels.wasm) on one shared `WebAssembly.Memory`, run by the
- * calling thread plus a pool of worker threads. Arguments are arena views; a kernel receives their byte offsets.
+ * The fast backend: AssemblyScript SIMD kernels (build/kernels-relaxed.wasm where WebAssembly relaxed SIMD runs,
+ * else build/kernels.wasm; see wasm-module.ts) on one shared `WebAssembly.Memory`, run by the calling thread plus a
+ * pool of worker threads (which instantiate the same compiled module). Quantized weights (q4_0 … q6_K) multiply
+ * int8-quantized activations with int8 dot products (assembly/_int8.ts, _qmatmul.ts). Arguments are arena views; a kernel receives their byte offsets.
  * Every kernel splits its work into items (weight-row chunks, rows, KV heads, (sequence, KV-head group[,
  * partition]), query tiles) taken from a shared atomic counter; calls a cost model estimates below ~15 µs run on
  * the calling thread alone, larger ones are offered to the workers (see thread-pool.ts: the caller never waits for
@@ -11,22 +13,27 @@
  * prefill attention uses an online softmax per KV block (assembly/_attention.ts).
  */
 import type {
-  KernelBackend, KvCacheDType, KvCacheLayer, PagedAttentionInput, PrefillAttentionInput, RopeStyle, Weight, WeightDType,
+  KernelBackend, KvCacheDType, KvCacheLayer, PagedAttentionInput, PrefillAttentionInput, RopeStyle, Weight,
 } from './backend.js';
 import { WasmArena, createKernelMemory } from './arena.js';
-import { KernelError } from './errors.js';
+import { KernelError, KernelLoadError } from './errors.js';
 import { copyBlocks as copyKvBlocks, swapBlocks as swapKvBlocks } from './kv-blocks.js';
 import { PARTITION_SIZE } from './reference-backend.js';
 import { CTL_BYTES, CTL_COUNTER_WORD, CTL_PARAMS_OFFSET, ThreadPool } from './thread-pool.js';
 import {
   checkInt, checkLen, checkPagedAttention, checkPrefillAttention, checkReshapeAndCache, checkRope, checkWeight, useV1,
 } from './validate.js';
-import { KERNEL_OPS, type KernelExports, type KernelOp, instantiateKernels, loadKernelModule } from './wasm-module.js';
+import { WEIGHT_LAYOUTS } from './ggml-quant-types.js';
+import {
+  ACT_SIGNED, ACT_SPLIT, KERNEL_OPS, type KernelExports, type KernelOp, type SimdFlavor, actRowBytes, instantiateKernels,
+  loadKernels, weightCode,
+} from './wasm-module.js';
 
 /** Byte offset of the pool's control block (inside the arena's reserved low 64 KiB). */
 const CTL_OFFSET = 4096;
+/** Byte offset of the 512 scratch bytes of the int8 self-test (inside the reserved low 64 KiB). */
+const SELF_TEST_OFFSET = 16384;
 
-const WEIGHT_CODE: Record<WeightDType, number> = { f32: 0, f16: 1, bf16: 2, q8_0: 3 };
 const KV_CODE: Record<KvCacheDType, number> = { fp32: 0, fp16: 1, int8: 2 };
 
 // Attention parameter block word indices (assembly/_attention.ts P_*).
@@ -47,6 +54,7 @@ const PREFILL_TILE = 16;
  * the pool from what wake-ups have been costing).
  */
 const NS_PER_MAC = 0.06;
+const NS_PER_INT8_MAC = 0.02;
 const NS_PER_ELEMENT = 0.5;
 const NS_PER_ATTENTION_MAC = 0.25;
 /** Calls estimated below this run on the calling thread alone. */
@@ -62,14 +70,21 @@ export interface WasmBackendOptions {
   readonly spinIterations?: number;
   /** See ThreadPoolOptions.participation (default `opportunistic`; tests use `all`). */
   readonly participation?: 'opportunistic' | 'all';
-  /** A compiled kernel module to use instead of build/kernels.wasm (a benchmark comparing two builds in one process). */
+  /** A compiled kernel module to use instead of the build loadKernels picks (a benchmark comparing two builds). */
   readonly module?: WebAssembly.Module;
+  /**
+   * Which build to load (default: relaxed where it runs, else plain); with `module`, which build that module is
+   * (default plain). Tests run both.
+   */
+  readonly simd?: SimdFlavor;
 }
 
 /** The WebAssembly SIMD backend. Create with `createBackend()` or {@link WasmBackend.create}; call close() when done. */
 export class WasmBackend implements KernelBackend {
   readonly kind = 'wasm' as const;
   readonly threads: number;
+  /** Which kernel build runs: `relaxed` (int8 relaxed-SIMD dot products) or `plain` (SIMD 128 only). */
+  readonly simd: SimdFlavor;
   readonly arena: WasmArena;
   private readonly k: KernelExports;
   private readonly pool: ThreadPool | null;
@@ -79,7 +94,8 @@ export class WasmBackend implements KernelBackend {
   private readonly pb: number;
   private closed = false;
 
-  private constructor(arena: WasmArena, k: KernelExports, pool: ThreadPool | null) {
+  private constructor(arena: WasmArena, k: KernelExports, pool: ThreadPool | null, simd: SimdFlavor) {
+    this.simd = simd;
     this.arena = arena;
     this.k = k;
     this.pool = pool;
@@ -93,18 +109,28 @@ export class WasmBackend implements KernelBackend {
 
   /**
    * Compiles (once per process) and instantiates the kernels on a fresh memory and starts `threads − 1` workers.
-   * @throws KernelError for a bad thread count; KernelLoadError when the module or a worker cannot be loaded.
+   * @throws KernelError for a bad thread count; KernelLoadError when the module or a worker cannot be loaded (or
+   * `simd: 'relaxed'` is asked for where relaxed SIMD does not run).
    */
   static async create(options: WasmBackendOptions = {}): Promise<WasmBackend> {
     const threads = options.threads ?? 1;
     if (!Number.isInteger(threads) || threads < 1 || threads > 256) {
       throw new KernelError(`WasmBackend: threads must be an integer in 1..256, got ${threads}`);
     }
-    const module = options.module ?? (await loadKernelModule());
+    let loaded = options.module
+      ? { module: options.module, simd: options.simd ?? 'plain' }
+      : await loadKernels(options.simd);
     const memory = createKernelMemory(options.initialBytes);
-    if (CTL_OFFSET + CTL_BYTES > 65536) throw new KernelError('control block does not fit the reserved bytes');
+    if (CTL_OFFSET + CTL_BYTES > SELF_TEST_OFFSET) throw new KernelError('control block does not fit the reserved bytes');
     const arena = new WasmArena(memory);
-    const k = instantiateKernels(module, memory);
+    let k = instantiateKernels(loaded.module, memory);
+    if (loaded.simd === 'relaxed' && k.simd_self_test(SELF_TEST_OFFSET) !== 1) {
+      // The engine compiles the relaxed int8 dot product wrongly: use the plain build unless relaxed was demanded.
+      if (options.simd === 'relaxed') throw new KernelLoadError('the relaxed-SIMD int8 dot product fails its self-test here');
+      loaded = await loadKernels('plain');
+      k = instantiateKernels(loaded.module, memory);
+    }
+    const module = loaded.module;
     k.init(CTL_OFFSET + CTL_COUNTER_WORD * 4);
     const pool = threads > 1
       ? await ThreadPool.create({
@@ -112,7 +138,7 @@ export class WasmBackend implements KernelBackend {
         spinIterations: options.spinIterations, participation: options.participation,
       })
       : null;
-    return new WasmBackend(arena, k, pool);
+    return new WasmBackend(arena, k, pool, loaded.simd);
   }
 
   // ------------------------------------------------------------------------------------------------------------
@@ -171,17 +197,22 @@ export class WasmBackend implements KernelBackend {
     const { rows: n, cols: k } = w;
     const mark = this.arena.mark();
     try {
-      let xq = 0, xs = 0;
-      if (w.dtype === 'q8_0' && m <= FEW_ROWS) {
-        xq = this.scratch(m * k * 2);
-        xs = this.scratch(m * (k / 32) * 4);
-        this.exec('quantize_x_i16', [xP, m, k, xq, xs], 0);
+      const layout = WEIGHT_LAYOUTS[w.dtype];
+      const quant = layout.blockValues > 1;
+      let act = 0;
+      if (quant) {
+        // Activations to int8 blocks as ggml pairs them with the weight type (q8_0/q8_1: 32 values; q8_K: 256).
+        act = this.scratch(m * actRowBytes(k));
+        const group = layout.vecDotType === 'q8_K' ? 256 : 32;
+        this.exec('quantize_act', [xP, m, k, group, w.dtype === 'q8_0' ? ACT_SPLIT : ACT_SIGNED, act], m * k * NS_PER_ELEMENT);
       }
-      const work = m * n * k * NS_PER_MAC;
+      const work = m * n * k * (quant ? NS_PER_INT8_MAC : NS_PER_MAC);
       const stride = Math.ceil((16 * k + 64) / 64) * 64;
-      // Per-thread scratch: decoded weight rows and the touch result (batched) or a 2^112-scaled copy of x (f16 decode).
-      const scr = m > FEW_ROWS || w.dtype === 'f16' ? this.scratch(stride * (this.parallel(work) ? this.threads : 1)) : 0;
-      this.exec(op, [WEIGHT_CODE[w.dtype], outP, xP, xq, xs, wP, biasP, m, n, k, scr, stride], work);
+      // Per-thread scratch: decoded weight rows and the touch result (batched), a 2^112-scaled copy of x (f16
+      // decode), or unpacked quantized weight rows.
+      const needScratch = m > FEW_ROWS || w.dtype === 'f16' || (quant && w.dtype !== 'q8_0');
+      const scr = needScratch ? this.scratch(stride * (this.parallel(work) ? this.threads : 1)) : 0;
+      this.exec(op, [weightCode(op, w.dtype), outP, xP, act, wP, biasP, m, n, k, scr, stride], work);
     } finally {
       this.arena.reset(mark);
     }
@@ -196,9 +227,17 @@ export class WasmBackend implements KernelBackend {
     for (let i = 0; i < m; i++) {
       if (ids[i] < 0 || ids[i] >= table.rows) throw new KernelError(`${op}: ids[${i}] = ${ids[i]} is outside the table (0..${table.rows - 1})`);
     }
-    const args = [WEIGHT_CODE[table.dtype], this.ptr(op, 'out', out), this.ptr(op, 'table data', table.data),
-      this.ptr(op, 'ids', ids), m, table.cols];
-    this.exec(op, args, m * table.cols * NS_PER_ELEMENT);
+    const work = m * table.cols * NS_PER_ELEMENT;
+    const mark = this.arena.mark();
+    try {
+      const stride = Math.ceil((2 * table.cols + 64) / 64) * 64;
+      const scr = this.scratch(stride * (this.parallel(work) ? this.threads : 1));
+      const args = [weightCode(op, table.dtype), this.ptr(op, 'out', out), this.ptr(op, 'table data', table.data),
+        this.ptr(op, 'ids', ids), m, table.cols, scr, stride];
+      this.exec(op, args, work);
+    } finally {
+      this.arena.reset(mark);
+    }
   }
 
   rmsNorm(out: Float32Array, x: Float32Array, weight: Float32Array, m: number, dim: number, eps: number): void {

@@ -1,17 +1,27 @@
 /**
- * Decoding (and, for tests and loaders, encoding) of weight storage types: f32, f16, bf16 and GGUF's Q8_0
- * (blocks of 32 values: an f16 scale `d` followed by 32 int8 `q`, value = d × q; 34 bytes per block).
- * Mirrors ggml's `dequantize_row_q8_0` / `quantize_row_q8_0_ref` (ggml/src/ggml-quants.c).
+ * Decoding (and, for tests and loaders, encoding) of weight storage types: f32, f16, bf16 and GGUF's block
+ * quantizations (ggml-quant-types.ts), the latter through ggml-dequant.ts / ggml-quantize.ts. Mirrors ggml's
+ * `to_float` / `from_float_ref` type traits (ggml/src/ggml.c).
  */
 import type { Weight, WeightDType } from './backend.js';
 import { KernelError } from './errors.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from './half.js';
+import { dequantize, dequantizeRow } from './ggml-dequant.js';
+import { isWeightDType, weightRowBytes, type QuantWeightDType } from './ggml-quant-types.js';
+import { quantize } from './ggml-quantize.js';
 import { weightBytes } from './validate.js';
 
 /** Values per Q8_0 block. */
 const Q8_0_BLOCK = 32;
 /** Bytes per Q8_0 block (f16 scale + 32 int8). */
 export const Q8_0_BLOCK_BYTES = 34;
+
+/** Decodes every row of `w` to f32 [rows × cols]. Throws KernelError for a dtype the codec cannot decode. */
+export function decodeWeightRows(w: Weight): Float32Array {
+  const out = new Float32Array(w.rows * w.cols);
+  for (let r = 0; r < w.rows; r++) decodeWeightRow(w, r, out, r * w.cols);
+  return out;
+}
 
 /** Writes row `row` of `w` as f32 into `out[outOffset .. outOffset + w.cols)`. */
 export function decodeWeightRow(w: Weight, row: number, out: Float32Array, outOffset = 0): void {
@@ -34,24 +44,20 @@ export function decodeWeightRow(w: Weight, row: number, out: Float32Array, outOf
       for (let c = 0; c < cols; c++) out[outOffset + c] = bf16ToF32(dv.getUint16(base + c * 2, true));
       return;
     }
-    case 'q8_0': {
-      const nb = cols / Q8_0_BLOCK;
-      for (let b = 0; b < nb; b++) {
-        const base = (row * nb + b) * Q8_0_BLOCK_BYTES;
-        const d = f16ToF32(dv.getUint16(base, true));
-        for (let i = 0; i < Q8_0_BLOCK; i++) out[outOffset + b * Q8_0_BLOCK + i] = d * dv.getInt8(base + 2 + i);
-      }
+    default: {
+      if (!isWeightDType(w.dtype)) throw new KernelError(`unknown weight dtype ${String(w.dtype)}`);
+      const rowBytes = weightRowBytes(w.dtype, cols);
+      dequantizeRow(w.dtype as QuantWeightDType, bytes, row * rowBytes, out, outOffset, cols);
       return;
     }
-    default:
-      throw new KernelError(`unknown weight dtype ${String(w.dtype)}`);
   }
 }
 
 /**
  * Encodes f32 values [rows, cols] (row-major) into `dtype` bytes, written to `out` when given (it must hold
  * exactly the weight's byte size; pass an arena view to place the weight in kernel memory) or to a new array.
- * f16/bf16 round to nearest even as ggml does ({@link f32ToF16}, {@link f32ToBf16}); q8_0 is {@link quantizeQ8_0}.
+ * f16/bf16 round to nearest even as ggml does ({@link f32ToF16}, {@link f32ToBf16}); quantized types use ggml's
+ * reference quantizers ({@link quantize}); a quantized row must be a whole number of the type's blocks.
  */
 export function encodeWeight(values: Float32Array, rows: number, cols: number, dtype: WeightDType, out?: Uint8Array): Weight {
   if (values.length < rows * cols) throw new KernelError(`encodeWeight: values hold ${values.length}, need ${rows * cols}`);
@@ -70,53 +76,26 @@ export function encodeWeight(values: Float32Array, rows: number, cols: number, d
     case 'bf16':
       for (let i = 0; i < n; i++) dv.setUint16(i * 2, f32ToBf16(values[i]), true);
       break;
-    case 'q8_0':
-      quantizeQ8_0(values.subarray(0, n), data);
-      break;
     default:
-      throw new KernelError(`unknown weight dtype ${String(dtype)}`);
+      if (!isWeightDType(dtype)) throw new KernelError(`unknown weight dtype ${String(dtype)}`);
+      quantize(dtype as QuantWeightDType, values.subarray(0, n), data);
   }
   return { dtype, rows, cols, data };
 }
 
 /**
- * Quantises f32 values to Q8_0 bytes exactly as ggml's `quantize_row_q8_0_ref` (ggml/src/ggml-quants.c): per block
- * of 32, d = absmax / 127 (f32), id = 1/d (0 when d is 0), q[j] = roundf(x[j] * id) (half away from zero), d stored
- * as f16. Rows of a matrix are quantised one after another. Writes src.length / 32 * 34 bytes to `out` when given
- * (it must hold exactly that many), else to a new array, and returns them.
+ * Quantises f32 values to Q8_0 bytes exactly as ggml's `quantize_row_q8_0_ref` ({@link quantize}). Writes
+ * src.length / 32 * 34 bytes to `out` when given (it must hold exactly that many), else to a new array.
  * @throws RangeError when `src.length` is not a multiple of 32 or `out` has the wrong size.
  */
 export function quantizeQ8_0(src: Float32Array, out?: Uint8Array): Uint8Array {
   if (src.length % Q8_0_BLOCK !== 0) {
     throw new RangeError(`Q8_0 needs a multiple of ${Q8_0_BLOCK} values, got ${src.length}`);
   }
-  const nBlocks = src.length / Q8_0_BLOCK;
-  const bytes = out ?? new Uint8Array(nBlocks * Q8_0_BLOCK_BYTES);
-  if (bytes.byteLength !== nBlocks * Q8_0_BLOCK_BYTES) {
-    throw new RangeError(`Q8_0 of ${src.length} values takes ${nBlocks * Q8_0_BLOCK_BYTES} bytes, out holds ${bytes.byteLength}`);
+  if (out !== undefined && out.byteLength !== (src.length / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES) {
+    throw new RangeError(`Q8_0 of ${src.length} values takes ${(src.length / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES} bytes, out holds ${out.byteLength}`);
   }
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const q = new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const fr = Math.fround;
-  for (let b = 0; b < nBlocks; b++) {
-    const base = b * Q8_0_BLOCK;
-    let amax = 0;
-    for (let j = 0; j < Q8_0_BLOCK; j++) {
-      const a = Math.abs(src[base + j]);
-      if (a > amax) amax = a;
-    }
-    const d = fr(amax / 127);
-    const id = d !== 0 ? fr(1 / d) : 0;
-    const o = b * Q8_0_BLOCK_BYTES;
-    dv.setUint16(o, f32ToF16(d), true);
-    for (let j = 0; j < Q8_0_BLOCK; j++) {
-      const x0 = fr(src[base + j] * id);
-      // roundf: half away from zero. |x0| <= 127.5 so floor(|x0| + 0.5) is exact in double precision.
-      const r = Math.floor(Math.abs(x0) + 0.5);
-      q[o + 2 + j] = x0 < 0 ? -r : r;
-    }
-  }
-  return bytes;
+  return quantize('q8_0', src, out);
 }
 
 /**
@@ -127,12 +106,5 @@ export function dequantizeQ8_0(bytes: Uint8Array, n: number): Float32Array {
   if (n % Q8_0_BLOCK !== 0 || bytes.length < (n / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES) {
     throw new RangeError(`Q8_0: ${bytes.length} bytes cannot hold ${n} values`);
   }
-  const out = new Float32Array(n);
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  for (let b = 0; b < n / Q8_0_BLOCK; b++) {
-    const o = b * Q8_0_BLOCK_BYTES;
-    const d = f16ToF32(dv.getUint16(o, true));
-    for (let j = 0; j < Q8_0_BLOCK; j++) out[b * Q8_0_BLOCK + j] = Math.fround(d * dv.getInt8(o + 2 + j));
-  }
-  return out;
+  return dequantize('q8_0', bytes, n);
 }

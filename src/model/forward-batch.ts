@@ -40,7 +40,7 @@ export interface ForwardBatch {
 export interface ForwardOutput {
   /** [sampleIndices.length, vocabSize]. */
   readonly logits: Float32Array;
-  /** [hiddenStateIndices.length, dim]: the final-normed hidden state of each requested token, in that order. */
+  /** [hiddenStateIndices.length, dim]; the final-normed hidden state of each requested token, in that order. */
   readonly hiddenStates: Float32Array;
 }
 

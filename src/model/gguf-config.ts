@@ -110,8 +110,14 @@ export function modelConfigFromGguf(file: GgufFile): ModelConfig {
   };
 }
 
-/** llama.cpp's general.file_type for a model stored mostly in `dtype` (llama_ftype). */
-const GGUF_FILE_TYPE = { f32: 0, f16: 1, q8_0: 7, bf16: 32 } as const;
+/**
+ * llama.cpp's general.file_type for a model stored mostly in `dtype` (llama_ftype; a plain k-quant is its `_S`
+ * mixture's number, q*_k_m are llama.cpp's `_M` mixtures).
+ */
+const GGUF_FILE_TYPE = {
+  f32: 0, f16: 1, q4_0: 2, q4_1: 3, q8_0: 7, q5_0: 8, q5_1: 9, q2_K: 10, q3_K: 11, q4_K: 14, q5_K: 16, q6_K: 18,
+  bf16: 32, q3_k_m: 12, q4_k_m: 15, q5_k_m: 17,
+} as const;
 
 /**
  * The GGUF metadata entries describing `config` (general.architecture, `{arch}.*` hyper-parameters, Llama-3 scaling

@@ -1,6 +1,7 @@
 import type { WeightDType } from '../kernels/backend.js';
 import { ModelFormatError, UnsupportedTensorTypeError } from './errors.js';
-import { GgmlType, ggmlTypeName, readGguf, type GgufFile, type GgufTensorEntry } from './gguf.js';
+import { WEIGHT_DTYPES, WEIGHT_LAYOUTS, weightDtypeOfGgmlType } from '../kernels/ggml-quant-types.js';
+import { ggmlTypeName, readGguf, type GgufFile, type GgufTensorEntry } from './gguf.js';
 import { RANDOM_WEIGHTS_KEY, modelConfigFromGguf } from './gguf-config.js';
 import { checkTensors } from './gguf-tensor-names.js';
 import { tokenizerFromGguf } from './gguf-tokenizer.js';
@@ -11,15 +12,9 @@ import type { ModelSource, TensorInfo } from './model-source.js';
  * tokenizer and chat template. Mirrors llama.cpp's llama_model_loader (src/llama-model-loader.cpp).
  */
 
-/** ggml types pagellm computes with, and their WeightDType. */
-const GGML_TO_WEIGHT_DTYPE: ReadonlyMap<number, WeightDType> = new Map<number, WeightDType>([
-  [GgmlType.F32, 'f32'], [GgmlType.F16, 'f16'], [GgmlType.BF16, 'bf16'], [GgmlType.Q8_0, 'q8_0'],
-]);
-
-/** The GGUF type number of a WeightDType. */
-export const WEIGHT_DTYPE_TO_GGML: Readonly<Record<WeightDType, number>> = {
-  f32: GgmlType.F32, f16: GgmlType.F16, bf16: GgmlType.BF16, q8_0: GgmlType.Q8_0,
-};
+/** The GGUF type number of a WeightDType (kernels/ggml-quant-types.ts). */
+export const WEIGHT_DTYPE_TO_GGML: Readonly<Record<WeightDType, number>> = Object.fromEntries(
+  WEIGHT_DTYPES.map((d) => [d, WEIGHT_LAYOUTS[d].ggmlType])) as Record<WeightDType, number>;
 
 /**
  * The TensorInfo of one GGUF tensor entry. Throws UnsupportedTensorTypeError for a type pagellm cannot compute with
@@ -27,10 +22,10 @@ export const WEIGHT_DTYPE_TO_GGML: Readonly<Record<WeightDType, number>> = {
  * and tensor.
  */
 function ggufTensorInfo(file: GgufFile, t: GgufTensorEntry): TensorInfo {
-  const dtype = GGML_TO_WEIGHT_DTYPE.get(t.type);
+  const dtype = weightDtypeOfGgmlType(t.type);
   if (dtype === undefined) {
     throw new UnsupportedTensorTypeError({ file: file.path, tensor: t.name, field: 'type' }, ggmlTypeName(t.type),
-      [...GGML_TO_WEIGHT_DTYPE.keys()].map(ggmlTypeName));
+      WEIGHT_DTYPES.map((d) => ggmlTypeName(WEIGHT_LAYOUTS[d].ggmlType)));
   }
   if (t.byteLength === undefined) {
     throw new ModelFormatError({ file: file.path, tensor: t.name, field: 'shape' },

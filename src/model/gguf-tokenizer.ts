@@ -90,7 +90,7 @@ function specialIds(file: GgufFile): { bos?: number; eos?: number; unk?: number;
  * The tokenizer.json object for a GGUF file's embedded vocabulary. Throws TokenizerLoadError (naming the file and
  * key) for a missing vocabulary, another tokenizer model (bert, t5, rwkv) or an unknown `tokenizer.ggml.pre`.
  */
-export function tokenizerJsonFromGguf(file: GgufFile): TokenizerJson {
+function tokenizerJsonFromGguf(file: GgufFile): TokenizerJson {
   const path = file.path;
   const model = file.has('tokenizer.ggml.model') ? file.getString('tokenizer.ggml.model') : undefined;
   const tokens = file.getArray('tokenizer.ggml.tokens') as readonly string[] | undefined;

@@ -76,6 +76,7 @@ const GGML_BLOCK_LAYOUT = new Map<number, readonly [number, number]>([
   [GgmlType.Q8_0, [32, 34]], [GgmlType.Q8_1, [32, 36]],
   [GgmlType.Q2_K, [256, 84]], [GgmlType.Q3_K, [256, 110]], [GgmlType.Q4_K, [256, 144]], [GgmlType.Q5_K, [256, 176]],
   [GgmlType.Q6_K, [256, 210]], [GgmlType.Q8_K, [256, 292]],
+  [GgmlType.IQ4_NL, [32, 18]], [GgmlType.IQ4_XS, [256, 136]], [GgmlType.TQ1_0, [256, 54]], [GgmlType.TQ2_0, [256, 66]],
 ]);
 
 /**

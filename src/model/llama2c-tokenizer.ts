@@ -18,7 +18,7 @@ export interface Llama2cVocab {
 }
 
 /** llama2.c's fixed special ids. */
-export const LLAMA2C_UNK_ID = 0;
+const LLAMA2C_UNK_ID = 0;
 export const LLAMA2C_BOS_ID = 1;
 export const LLAMA2C_EOS_ID = 2;
 

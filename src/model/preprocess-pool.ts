@@ -21,7 +21,7 @@ export interface ChatTemplateLimits {
  * Defaults: 5 s, 1,000,000 steps (a 1,000-message ChatML conversation takes 10,000 to 20,000), 100,000 list items and
  * a 512 MiB heap per thread.
  */
-export const DEFAULT_CHAT_TEMPLATE_LIMITS: ChatTemplateLimits = {
+const DEFAULT_CHAT_TEMPLATE_LIMITS: ChatTemplateLimits = {
   timeoutMs: 5000, maxSteps: 1_000_000, maxItems: 100_000, maxMemoryMb: 512,
 };
 

@@ -3,7 +3,7 @@ import { basename, dirname, extname, join } from 'node:path';
 import { TruncatedFileError, UnknownModelFormatError } from './errors.js';
 import { GGUF_MAGIC } from './gguf.js';
 import { readGgufModel } from './gguf-model.js';
-import { dequantizeQ8_0 } from '../kernels/weight-codec.js';
+import { decodeWeightRows } from '../kernels/weight-codec.js';
 import { decodeBf16, decodeF16, decodeF32 } from './gguf-quant.js';
 import { readHfModel } from './hf-model.js';
 import { findLlama2cTokenizer, isLlama2cTokenizerName, readLlama2cModel } from './llama2c.js';
@@ -116,7 +116,7 @@ export function readTensorBytes(tensor: TensorInfo, options: ReadTensorOptions =
 }
 
 /**
- * Reads `tensor` and expands it to f32 (f16, bf16 and q8_0 decoded as ggml does) — for norm weights and biases,
+ * Reads `tensor` and expands it to f32 (f16, bf16 and the quantized types decoded as ggml does) — for norm weights and biases,
  * tests and converters; large matrices should stay in their stored type via readTensorInto.
  */
 export function readTensorF32(tensor: TensorInfo, options: ReadTensorOptions = {}): Float32Array {
@@ -126,7 +126,10 @@ export function readTensorF32(tensor: TensorInfo, options: ReadTensorOptions = {
     case 'f32': return decodeF32(bytes);
     case 'f16': return decodeF16(bytes);
     case 'bf16': return decodeBf16(bytes);
-    case 'q8_0': return dequantizeQ8_0(bytes, n);
+    default: {
+      const cols = tensor.shape.length === 0 ? 1 : tensor.shape[tensor.shape.length - 1];
+      return decodeWeightRows({ dtype: tensor.dtype, rows: n / cols, cols, data: bytes });
+    }
   }
 }
 

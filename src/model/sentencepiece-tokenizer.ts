@@ -86,7 +86,7 @@ export function specialTokensPostProcessor(bos: { id: number; token: string } | 
  * Merges implied by a scored vocabulary: for every normal piece, every split into two normal pieces, ordered by the
  * piece's score (highest first; ties in vocabulary order), as transformers' SentencePieceExtractor derives them.
  */
-export function mergesFromScores(vocab: ScoredVocab): [string, string][] {
+function mergesFromScores(vocab: ScoredVocab): [string, string][] {
   const normal = new Map<string, number>();
   vocab.tokens.forEach((t, i) => {
     if (vocab.types[i] === TokenType.NORMAL && !normal.has(t)) normal.set(t, i);

@@ -33,12 +33,12 @@ export interface LoadStats {
 }
 
 /** The weight reported at full load: not 0, which HAProxy treats as DRAIN and would empty a saturated farm. */
-export const MIN_AGENT_WEIGHT_PERCENT = 1;
+const MIN_AGENT_WEIGHT_PERCENT = 1;
 /**
  * The weight moves in steps of this many percent: with `hash-type consistent`, every weight change moves some
  * hash keys (prompt prefixes) to another replica, so the weight only changes when the load really did.
  */
-export const AGENT_WEIGHT_STEP_PERCENT = 10;
+const AGENT_WEIGHT_STEP_PERCENT = 10;
 
 /**
  * The weight for a load in [0, 1]: `max(1, 10 · round(10 · (1 − load)))` percent — 100 % idle, 50 % half loaded,

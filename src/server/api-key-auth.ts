@@ -2,7 +2,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { AuthenticationError } from './errors.js';
 
 /** Name of the dashboard's session cookie. */
-export const SESSION_COOKIE = 'pagellm_session';
+const SESSION_COOKIE = 'pagellm_session';
 
 /** Constant-time equality of two strings (their lengths may leak, their contents do not). */
 function sameSecret(given: string, expected: Buffer): boolean {

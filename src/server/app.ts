@@ -41,7 +41,7 @@ export interface AppOptions {
   readonly apiKey?: string;
   /** Serve `/metrics` without the API key (for a Prometheus scraper without credentials). */
   readonly metricsPublic?: boolean;
-  /** The interface the server listens on (default 127.0.0.1); decides the Host allow-list, see {@link HostAllowList}. */
+  /** The interface the server listens on (default 127.0.0.1); decides the Host allow-list, see host-allow-list.ts. */
   readonly host?: string;
   /** More Host names to answer to (`*`: any). */
   readonly allowedHosts?: readonly string[];
@@ -62,9 +62,18 @@ export interface AppOptions {
 /** Default request body limit: 4 MiB (a prompt of ~1M characters or ~500k token ids). */
 export const DEFAULT_BODY_LIMIT = 4 * 1024 * 1024;
 /** Default time to receive a whole request: 60 s. */
-export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 /** Default idle time of a keep-alive connection: 5 s (vLLM's uvicorn `timeout_keep_alive`). */
-export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 5_000;
+const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 5_000;
+
+/**
+ * The ajv options fastify validates request bodies with: bodies are checked as sent (no type coercion, no removed
+ * or defaulted fields), the first error stops validation, and `verbose` keeps each error's schema for errors.ts's
+ * wording.
+ */
+export const REQUEST_VALIDATION_OPTIONS = {
+  coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false, verbose: true,
+} as const;
 
 /** What {@link createApp} builds. */
 export interface App {
@@ -85,7 +94,7 @@ export interface App {
  *   balancer weighs, see agent-check.ts), and the dashboard (dashboard-plugin.ts).
  *
  * Faces untrusted clients: the Host header is checked (DNS rebinding), the API key guards every route but
- * `/health` (see {@link httpGuards}), only `application/json` bodies are read (415 otherwise, so a cross-site form
+ * `/health` (see http-guards.ts), only `application/json` bodies are read (415 otherwise, so a cross-site form
  * or text/plain post cannot reach the API), a request must arrive within the request timeout (408), CORS is off
  * unless configured. Request bodies are checked against JSON schemas (no type coercion); every failure, the HTTP
  * layer's included (400 malformed request, 405 with Allow, 408, 413, 415, 431), is answered in OpenAI's error shape
@@ -118,7 +127,7 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
       void reply.code(400).header('content-type', 'application/json; charset=utf-8')
         .send(new BadRequestError(`malformed request URL: ${err.message}`, null, 'malformed_url').toBody());
     },
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false, verbose: true } },
+    ajv: { customOptions: REQUEST_VALIDATION_OPTIONS },
   });
 
   const engine = ctx.engine;

@@ -103,7 +103,7 @@ export class MethodNotAllowedError extends OpenAIError {
 }
 
 /** 415: the body is not `application/json` (the only type the API reads). */
-export class UnsupportedMediaTypeError extends OpenAIError {
+class UnsupportedMediaTypeError extends OpenAIError {
   override readonly name: string = 'UnsupportedMediaTypeError';
   constructor(message: string) {
     super(415, 'invalid_request_error', message, null, 'unsupported_media_type');

@@ -9,11 +9,14 @@ export {
   ChatTemplateArgumentError, type ServerOptions, type ServerHandle, type ServerSummary,
 } from './api-server.js';
 export { startupLogLines } from './startup-log.js';
-export { createApp, DEFAULT_BODY_LIMIT, type AppOptions } from './app.js';
+export { createApp, DEFAULT_BODY_LIMIT, type AppOptions, type App, type CorsOptions } from './app.js';
 export {
-  AgentCheckServer, replicaLoad, agentResponse, agentWeightPercent, type ReplicaLoad, type AgentCheckOptions,
+  AgentCheckServer, replicaLoad, agentResponse, agentWeightPercent, type ReplicaLoad, type AgentCheckOptions, type LoadStats,
 } from './agent-check.js';
 export { ServingContext, type ServingContextOptions } from './serving-context.js';
+export type { RequestLimits } from './request-limits.js';
+export type { ToolCallingOptions } from './tool-calls-request.js';
+export type { ChatTemplateLimits } from '../model/preprocess-pool.js';
 export { PrometheusMetrics } from './prometheus-metrics.js';
 export {
   OpenAIError, BadRequestError, AuthenticationError, NotFoundError, RequestTooLargeError, ServiceUnavailableError,

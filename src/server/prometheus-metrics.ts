@@ -16,6 +16,10 @@ import { SPEC_DECODE_METRIC_NAMES, type EngineStats, type HistogramName, type Sp
  * | `pagellm:time_per_output_token_seconds` | histogram | inter-token latency, one sample per token after the first (as vLLM 0.6) |
  * | `pagellm:e2e_request_latency_seconds` | histogram | arrival → finished |
  * | `pagellm:prompt_tokens_total` / `generation_tokens_total` | counter | tokens in admitted prompts / tokens sampled |
+ * | `pagellm:kv_store_hits_total` / `_misses_total` | counter | shared KV store: blocks read / looked up and not used |
+ * | `pagellm:kv_store_bytes_read_total` / `_bytes_written_total` | counter | shared KV store: block bytes moved |
+ * | `pagellm:kv_store_errors_total` | counter | shared KV store faults that made a prompt compute instead |
+ * | `pagellm:kv_store_lookup_seconds` / `_fetch_seconds` | histogram | shared KV store round trips |
  * | `pagellm:spec_decode_num_drafts_total` | counter | speculative drafts verified (with speculation only) |
  * | `pagellm:spec_decode_num_draft_tokens_total` / `_num_accepted_tokens_total` | counter | draft tokens scored / accepted |
  * | `pagellm:spec_decode_num_accepted_tokens_per_pos_total{position}` | counter | drafts whose token at position was accepted |
@@ -50,6 +54,7 @@ export class PrometheusMetrics {
   private readonly promptTokens: Counter;
   private readonly generationTokens: Counter;
   private readonly requestSuccess: Counter<'finished_reason'>;
+  private readonly kvStore: Readonly<Record<'hits' | 'misses' | 'bytesRead' | 'bytesWritten' | 'errors', Counter>>;
   private readonly histograms: ReadonlyMap<HistogramName, Histogram>;
   /** Speculative decoding's counters, registered at the first snapshot that has them. */
   private specCounters: { drafts: Counter; draftTokens: Counter; accepted: Counter; perPos: Counter<'position'> } | null = null;
@@ -87,6 +92,13 @@ export class PrometheusMetrics {
       name: 'pagellm:request_success_total', help: 'Finished requests by finish reason.',
       labelNames: ['finished_reason'], registers,
     });
+    this.kvStore = {
+      hits: counter('kv_store_hits_total', 'Shared KV store: blocks read into the KV cache.'),
+      misses: counter('kv_store_misses_total', 'Shared KV store: prompt blocks looked up and not read.'),
+      bytesRead: counter('kv_store_bytes_read_total', 'Shared KV store: block bytes read.'),
+      bytesWritten: counter('kv_store_bytes_written_total', 'Shared KV store: block bytes written.'),
+      errors: counter('kv_store_errors_total', 'Shared KV store faults (down, slow, bad record): computed instead.'),
+    };
     new Gauge({
       name: 'pagellm:cache_config_info', help: 'KV cache configuration (labels; value 1).',
       labelNames: Object.keys(cacheConfig), registers,
@@ -107,6 +119,10 @@ export class PrometheusMetrics {
         [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60])],
       ['queueMs', seconds('request_queue_time_seconds', 'Time in the waiting queue before first scheduled (s).',
         [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60])],
+      ['kvStoreLookupMs', seconds('kv_store_lookup_seconds', 'Shared KV store lookup (EXISTS of a prompt\'s blocks) (s).',
+        [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1])],
+      ['kvStoreFetchMs', seconds('kv_store_fetch_seconds', 'Shared KV store fetch (MGET of the blocks found) (s).',
+        [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1])],
     ]);
   }
 
@@ -133,6 +149,11 @@ export class PrometheusMetrics {
     this.advance('preemptSwap', this.preemptionsByMode.labels('swap'), stats.numPreemptionsSwap);
     this.advance('promptTokens', this.promptTokens, stats.promptTokens);
     this.advance('generationTokens', this.generationTokens, stats.generationTokens);
+    this.advance('kvStoreHits', this.kvStore.hits, stats.kvStoreHits);
+    this.advance('kvStoreMisses', this.kvStore.misses, stats.kvStoreMisses);
+    this.advance('kvStoreBytesRead', this.kvStore.bytesRead, stats.kvStoreBytesRead);
+    this.advance('kvStoreBytesWritten', this.kvStore.bytesWritten, stats.kvStoreBytesWritten);
+    this.advance('kvStoreErrors', this.kvStore.errors, stats.kvStoreErrors);
     for (const [reason, n] of Object.entries(stats.requestsFinished)) {
       this.advance(`finished:${reason}`, this.requestSuccess.labels(reason), n);
     }

@@ -1,157 +1,247 @@
 /**
- * The OpenAI-compatible request and response shapes pagellm's server speaks, and the JSON schemas fastify checks
- * request bodies against before a handler runs (types and OpenAI's value ranges; wrong input is answered with a 400
- * naming the field, see errors.ts).
+ * The OpenAI-compatible request and response shapes pagellm's server speaks. Each request body is one TypeBox
+ * schema: the schema object is the JSON Schema (draft-07) fastify's ajv checks the body against before a handler
+ * runs (types and OpenAI's value ranges, type coercion off; wrong input is answered with a 400 naming the field, see
+ * errors.ts), and `Static<typeof schema>` is the body's TypeScript type, so the two cannot drift apart.
  *
  * Field names are OpenAI's (snake_case on the wire). vLLM's extra sampling fields are accepted too: `top_k`,
  * `min_p`, `repetition_penalty`, `min_tokens`, `ignore_eos`, `stop_token_ids`, `skip_special_tokens`,
  * `add_generation_prompt`, `chat_template`, `chat_template_kwargs`, `priority`, the tool-calling fields `tools`,
- * `tool_choice`, `parallel_tool_calls` (and `tool_calls` / `tool` messages in the history), and the structured-output fields
- * `guided_json`, `guided_regex`, `guided_choice`, `guided_grammar`, `structured_outputs` (OpenAI's `response_format`
- * is accepted by both endpoints).
+ * `tool_choice`, `parallel_tool_calls` (and `tool_calls` / `tool` messages in the history), and the structured-output
+ * fields `guided_json`, `guided_regex`, `guided_choice`, `guided_grammar`, `structured_outputs` (OpenAI's
+ * `response_format` is accepted by both endpoints).
  *
  * Mirrors vllm/entrypoints/openai/protocol.py.
  */
+import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Schema building blocks.
+
+/** `X` or JSON `null`: `{ anyOf: [X, { type: 'null' }] }`. */
+export function nullable<T extends TSchema>(schema: T) {
+  return Type.Union([schema, Type.Null()]);
+}
+
+/** A string limited to `values`, as a JSON Schema `enum` (ajv's error then names the allowed values). */
+export function stringEnum<const T extends readonly string[]>(values: T) {
+  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values] });
+}
+
+/** Any JSON object: `{ type: 'object' }` with no constraint on its properties. */
+function anyObject() {
+  return Type.Unsafe<Record<string, unknown>>({ type: 'object' });
+}
+
+/** A token id: an integer ≥ 0 (the vocabulary bound is checked by the handler, which knows the model). */
+export const tokenId = Type.Integer({ minimum: 0 });
+
+/** A JSON schema given as text or as an object (`guided_json`, `structured_outputs.json`). */
+const jsonSchemaValue = () => Type.Union([Type.String(), anyObject(), Type.Null()]);
+
+/** A non-empty list of non-empty strings (`guided_choice`, `structured_outputs.choice`). */
+const choiceList = () => nullable(Type.Array(Type.String({ minLength: 1 }), { minItems: 1 }));
+
+// ---------------------------------------------------------------------------------------------------------------
+// Sampling fields shared by completions and chat completions.
 
 /** `stream_options` of a streaming request. */
-export interface StreamOptions {
+const streamOptionsSchema = Type.Object({
   /** Send one more chunk before `data: [DONE]` with empty `choices` and the request's usage. */
-  include_usage?: boolean | null;
+  include_usage: Type.Optional(nullable(Type.Boolean())),
   /** Every chunk carries the usage so far (vLLM's extension). */
-  continuous_usage_stats?: boolean | null;
-}
+  continuous_usage_stats: Type.Optional(nullable(Type.Boolean())),
+});
 
-/** Sampling fields shared by completions and chat completions. */
-export interface SamplingRequestFields {
-  model?: string | null;
-  max_tokens?: number | null;
-  temperature?: number | null;
-  top_p?: number | null;
-  top_k?: number | null;
-  min_p?: number | null;
-  n?: number | null;
-  stop?: string | string[] | null;
-  stop_token_ids?: number[] | null;
-  seed?: number | null;
-  presence_penalty?: number | null;
-  frequency_penalty?: number | null;
-  repetition_penalty?: number | null;
-  min_tokens?: number | null;
-  ignore_eos?: boolean | null;
-  skip_special_tokens?: boolean | null;
-  stream?: boolean | null;
-  stream_options?: StreamOptions | null;
-  user?: string | null;
-  logit_bias?: Record<string, number> | null;
-  priority?: number | null;
-  /** OpenAI's structured outputs: `text`, `json_object`, or `json_schema` with `json_schema.schema`. */
-  response_format?: ResponseFormat | null;
-  /** vLLM: the output validates against this JSON schema. */
-  guided_json?: string | Record<string, unknown> | null;
-  /** vLLM: the output matches this regular expression. */
-  guided_regex?: string | null;
-  /** vLLM: the output is one of these strings. */
-  guided_choice?: string[] | null;
-  /** vLLM: the output is a sentence of this EBNF / GBNF grammar (start rule `root`). */
-  guided_grammar?: string | null;
-  /** vLLM's structured-outputs object; `disable_any_whitespace` makes JSON outputs compact. */
-  structured_outputs?: StructuredOutputsRequest | null;
-}
-
-/** OpenAI's `response_format`. */
-export interface ResponseFormat {
-  type: string;
-  json_schema?: { name?: string; description?: string; schema?: Record<string, unknown> | null; strict?: boolean | null } | null;
-}
+/** OpenAI's `response_format`: `text`, `json_object`, or `json_schema` with `json_schema.schema`. */
+const responseFormatSchema = Type.Object({
+  type: Type.String(),
+  json_schema: Type.Optional(nullable(Type.Object({
+    name: Type.Optional(Type.String()),
+    description: Type.Optional(Type.String()),
+    schema: Type.Optional(nullable(anyObject())),
+    strict: Type.Optional(nullable(Type.Boolean())),
+  }))),
+});
 
 /** vLLM's `structured_outputs` request field (one constraint, plus options). */
-export interface StructuredOutputsRequest {
-  json?: string | Record<string, unknown> | null;
-  json_object?: boolean | null;
-  regex?: string | null;
-  choice?: string[] | null;
-  grammar?: string | null;
-  disable_any_whitespace?: boolean | null;
-}
+const structuredOutputsSchema = Type.Object({
+  json: Type.Optional(jsonSchemaValue()),
+  json_object: Type.Optional(nullable(Type.Boolean())),
+  regex: Type.Optional(nullable(Type.String({ minLength: 1 }))),
+  choice: Type.Optional(choiceList()),
+  grammar: Type.Optional(nullable(Type.String({ minLength: 1 }))),
+  /** JSON outputs are compact (no whitespace between tokens). */
+  disable_any_whitespace: Type.Optional(nullable(Type.Boolean())),
+});
 
-/** POST /v1/completions. */
-export interface CompletionRequest extends SamplingRequestFields {
-  /** A string, a list of strings, a list of token ids, or a list of token-id lists. */
-  prompt: string | string[] | number[] | number[][];
-  /** Number of most likely tokens to return with each sampled token (0-20). */
-  logprobs?: number | null;
-  best_of?: number | null;
-  echo?: boolean | null;
-  suffix?: string | null;
-}
+const samplingProperties = {
+  model: Type.Optional(nullable(Type.String())),
+  max_tokens: Type.Optional(nullable(Type.Integer({ minimum: 1 }))),
+  temperature: Type.Optional(nullable(Type.Number({ minimum: 0, maximum: 2 }))),
+  top_p: Type.Optional(nullable(Type.Number({ exclusiveMinimum: 0, maximum: 1 }))),
+  top_k: Type.Optional(nullable(Type.Integer({ minimum: -1 }))),
+  min_p: Type.Optional(nullable(Type.Number({ minimum: 0, maximum: 1 }))),
+  n: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 128 }))),
+  stop: Type.Optional(Type.Union([
+    Type.String(), Type.Array(Type.String({ minLength: 1 }), { maxItems: 64 }), Type.Null(),
+  ])),
+  stop_token_ids: Type.Optional(nullable(Type.Array(tokenId, { maxItems: 1024 }))),
+  seed: Type.Optional(nullable(Type.Integer())),
+  presence_penalty: Type.Optional(nullable(Type.Number({ minimum: -2, maximum: 2 }))),
+  frequency_penalty: Type.Optional(nullable(Type.Number({ minimum: -2, maximum: 2 }))),
+  repetition_penalty: Type.Optional(nullable(Type.Number({ exclusiveMinimum: 0, maximum: 10 }))),
+  min_tokens: Type.Optional(nullable(Type.Integer({ minimum: 0 }))),
+  ignore_eos: Type.Optional(nullable(Type.Boolean())),
+  skip_special_tokens: Type.Optional(nullable(Type.Boolean())),
+  stream: Type.Optional(nullable(Type.Boolean())),
+  stream_options: Type.Optional(nullable(streamOptionsSchema)),
+  user: Type.Optional(nullable(Type.String())),
+  logit_bias: Type.Optional(nullable(Type.Unsafe<Record<string, number>>({
+    type: 'object', additionalProperties: { type: 'number' },
+  }))),
+  priority: Type.Optional(nullable(Type.Integer())),
+  response_format: Type.Optional(nullable(responseFormatSchema)),
+  /** vLLM: the output validates against this JSON schema. */
+  guided_json: Type.Optional(jsonSchemaValue()),
+  /** vLLM: the output matches this regular expression. */
+  guided_regex: Type.Optional(nullable(Type.String({ minLength: 1 }))),
+  /** vLLM: the output is one of these strings. */
+  guided_choice: Type.Optional(choiceList()),
+  /** vLLM: the output is a sentence of this EBNF / GBNF grammar (start rule `root`). */
+  guided_grammar: Type.Optional(nullable(Type.String({ minLength: 1 }))),
+  /** vLLM's structured-outputs object; `disable_any_whitespace` makes JSON outputs compact. */
+  structured_outputs: Type.Optional(nullable(structuredOutputsSchema)),
+};
 
-/** One part of a multi-part message content (only text parts are supported). */
-export interface ChatContentPart {
-  type: string;
-  text?: string;
-}
+/** Sampling fields shared by completions and chat completions (all optional, each may be `null`). */
+export type SamplingRequestFields = Static<TObject<typeof samplingProperties>>;
 
-/** One chat message. */
-export interface ChatMessage {
-  role: string;
-  content?: string | ChatContentPart[] | null;
-  name?: string;
-  /** An assistant message's calls (passed to the chat template with their arguments parsed). */
-  tool_calls?: ChatToolCall[] | null;
-  /** A `tool` message: the id of the call it answers. */
-  tool_call_id?: string | null;
-}
+// ---------------------------------------------------------------------------------------------------------------
+// Chat messages and tools.
 
 /** A tool call in an assistant message of the history: `arguments` is JSON text, as responses give it. */
-export interface ChatToolCall {
-  id?: string;
-  type?: 'function';
-  function: { name: string; arguments: string };
-}
+const chatToolCallSchema = Type.Object({
+  id: Type.Optional(Type.String()),
+  type: Type.Optional(stringEnum(['function'])),
+  function: Type.Object({ name: Type.String(), arguments: Type.String() }),
+});
+
+/** One part of a multi-part message content (only text parts are supported). */
+const chatContentPartSchema = Type.Object({ type: Type.String(), text: Type.Optional(Type.String()) });
+
+const chatMessageSchema = Type.Object({
+  role: stringEnum(['system', 'developer', 'user', 'assistant', 'tool']),
+  content: Type.Optional(Type.Union([Type.String(), Type.Null(), Type.Array(chatContentPartSchema)])),
+  name: Type.Optional(Type.String()),
+  /** An assistant message's calls (passed to the chat template with their arguments parsed). */
+  tool_calls: Type.Optional(nullable(Type.Array(chatToolCallSchema))),
+  /** A `tool` message: the id of the call it answers. */
+  tool_call_id: Type.Optional(nullable(Type.String())),
+});
+
+/** One chat message of a request's `messages`. */
+export type ChatMessage = Static<typeof chatMessageSchema>;
+
+/** A function name as OpenAI accepts it. */
+const functionName = Type.String({ pattern: '^[a-zA-Z0-9_.-]{1,64}$' });
+
+const chatToolSchema = Type.Object({
+  type: stringEnum(['function']),
+  function: Type.Object({
+    name: functionName,
+    description: Type.Optional(Type.String()),
+    /** The function's parameters as a JSON schema. */
+    parameters: Type.Optional(anyObject()),
+    strict: Type.Optional(nullable(Type.Boolean())),
+  }),
+});
 
 /** One entry of `tools`: a function the model may call, its parameters a JSON schema. */
-export interface ChatTool {
-  type: 'function';
-  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean | null };
-}
+export type ChatTool = Static<typeof chatToolSchema>;
 
 /** `tool_choice`: `none`, `auto`, `required`, or one named function. */
-export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
+const toolChoiceSchema = Type.Union([
+  stringEnum(['none', 'auto', 'required']),
+  Type.Object({
+    type: stringEnum(['function']),
+    function: Type.Object({ name: Type.String() }),
+  }),
+  Type.Null(),
+]);
 
-/** POST /v1/chat/completions. */
-export interface ChatCompletionRequest extends SamplingRequestFields {
-  messages: ChatMessage[];
-  /** OpenAI's newer name for max_tokens; wins when both are given. */
-  max_completion_tokens?: number | null;
-  logprobs?: boolean | null;
-  top_logprobs?: number | null;
-  add_generation_prompt?: boolean | null;
-  chat_template?: string | null;
-  chat_template_kwargs?: Record<string, unknown> | null;
-  tools?: ChatTool[] | null;
-  tool_choice?: ToolChoice | null;
+const toolsSchema = () => nullable(Type.Array(chatToolSchema, { maxItems: 128 }));
+
+// ---------------------------------------------------------------------------------------------------------------
+// Request bodies: the schema fastify validates, and its type.
+
+/** Body schema of POST /v1/completions. */
+export const completionRequestSchema = Type.Object({
+  ...samplingProperties,
+  /** A string, a list of strings, a list of token ids, or a list of token-id lists (none empty). */
+  prompt: Type.Union([
+    Type.String(),
+    Type.Array(Type.String(), { minItems: 1 }),
+    Type.Array(tokenId, { minItems: 1 }),
+    Type.Array(Type.Array(tokenId, { minItems: 1 }), { minItems: 1 }),
+  ]),
+  /** Number of most likely tokens to return with each sampled token (0-20). */
+  logprobs: Type.Optional(nullable(Type.Integer({ minimum: 0, maximum: 20 }))),
+  best_of: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 128 }))),
+  echo: Type.Optional(nullable(Type.Boolean())),
+  suffix: Type.Optional(nullable(Type.String())),
+});
+
+/** The body of POST /v1/completions. */
+export type CompletionRequest = Static<typeof completionRequestSchema>;
+
+/** Body schema of POST /v1/chat/completions. */
+export const chatCompletionRequestSchema = Type.Object({
+  ...samplingProperties,
+  messages: Type.Array(chatMessageSchema, { minItems: 1 }),
+  /** OpenAI's name for max_tokens in chat; wins when both are given. */
+  max_completion_tokens: Type.Optional(nullable(Type.Integer({ minimum: 1 }))),
+  logprobs: Type.Optional(nullable(Type.Boolean())),
+  top_logprobs: Type.Optional(nullable(Type.Integer({ minimum: 0, maximum: 20 }))),
+  add_generation_prompt: Type.Optional(nullable(Type.Boolean())),
+  chat_template: Type.Optional(nullable(Type.String())),
+  chat_template_kwargs: Type.Optional(nullable(anyObject())),
+  tools: Type.Optional(toolsSchema()),
+  tool_choice: Type.Optional(toolChoiceSchema),
   /** Allow more than one call in one answer (default true). */
-  parallel_tool_calls?: boolean | null;
-}
+  parallel_tool_calls: Type.Optional(nullable(Type.Boolean())),
+});
 
-/** POST /tokenize: either a prompt or chat messages. */
-export interface TokenizeRequest {
-  model?: string | null;
-  prompt?: string;
-  messages?: ChatMessage[];
-  add_special_tokens?: boolean | null;
-  add_generation_prompt?: boolean | null;
-  chat_template?: string | null;
+/** The body of POST /v1/chat/completions. */
+export type ChatCompletionRequest = Static<typeof chatCompletionRequestSchema>;
+
+/** Body schema of POST /tokenize: either a prompt or chat messages. */
+export const tokenizeRequestSchema = Type.Object({
+  model: Type.Optional(nullable(Type.String())),
+  prompt: Type.Optional(Type.String()),
+  messages: Type.Optional(Type.Array(chatMessageSchema, { minItems: 1 })),
+  add_special_tokens: Type.Optional(nullable(Type.Boolean())),
+  add_generation_prompt: Type.Optional(nullable(Type.Boolean())),
+  chat_template: Type.Optional(nullable(Type.String())),
   /** With `messages`: the tools the chat template writes into the prompt, as in a chat request. */
-  tools?: ChatTool[] | null;
-  return_token_strs?: boolean | null;
-}
+  tools: Type.Optional(toolsSchema()),
+  return_token_strs: Type.Optional(nullable(Type.Boolean())),
+});
 
-/** POST /detokenize. */
-export interface DetokenizeRequest {
-  model?: string | null;
-  tokens: number[];
-}
+/** The body of POST /tokenize. */
+export type TokenizeRequest = Static<typeof tokenizeRequestSchema>;
+
+/** Body schema of POST /detokenize. */
+export const detokenizeRequestSchema = Type.Object({
+  model: Type.Optional(nullable(Type.String())),
+  tokens: Type.Array(tokenId),
+});
+
+/** The body of POST /detokenize. */
+export type DetokenizeRequest = Static<typeof detokenizeRequestSchema>;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Response shapes (built by the handlers, not validated).
 
 /** Token counts of a request. */
 export interface UsageInfo {
@@ -179,204 +269,3 @@ export interface ChatLogprobEntry {
 export interface ChatLogprobContent extends ChatLogprobEntry {
   top_logprobs: ChatLogprobEntry[];
 }
-
-// ---------------------------------------------------------------------------------------------------------------
-// JSON schemas (draft-07, checked by fastify's ajv with type coercion off).
-
-const nullable = <T extends object>(schema: T) => ({ anyOf: [schema, { type: 'null' }] });
-const tokenId = { type: 'integer', minimum: 0 } as const;
-
-const samplingProperties = {
-  model: nullable({ type: 'string' }),
-  max_tokens: nullable({ type: 'integer', minimum: 1 }),
-  temperature: nullable({ type: 'number', minimum: 0, maximum: 2 }),
-  top_p: nullable({ type: 'number', exclusiveMinimum: 0, maximum: 1 }),
-  top_k: nullable({ type: 'integer', minimum: -1 }),
-  min_p: nullable({ type: 'number', minimum: 0, maximum: 1 }),
-  n: nullable({ type: 'integer', minimum: 1, maximum: 128 }),
-  stop: { anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string', minLength: 1 }, maxItems: 64 }, { type: 'null' }] },
-  stop_token_ids: nullable({ type: 'array', items: tokenId, maxItems: 1024 }),
-  seed: nullable({ type: 'integer' }),
-  presence_penalty: nullable({ type: 'number', minimum: -2, maximum: 2 }),
-  frequency_penalty: nullable({ type: 'number', minimum: -2, maximum: 2 }),
-  repetition_penalty: nullable({ type: 'number', exclusiveMinimum: 0, maximum: 10 }),
-  min_tokens: nullable({ type: 'integer', minimum: 0 }),
-  ignore_eos: nullable({ type: 'boolean' }),
-  skip_special_tokens: nullable({ type: 'boolean' }),
-  stream: nullable({ type: 'boolean' }),
-  stream_options: nullable({
-    type: 'object',
-    properties: {
-      include_usage: nullable({ type: 'boolean' }),
-      continuous_usage_stats: nullable({ type: 'boolean' }),
-    },
-  }),
-  user: nullable({ type: 'string' }),
-  logit_bias: nullable({ type: 'object', additionalProperties: { type: 'number' } }),
-  priority: nullable({ type: 'integer' }),
-  response_format: nullable({
-    type: 'object',
-    required: ['type'],
-    properties: {
-      type: { type: 'string' },
-      json_schema: nullable({
-        type: 'object',
-        properties: {
-          name: { type: 'string' }, description: { type: 'string' }, schema: nullable({ type: 'object' }),
-          strict: nullable({ type: 'boolean' }),
-        },
-      }),
-    },
-  }),
-  guided_json: { anyOf: [{ type: 'string' }, { type: 'object' }, { type: 'null' }] },
-  guided_regex: nullable({ type: 'string', minLength: 1 }),
-  guided_choice: nullable({ type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } }),
-  guided_grammar: nullable({ type: 'string', minLength: 1 }),
-  structured_outputs: nullable({
-    type: 'object',
-    properties: {
-      json: { anyOf: [{ type: 'string' }, { type: 'object' }, { type: 'null' }] },
-      json_object: nullable({ type: 'boolean' }),
-      regex: nullable({ type: 'string', minLength: 1 }),
-      choice: nullable({ type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } }),
-      grammar: nullable({ type: 'string', minLength: 1 }),
-      disable_any_whitespace: nullable({ type: 'boolean' }),
-    },
-  }),
-} as const;
-
-const messageSchema = {
-  type: 'object',
-  required: ['role'],
-  properties: {
-    role: { type: 'string', enum: ['system', 'developer', 'user', 'assistant', 'tool'] },
-    content: {
-      anyOf: [
-        { type: 'string' },
-        { type: 'null' },
-        {
-          type: 'array',
-          items: { type: 'object', required: ['type'], properties: { type: { type: 'string' }, text: { type: 'string' } } },
-        },
-      ],
-    },
-    name: { type: 'string' },
-    tool_calls: nullable({
-      type: 'array',
-      items: {
-        type: 'object',
-        required: ['function'],
-        properties: {
-          id: { type: 'string' },
-          type: { type: 'string', enum: ['function'] },
-          function: {
-            type: 'object', required: ['name', 'arguments'],
-            properties: { name: { type: 'string' }, arguments: { type: 'string' } },
-          },
-        },
-      },
-    }),
-    tool_call_id: nullable({ type: 'string' }),
-  },
-} as const;
-
-/** A function name as OpenAI accepts it. */
-const functionName = { type: 'string', pattern: '^[a-zA-Z0-9_.-]{1,64}$' } as const;
-
-const toolSchema = {
-  type: 'object',
-  required: ['type', 'function'],
-  properties: {
-    type: { type: 'string', enum: ['function'] },
-    function: {
-      type: 'object',
-      required: ['name'],
-      properties: {
-        name: functionName,
-        description: { type: 'string' },
-        parameters: { type: 'object' },
-        strict: nullable({ type: 'boolean' }),
-      },
-    },
-  },
-} as const;
-
-const toolChoiceSchema = {
-  anyOf: [
-    { type: 'string', enum: ['none', 'auto', 'required'] },
-    {
-      type: 'object',
-      required: ['type', 'function'],
-      properties: {
-        type: { type: 'string', enum: ['function'] },
-        function: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
-      },
-    },
-    { type: 'null' },
-  ],
-} as const;
-
-/** Body schema of POST /v1/completions. */
-export const completionRequestSchema = {
-  type: 'object',
-  required: ['prompt'],
-  properties: {
-    ...samplingProperties,
-    prompt: {
-      anyOf: [
-        { type: 'string' },
-        { type: 'array', minItems: 1, items: { type: 'string' } },
-        { type: 'array', minItems: 1, items: tokenId },
-        { type: 'array', minItems: 1, items: { type: 'array', minItems: 1, items: tokenId } },
-      ],
-    },
-    logprobs: nullable({ type: 'integer', minimum: 0, maximum: 20 }),
-    best_of: nullable({ type: 'integer', minimum: 1, maximum: 128 }),
-    echo: nullable({ type: 'boolean' }),
-    suffix: nullable({ type: 'string' }),
-  },
-} as const;
-
-/** Body schema of POST /v1/chat/completions. */
-export const chatCompletionRequestSchema = {
-  type: 'object',
-  required: ['messages'],
-  properties: {
-    ...samplingProperties,
-    messages: { type: 'array', minItems: 1, items: messageSchema },
-    max_completion_tokens: nullable({ type: 'integer', minimum: 1 }),
-    logprobs: nullable({ type: 'boolean' }),
-    top_logprobs: nullable({ type: 'integer', minimum: 0, maximum: 20 }),
-    add_generation_prompt: nullable({ type: 'boolean' }),
-    chat_template: nullable({ type: 'string' }),
-    chat_template_kwargs: nullable({ type: 'object' }),
-    tools: nullable({ type: 'array', items: toolSchema, maxItems: 128 }),
-    tool_choice: toolChoiceSchema,
-    parallel_tool_calls: nullable({ type: 'boolean' }),
-  },
-} as const;
-
-/** Body schema of POST /tokenize. */
-export const tokenizeRequestSchema = {
-  type: 'object',
-  properties: {
-    model: nullable({ type: 'string' }),
-    prompt: { type: 'string' },
-    messages: { type: 'array', minItems: 1, items: messageSchema },
-    add_special_tokens: nullable({ type: 'boolean' }),
-    add_generation_prompt: nullable({ type: 'boolean' }),
-    chat_template: nullable({ type: 'string' }),
-    tools: nullable({ type: 'array', items: toolSchema, maxItems: 128 }),
-    return_token_strs: nullable({ type: 'boolean' }),
-  },
-} as const;
-
-/** Body schema of POST /detokenize. */
-export const detokenizeRequestSchema = {
-  type: 'object',
-  required: ['tokens'],
-  properties: {
-    model: nullable({ type: 'string' }),
-    tokens: { type: 'array', items: tokenId },
-  },
-} as const;

@@ -14,8 +14,8 @@ export interface RequestLimitsOptions {
   readonly maxSeqsPerRequest: number;
 }
 
-/** The floor of {@link maxCharsPerToken}: generous for any tokenizer whose pieces are short. */
-export const MIN_CHARS_PER_TOKEN = 32;
+/** The floor of `maxCharsPerToken`: generous for any tokenizer whose pieces are short. */
+const MIN_CHARS_PER_TOKEN = 32;
 
 /**
  * The most characters (UTF-16 code units) one token of `tokenizer` can stand for, generously: twice its longest
@@ -24,7 +24,7 @@ export const MIN_CHARS_PER_TOKEN = 32;
  * byte, and a byte-fallback piece `<0x41>` is six), so a text longer than maxModelLen × this cannot fit the context;
  * the factor 2 leaves room for normalizers that drop characters. One pass over the vocabulary (O(vocabSize)).
  */
-export function maxCharsPerToken(tokenizer: Tokenizer): number {
+function maxCharsPerToken(tokenizer: Tokenizer): number {
   let longest = 0;
   for (let id = 0; id < tokenizer.vocabSize; id++) longest = Math.max(longest, tokenizer.idToToken(id)?.length ?? 0);
   return Math.max(MIN_CHARS_PER_TOKEN, 2 * longest);
@@ -32,7 +32,7 @@ export function maxCharsPerToken(tokenizer: Tokenizer): number {
 
 /**
  * Per-request bounds derived from the model and the scheduler. A prompt is refused by its length in characters
- * before it is tokenized (a text of more than maxModelLen × {@link maxCharsPerToken} characters cannot fit the
+ * before it is tokenized (a text of more than maxModelLen × `maxCharsPerToken` characters cannot fit the
  * context), and a request that would start more sequences than `maxSeqsPerRequest` is refused before anything is
  * tokenized or queued. vLLM checks prompt length only after tokenizing (serving_engine.py `_validate_input`); the
  * character bound and the sequence bound are pagellm's.
@@ -40,7 +40,7 @@ export function maxCharsPerToken(tokenizer: Tokenizer): number {
 export class RequestLimits {
   readonly maxModelLen: number;
   readonly maxSeqsPerRequest: number;
-  /** Characters one token may stand for (see {@link maxCharsPerToken}). */
+  /** Characters one token may stand for (see `maxCharsPerToken`). */
   readonly charsPerToken: number;
   /** The longest text prompt accepted, characters: maxModelLen × charsPerToken. */
   readonly maxPromptChars: number;

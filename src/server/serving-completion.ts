@@ -18,7 +18,7 @@ interface PreparedPrompt {
 }
 
 /** Completions' default output budget when `max_tokens` is absent (OpenAI's and vLLM's 16). */
-export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
+const DEFAULT_COMPLETION_MAX_TOKENS = 16;
 
 /**
  * POST /v1/completions: one or more prompts (a string, strings, token ids, or lists of token ids), each run as its

@@ -37,10 +37,10 @@ export interface ServingContextOptions {
  * Texts up to this many characters (all of a request's together) are tokenized on the event loop: cheaper than a
  * round trip to a worker, and a few milliseconds at most. Longer ones go to the preprocess pool.
  */
-export const INLINE_TOKENIZE_CHARS = 4096;
+const INLINE_TOKENIZE_CHARS = 4096;
 
 /** Token lists up to this length are detokenized on the event loop; longer ones in the preprocess pool. */
-export const INLINE_DETOKENIZE_TOKENS = 4096;
+const INLINE_DETOKENIZE_TOKENS = 4096;
 
 /** camelCase SamplingParams field → the request field that sets it. */
 const PARAM_NAMES: Readonly<Record<string, string>> = {

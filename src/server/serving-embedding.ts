@@ -1,3 +1,4 @@
+import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import { PoolingParams, type RequestOutput } from '../engine/index.js';
 import { BadRequestError, ServiceUnavailableError } from './errors.js';
@@ -5,47 +6,31 @@ import { mergeAsyncIterables } from './merge-async.js';
 import type { ServingContext } from './serving-context.js';
 import { abortOnClientClose } from './serving-completion.js';
 import { normalizePromptInput } from './prompt-input.js';
+import { nullable, stringEnum, tokenId } from './protocol.js';
 
-/** The body of POST /v1/embeddings (OpenAI's `EmbeddingCreateParams`, plus vLLM's `normalize`). */
-export interface EmbeddingRequest {
-  readonly model?: string | null;
+/** Body schema of POST /v1/embeddings (OpenAI's `EmbeddingCreateParams`, plus vLLM's `normalize`). */
+export const embeddingRequestSchema = Type.Object({
+  model: Type.Optional(nullable(Type.String())),
   /** A text, texts, token ids, or lists of token ids (none empty, as OpenAI's). */
-  readonly input: string | string[] | number[] | number[][];
+  input: Type.Union([
+    Type.String({ minLength: 1 }),
+    Type.Array(Type.String({ minLength: 1 }), { minItems: 1 }),
+    Type.Array(tokenId, { minItems: 1 }),
+    Type.Array(Type.Array(tokenId, { minItems: 1 }), { minItems: 1 }),
+  ]),
   /** 'float' (default): arrays of numbers; 'base64': each vector's little-endian float32 bytes in base64. */
-  readonly encoding_format?: 'float' | 'base64' | null;
+  encoding_format: Type.Optional(nullable(stringEnum(['float', 'base64']))),
   /** Only the model's hidden size is supported. */
-  readonly dimensions?: number | null;
-  readonly user?: string | null;
+  dimensions: Type.Optional(nullable(Type.Integer({ minimum: 1 }))),
+  user: Type.Optional(nullable(Type.String())),
   /** vLLM's extra: L2-normalize the vectors (default: the server's, on). */
-  readonly normalize?: boolean | null;
+  normalize: Type.Optional(nullable(Type.Boolean())),
   /** vLLM's extra: scheduling priority (lower first, with --scheduling-policy priority). */
-  readonly priority?: number | null;
-}
+  priority: Type.Optional(nullable(Type.Integer())),
+});
 
-const nullable = <T extends object>(schema: T) => ({ anyOf: [schema, { type: 'null' }] });
-const tokenId = { type: 'integer', minimum: 0 } as const;
-
-/** Body schema of POST /v1/embeddings. */
-export const embeddingRequestSchema = {
-  type: 'object',
-  required: ['input'],
-  properties: {
-    model: nullable({ type: 'string' }),
-    input: {
-      anyOf: [
-        { type: 'string', minLength: 1 },
-        { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } },
-        { type: 'array', minItems: 1, items: tokenId },
-        { type: 'array', minItems: 1, items: { type: 'array', minItems: 1, items: tokenId } },
-      ],
-    },
-    encoding_format: nullable({ type: 'string', enum: ['float', 'base64'] }),
-    dimensions: nullable({ type: 'integer', minimum: 1 }),
-    user: nullable({ type: 'string' }),
-    normalize: nullable({ type: 'boolean' }),
-    priority: nullable({ type: 'integer' }),
-  },
-} as const;
+/** The body of POST /v1/embeddings. */
+export type EmbeddingRequest = Static<typeof embeddingRequestSchema>;
 
 /**
  * POST /v1/embeddings: each input (a string, strings, token ids, or lists of token ids) runs as its own pooling
@@ -117,7 +102,7 @@ export async function serveEmbedding(ctx: ServingContext, body: EmbeddingRequest
  * Each vector as OpenAI's base64 encoding: the little-endian float32 bytes (what `np.frombuffer(b64decode(s),
  * dtype="<f4")` reads back).
  */
-export function float32ToBase64(v: Float32Array): string {
+function float32ToBase64(v: Float32Array): string {
   const bytes = Buffer.alloc(v.length * 4);
   for (let i = 0; i < v.length; i++) bytes.writeFloatLE(v[i], i * 4);
   return bytes.toString('base64');

@@ -11,7 +11,7 @@ import type { SamplingRequestFields } from './protocol.js';
  * thread), and compile time grows with the grammar, so the size is bounded before compiling: 32 KiB holds schemas
  * of hundreds of properties, while OpenAI's own structured outputs allow 15,000 characters of names and values.
  */
-export const MAX_STRUCTURED_OUTPUT_CHARS = 32 * 1024;
+const MAX_STRUCTURED_OUTPUT_CHARS = 32 * 1024;
 
 /** A request's constraint and the request field it came from (for error messages). */
 export interface RequestStructuredOutputs {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
+import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { LLMEngine } from '../engine/index.js';
 import { getBlockDetail } from './block-detail.js';
@@ -85,11 +85,7 @@ function sendAsset(request: FastifyRequest, reply: FastifyReply, a: Asset): Fast
 }
 
 /** The login page's post: `{"api_key": "<key>"}`. */
-const LOGIN_SCHEMA = {
-  type: 'object',
-  required: ['api_key'],
-  properties: { api_key: { type: 'string', maxLength: 4096 } },
-} as const;
+const LOGIN_SCHEMA = Type.Object({ api_key: Type.String({ maxLength: 4096 }) });
 
 /**
  * The live KV-cache dashboard as a fastify plugin. Routes:
@@ -143,7 +139,7 @@ export async function dashboardPlugin(app: FastifyInstance, options: DashboardPl
   app.get('/dashboard', open, servePage);
   app.get('/dashboard/', open, servePage);
   app.get('/dashboard/login.js', open, async (request, reply) => sendAsset(request, reply, loginScript));
-  app.post<{ Body: { api_key: string } }>('/dashboard/login', { ...open, schema: { body: LOGIN_SCHEMA } },
+  app.post<{ Body: Static<typeof LOGIN_SCHEMA> }>('/dashboard/login', { ...open, schema: { body: LOGIN_SCHEMA } },
     async (request, reply) => {
       if (access === undefined) throw new DashboardError(404, 'this server has no API key: the dashboard needs no sign-in');
       const cookie = access.login(request.body.api_key);
@@ -201,6 +197,3 @@ declare module 'fastify' {
     dashboardHub?: DashboardHub;
   }
 }
-
-/** Where the page's files live (for tests and packaging). */
-export const DASHBOARD_ASSET_DIR = fileURLToPath(ASSET_DIR);

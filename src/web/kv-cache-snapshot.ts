@@ -29,11 +29,13 @@ export const BlockFlag = {
   CACHED: 1,
   /** The block's KV is known to be computed. */
   COMPUTED: 2,
+  /** The block's KV was read from the shared KV store (--kv-cache-store) and it still caches that content. */
+  FROM_STORE: 4,
   /**
    * A compute-tier block in a sequence's table that holds no token yet: reserved for lookahead slots (speculative
    * decoding's draft tokens, scored before they are kept).
    */
-  LOOKAHEAD: 4,
+  LOOKAHEAD: 8,
 } as const;
 
 /** Which scheduler queue a request is in. */
@@ -149,6 +151,8 @@ export interface SnapshotEngine {
   readonly blockManager: BlockSpaceManager;
   readonly scheduler: SchedulerQueues;
   readonly enablePrefixCaching: boolean;
+  /** The shared KV store's connector, when the engine has one: which compute-tier blocks came from the store. */
+  readonly kvStoreConnector?: { blocksFromStore(): Iterable<number> } | null;
   getStats(): EngineStats;
 }
 
@@ -183,6 +187,7 @@ export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnaps
   fillDevice(alloc.getBlockStates(Device.CPU), false, blockSize, state, refCount, tokens, flags);
   const nullBlock = alloc.getNullBlock();
   if (nullBlock !== null) state[nullBlock.blockId] = BlockState.RESERVED;
+  for (const id of engine.kvStoreConnector?.blocksFromStore() ?? []) flags[id] |= BlockFlag.FROM_STORE;
 
   // Requests: running, swapped, then waiting (capped).
   const maxWaiting = options.maxWaitingListed ?? 200;
@@ -264,7 +269,7 @@ export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnaps
 }
 
 /** The engine figures a snapshot carries. */
-export function snapshotStats(s: EngineStats): SnapshotStats {
+function snapshotStats(s: EngineStats): SnapshotStats {
   return {
     numRunning: s.numRunning, numWaiting: s.numWaiting, numSwapped: s.numSwapped,
     numFreeGpuBlocks: s.numFreeGpuBlocks, numFreeCpuBlocks: s.numFreeCpuBlocks,

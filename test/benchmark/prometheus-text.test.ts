@@ -12,10 +12,12 @@ describe('parsePrometheusText', () => {
       prefixCacheHits: 512, gpuPrefixCacheHitRate: 0.8, numPreemptionsRecompute: 2, numPreemptionsSwap: 1,
       numBlocksSwappedIn: 0, numBlocksSwappedOut: 0, numBlocksCopied: 0, numPromptTokensComputed: 128,
       promptTokens: 640, generationTokens: 77, numSteps: 10, requestsFinished: { stop: 1, length: 4, abort: 0 },
+      kvStoreHits: 6, kvStoreMisses: 2, kvStoreBytesRead: 6000, kvStoreBytesWritten: 9000, kvStoreErrors: 1,
     } satisfies EngineStats;
     m.update(stats);
     m.observe('ttftMs', 30);
     m.observe('ttftMs', 700);
+    m.observe('kvStoreFetchMs', 3);
     const samples = parsePrometheusText((await m.render()).body);
     expect(sumSamples(samples, 'pagellm:kv_cache_usage_perc')).toBeCloseTo(0.4, 12);
     expect(sumSamples(samples, 'pagellm:num_requests_running')).toBe(3);
@@ -23,11 +25,18 @@ describe('parsePrometheusText', () => {
     expect(sumSamples(samples, 'pagellm:prefix_cache_hits_total')).toBe(512);
     expect(sumSamples(samples, 'pagellm:num_preemptions_total')).toBe(3);
     expect(sumSamples(samples, 'pagellm:request_success_total')).toBe(5);
+    expect(sumSamples(samples, 'pagellm:kv_store_hits_total')).toBe(6);
+    expect(sumSamples(samples, 'pagellm:kv_store_misses_total')).toBe(2);
+    expect(sumSamples(samples, 'pagellm:kv_store_bytes_read_total')).toBe(6000);
+    expect(sumSamples(samples, 'pagellm:kv_store_bytes_written_total')).toBe(9000);
+    expect(sumSamples(samples, 'pagellm:kv_store_errors_total')).toBe(1);
     const length = samples.find((s) => s.name === 'pagellm:request_success_total' && s.labels.finished_reason === 'length');
     expect(length?.value).toBe(4);
     expect(sumSamples(samples, 'pagellm:time_to_first_token_seconds_count')).toBe(2);
     const inf = samples.find((s) => s.name === 'pagellm:time_to_first_token_seconds_bucket' && s.labels.le === '+Inf');
     expect(inf?.value).toBe(2);
+    expect(sumSamples(samples, 'pagellm:kv_store_fetch_seconds_count')).toBe(1);
+    expect(sumSamples(samples, 'pagellm:kv_store_lookup_seconds_count')).toBe(0);
     const info = samples.find((s) => s.name === 'pagellm:cache_config_info');
     expect(info?.labels).toEqual({ block_size: '16', cache_dtype: 'fp32' });
     expect(sumSamples(samples, 'no_such_metric')).toBeUndefined();

@@ -89,8 +89,8 @@ describeWithBrowser('build/kernels.wasm in chromium', () => {
         const scratch = outOff + m * n * 4;
         f32.set(xs[i], xOff / 4);
         i32[counter / 4] = 0;
-        // dtype 0 (f32), no q8_0 rows, no bias; one thread (tid 0 of 1).
-        kx.matmul(0, outOff, xOff, 0, 0, wOff, 0, m, n, k, scratch, 16 * k + 64, 0, 1);
+        // dtype 0 (f32), no quantized activations, no bias; one thread (tid 0 of 1).
+        kx.matmul(0, outOff, xOff, 0, wOff, 0, m, n, k, scratch, 16 * k + 64, 0, 1);
         outputs.push(Array.from(f32.subarray(outOff / 4, outOff / 4 + m * n)));
       });
       return { isolated: crossOriginIsolated, outputs };

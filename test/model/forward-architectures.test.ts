@@ -5,7 +5,10 @@
  * q8_0 matrices. Sequences run interleaved in mixed batches (prefill chunks next to decodes), with scattered blocks.
  *
  * Tolerance: every position's logits within 2e-4 × (1 + max |logit|) of the float64 oracle (f32 accumulation error of
- * a 2-layer, 64-wide model is ~1e-5 of the logit scale).
+ * a 2-layer, 64-wide model is ~1e-5 of the logit scale). The wasm backend multiplies q8_0 weights with activations
+ * quantized to int8 per 32 values as ggml does (each input off by ≤ 1/254 of its block's absmax): every matmul output
+ * then moves by ≤ Σ|w·x|/254, and over the 2 layers' 7 products and the LM head those add to a few times 1/254 of the
+ * logit scale, so there the bound gains INT8_ACTIVATION_TOL × (1 + max |logit|) (measured: ~0.8%).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KernelBackend, WeightDType } from '../../src/kernels/backend.js';
@@ -16,6 +19,9 @@ import { loadModelWeights } from '../../src/model/model-weights.js';
 import { denseForward, makeRandomModel, smallConfig } from './forward-reference.js';
 import { type BatchEntry, mulberry32, TestKvCache } from './test-kv.js';
 import { backendsUnderTest } from './forward-backends.js';
+
+/** Extra relative tolerance of int8-quantized activations (wasm backend, quantized weights): 3 × 1/254. */
+const INT8_ACTIVATION_TOL = 3 / 254;
 
 interface Case {
   readonly name: string;
@@ -96,6 +102,7 @@ for (const be of backendsUnderTest()) {
         const rand = mulberry32(99);
         const seqs = seqLengths.map((n) => Array.from({ length: n }, () => Math.floor(rand() * c.config.vocabSize)));
         const got = runInterleaved(model, kv, seqs, schedule);
+        const int8 = backend.kind === 'wasm' && !['f32', 'f16', 'bf16'].includes(c.dtype);
         for (let s = 0; s < seqs.length; s++) {
           expect(got[s].length).toBe(seqs[s].length);
           const want = denseForward(rm, seqs[s]);
@@ -106,7 +113,8 @@ for (const be of backendsUnderTest()) {
               scale = Math.max(scale, Math.abs(want[p][i]));
               err = Math.max(err, Math.abs(want[p][i] - got[s][p][i]));
             }
-            expect(err, `seq ${s} position ${p}`).toBeLessThanOrEqual(2e-4 * (1 + scale));
+            const rel = 2e-4 + (int8 ? INT8_ACTIVATION_TOL : 0);
+            expect(err, `seq ${s} position ${p}`).toBeLessThanOrEqual(rel * (1 + scale));
           }
         }
       });

@@ -192,10 +192,10 @@ describe('GGUF models', () => {
   });
 
   it('refuses a tensor type it cannot compute with, naming file and tensor', () => {
-    const p = writeModel('q4k.gguf', { tensor: (t) => t.name === 'blk.0.ffn_up.weight'
-      ? { ...t, type: GgmlType.Q4_K, shape: [64, 256], data: new Uint8Array(64 * 144) } : t });
+    const p = writeModel('iq4.gguf', { tensor: (t) => t.name === 'blk.0.ffn_up.weight'
+      ? { ...t, type: GgmlType.IQ4_XS, shape: [64, 256], data: new Uint8Array(64 * 136) } : t });
     expect(() => readGgufModel(p)).toThrow(UnsupportedTensorTypeError);
-    expect(() => readGgufModel(p)).toThrow(`${p}: tensor blk.0.ffn_up.weight: field type: tensor type Q4_K is not supported`);
+    expect(() => readGgufModel(p)).toThrow(`${p}: tensor blk.0.ffn_up.weight: field type: tensor type IQ4_XS is not supported`);
   });
 
   it('names tensor and field for a wrong shape and for a missing tensor', () => {

@@ -21,6 +21,7 @@ const CACHED_DOT = pixel(...STATE_RGB.cachedDot);
 const RESERVED = pixel(...STATE_RGB.reserved);
 const EDGE = pixel(...STATE_RGB.sharedEdge);
 const HATCH = pixel(...STATE_RGB.swappedHatch);
+const FROM_STORE = pixel(...STATE_RGB.fromStore);
 
 /** Smallest cell (CSS px) of a tier drawn block by block; below it the tier gets an overview. */
 const MIN_BLOCK_CELL = 8;
@@ -252,7 +253,7 @@ export class BlockGrid {
     const { cols, cellPx, gap, start, numCells } = this.layout;
     const inner = cellPx - gap;
     const { blockSize } = snap.config;
-    const { state, owner, tokens, refCount } = snap;
+    const { state, owner, tokens, refCount, flags } = snap;
     const requests = snap.requests;
     const ownerColors = requests.map((r) => requestColor(r.requestId).rgb);
     const highlight = this.highlight;
@@ -274,6 +275,7 @@ export class BlockGrid {
           const o = Math.floor((inner - d) / 2);
           fillRect(px, w, x0 + o, y0 + o, d, d, CACHED_DOT);
         }
+        if ((flags[id] & BlockFlag.FROM_STORE) !== 0 && !dim) markFromStore(px, w, x0, y0, inner);
         continue;
       }
       // In use: the owner's colour; the part of the block not yet holding tokens is darker.
@@ -293,8 +295,9 @@ export class BlockGrid {
         }
       }
       if (refCount[id] > 1 && inner >= 4 && !dim) strokeRect(px, w, x0, y0, inner, inner, EDGE);
+      if ((flags[id] & BlockFlag.FROM_STORE) !== 0 && !dim) markFromStore(px, w, x0, y0, inner);
       // Reserved for lookahead slots (speculative decoding): a dotted top edge.
-      if ((snap.flags[id] & BlockFlag.LOOKAHEAD) !== 0 && inner >= 4 && !dim) {
+      if ((flags[id] & BlockFlag.LOOKAHEAD) !== 0 && inner >= 4 && !dim) {
         for (let x = 0; x < inner; x += 2) px[y0 * w + x0 + x] = EDGE;
       }
     }
@@ -395,6 +398,15 @@ export class BlockGrid {
       x: rect.left + ((k % cols) * cellPx + cellPx / 2) * scale,
       y: rect.top + (Math.floor(k / cols) * cellPx + cellPx / 2) * scale,
     };
+  }
+}
+
+/** A block read from the shared KV store: a triangle in the cell's top-left corner (half its side). */
+function markFromStore(px, w, x0, y0, inner) {
+  const n = Math.max(2, Math.floor(inner / 2));
+  for (let y = 0; y < n; y++) {
+    const row = (y0 + y) * w + x0;
+    for (let x = 0; x < n - y; x++) px[row + x] = FROM_STORE;
   }
 }
 

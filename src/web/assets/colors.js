@@ -52,6 +52,7 @@ export const STATE_RGB = {
   unowned: [150, 150, 160],
   sharedEdge: [255, 255, 255],
   swappedHatch: [18, 20, 26],
+  fromStore: [240, 200, 60],
 };
 
 /**

@@ -1,7 +1,7 @@
 /* global EventSource, ResizeObserver */
 // pagellm's live KV-cache dashboard: connects to the server's event stream (/dashboard/api/events), decodes each
 // KV-cache snapshot, and draws the block grids (GPU and CPU tiers), the request table and the time series.
-import { BlockState, STATE_NAMES, countBlocks, decodeSnapshot, ownersOf, summarizeRun } from './snapshot-codec.js';
+import { BlockFlag, BlockState, STATE_NAMES, countBlocks, decodeSnapshot, ownersOf, summarizeRun } from './snapshot-codec.js';
 import { BlockGrid } from './block-grid.js';
 import { blocksOfRequest, renderRequestTable } from './request-table.js';
 import { createCharts } from './charts.js';
@@ -195,6 +195,7 @@ function tooltipHtml(id, detail) {
       rows.push(['held by', shown.join('<br>')]);
     }
     rows.push(['KV computed', detail.computed ? 'yes' : 'no']);
+    if ((snap.flags[id] & BlockFlag.FROM_STORE) !== 0) rows.push(['source', 'read from the shared KV store']);
   }
   return `<div class="title">Block ${id} <span class="muted">· ${tier}</span></div><dl>` +
     rows.map(([k, v]) => `<dt>${k}</dt><dd data-field="${k}">${v}</dd>`).join('') + '</dl>';

@@ -3,7 +3,7 @@ import type { KvCacheSnapshot, SequenceRow } from '../kv-cache-snapshot.js';
 import type { EncodedColumn, WireSnapshot } from '../snapshot-encoding.js';
 
 export declare const BlockState: Readonly<{ FREE: 0; USED: 1; SHARED: 2; CACHED: 3; SWAPPED: 4; RESERVED: 5 }>;
-export declare const BlockFlag: Readonly<{ CACHED: 1; COMPUTED: 2 }>;
+export declare const BlockFlag: Readonly<{ CACHED: 1; COMPUTED: 2; FROM_STORE: 4 }>;
 export declare const STATE_NAMES: readonly string[];
 
 /** A snapshot as the page holds it: the server's {@link KvCacheSnapshot} plus the engine-state version. */

@@ -7,7 +7,7 @@
 export const BlockState = Object.freeze({ FREE: 0, USED: 1, SHARED: 2, CACHED: 3, SWAPPED: 4, RESERVED: 5 });
 
 /** Flag bits; the same as BlockFlag in src/web/kv-cache-snapshot.ts. */
-export const BlockFlag = Object.freeze({ CACHED: 1, COMPUTED: 2, LOOKAHEAD: 4 });
+export const BlockFlag = Object.freeze({ CACHED: 1, COMPUTED: 2, FROM_STORE: 4, LOOKAHEAD: 8 });
 
 /** Human names of the states. */
 export const STATE_NAMES = Object.freeze(['free', 'in use', 'shared', 'cached (evictable)', 'swapped out', 'reserved (null block)']);
