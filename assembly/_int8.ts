@@ -11,7 +11,7 @@
 // The relaxed build multiplies with i32x4.relaxed_dot_i8x16_i7x16_add_s, whose second operand is deterministic only
 // in [0, 127]: every caller passes unsigned weight codes (unpacked below 128) or the split activations there.
 
-import { f16 } from './_simd';
+import { f16, toF16 } from './_simd';
 
 /** Activation quantization of the signed mode (q8_0/q8_1/q8_K-style): one int8 row plus 16-value sums. */
 export const ACT_SIGNED: i32 = 0;
@@ -85,9 +85,10 @@ export function selfTest(scratch: usize): i32 {
 }
 
 /**
- * Quantizes one activation row x[k] (k % group == 0, group 32 or 256) into dst (layout above): per group
- * d = absmax / 127, q = nearest(x / d) (ties to even, as ggml's AVX quantize_row_q8_0/q8_K), all-zero groups
- * give d = 0 and q = 0.
+ * Quantizes one activation row x[k] (k % group == 0) into dst (layout above) as ggml-cpu does:
+ * group 32 (quantize_row_q8_0 / q8_1, x86): d = f16(absmax / 127), q = nearest(x · 127/absmax);
+ * group 256 (quantize_row_q8_K_ref): with max the signed value of largest |x| (the first), iscale = −127/max,
+ * q = min(127, nearest(iscale · x)), d = 1/iscale. Ties round to even; an all-zero group gives d = 0, q = 0.
  */
 export function quantizeActRow(x: usize, k: i32, group: i32, mode: i32, dst: usize): void {
   const dyp = dst + (<usize>k << 1);
@@ -97,15 +98,26 @@ export function quantizeActRow(x: usize, k: i32, group: i32, mode: i32, dst: usi
     for (let j = g0; j < g0 + group; j += 4) mx = f32x4.max(mx, f32x4.abs(v128.load(x + (<usize>j << 2))));
     const s1 = f32x4.max(mx, v128.shuffle<f32>(mx, mx, 2, 3, 0, 1));
     const amax = f32x4.extract_lane(f32x4.max(s1, v128.shuffle<f32>(s1, s1, 1, 0, 3, 2)), 0);
-    const d: f32 = amax / 127.0;
-    const id = f32x4.splat(d != 0 ? 1.0 / d : 0);
+    let d: f32 = 0, is: f32 = 0;
+    if (amax != 0) {
+      if (group == 32) {
+        d = f16(toF16(amax / 127.0));
+        is = 127.0 / amax;
+      } else {
+        let j = g0;
+        while (Mathf.abs(load<f32>(x + (<usize>j << 2))) != amax) j++;
+        is = -127.0 / load<f32>(x + (<usize>j << 2));
+        d = 1.0 / is;
+      }
+    }
+    const id = f32x4.splat(is);
     for (let j = g0; j < g0 + group; j += 16) {
       const xp = x + (<usize>j << 2);
       const a = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xp), id)));
       const b = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xp, 16), id)));
       const c = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xp, 32), id)));
       const e = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xp, 48), id)));
-      // |x / d| ≤ 127 up to rounding, so the clamp only guards the last ulp.
+      // |x · is| ≤ 127 up to rounding, so the clamp only guards the last ulp.
       const q = i8x16.max_s(i8x16.min_s(i8x16.narrow_i16x8_s(i16x8.narrow_i32x4_s(a, b), i16x8.narrow_i32x4_s(c, e)),
         i8x16.splat(127)), i8x16.splat(-127));
       const s = j >> 4;

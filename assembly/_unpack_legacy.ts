@@ -14,7 +14,7 @@ import { f16 } from './_simd';
 
 /** 16 bits of qh starting at bit `first` (0 or 16) → 0x10 in each byte whose bit is set (byte i ← bit first + i). */
 // @ts-ignore: decorator
-@inline function highBits(qh: v128, first: i32): v128 {
+@inline export function highBits(qh: v128, first: i32): v128 {
   const bits = i8x16(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
   const sel = first == 0
     ? i8x16.swizzle(qh, i8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1))

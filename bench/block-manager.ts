@@ -3,8 +3,9 @@
  *
  *   npx tsx bench/block-manager.ts [--runs 5]            # the standard figures (median of runs)
  *   npx tsx bench/block-manager.ts --decode-step         # the decode-step figures alone
+ *   npx tsx bench/block-manager.ts --hash                # ns per 16-token block hash, per hash algorithm
  *   npx tsx bench/block-manager.ts --trace bench/traces/example.jsonl --block-size 16 --num-gpu-blocks 1024 \
- *       [--enable-caching] [--repeat 11]
+ *       [--enable-caching] [--hash-algorithm murmur3x2|xxhash64|sha256] [--repeat 11]
  *
  * Standard figures (block size 16):
  * - single-token appends per second: BlockTable.appendTokenIds of one token, and the scheduler's path
@@ -22,8 +23,10 @@ import { writeFileSync } from 'node:fs';
 import { makeServingTrace, SERVING_TRACE_DEFAULTS, type ServingTraceOptions } from './serving-trace.js';
 import { BenchSequence, parseTrace, replay, type ReplayResult } from './trace-replay.js';
 import {
-  AllocStatus, BlockSpaceManager, BlockTable, CpuGpuBlockAllocator, initHashing, SequenceStatus,
+  AllocStatus, BlockHasher, BlockSpaceManager, BlockTable, CpuGpuBlockAllocator, initHashing, SequenceStatus,
+  type HashAlgorithm,
 } from '../src/core/index.js';
+import { assertHashAlgorithm } from '../src/core/hashing.js';
 
 function median(xs: number[]): number {
   const s = xs.slice().sort((a, b) => a - b);
@@ -250,6 +253,7 @@ async function main(): Promise<void> {
       numGpuBlocks: intArg(args, '--num-gpu-blocks', 4096),
       numCpuBlocks: 0,
       enableCaching: args.includes('--enable-caching'),
+      hashAlgorithm: hashAlgorithmArg(args),
     };
     const repeat = Math.max(1, intArg(args, '--repeat', 11));
     const parsed = parseTrace(trace);
@@ -266,7 +270,8 @@ async function main(): Promise<void> {
     const cpuMs = median(results.map((r) => r.cpuMs));
     const r0 = results[0];
     console.log(`trace ${trace}: ${numOps} ops ${JSON.stringify(parsed.counts)}`);
-    console.log(`  block size ${opts.blockSize}, ${opts.numGpuBlocks} GPU blocks, caching ${opts.enableCaching ? 'on' : 'off'}`);
+    console.log(`  block size ${opts.blockSize}, ${opts.numGpuBlocks} GPU blocks, caching ` +
+      `${opts.enableCaching ? `on (${opts.hashAlgorithm ?? 'murmur3x2'})` : 'off'}`);
     console.log(`  wall ${fmt(ms, 3)} ms, CPU ${fmt(cpuMs, 3)} ms (medians of ${repeat} warm replays): ` +
       `${fmt((ms * 1e6) / numOps, 1)} ns per operation (CPU ${fmt((cpuMs * 1e6) / numOps, 1)} ns); ` +
       `first (cold) replay ${fmt(cold.ms, 3)} ms`);
@@ -276,11 +281,41 @@ async function main(): Promise<void> {
     return;
   }
   const runs = intArg(args, '--runs', 5);
+  if (args.includes('--hash')) {
+    hashFigures(runs);
+    return;
+  }
   console.log(`pagellm block manager benchmark — block size ${BS}, median of ${runs} runs, one thread`);
   if (!args.includes('--decode-step')) standardFigures(runs);
   for (const caching of [false, true]) {
     const r = medianOf(runs, 1, () => decodeStepMs(caching).median);
     console.log(`decode step, 256 running sequences (caching ${caching ? 'on ' : 'off'}): ${fmt(r * 1000, 2)} µs median`);
+  }
+}
+
+/** `--hash-algorithm NAME`, or undefined (the manager's default). Throws for an unknown name. */
+function hashAlgorithmArg(args: string[]): HashAlgorithm | undefined {
+  const name = argValue(args, '--hash-algorithm');
+  if (name !== undefined) assertHashAlgorithm(name);
+  return name;
+}
+
+/** ns per `BlockHasher.hashBlock` of a 16-token block chained to the previous one, per algorithm (median of runs). */
+function hashFigures(runs: number): void {
+  const tokens = randomTokens(16 * 1024);
+  for (const algorithm of ['murmur3x2', 'xxhash64', 'sha256'] as const) {
+    const h = new BlockHasher(algorithm);
+    const n = algorithm === 'sha256' ? 50_000 : 500_000;
+    const ns = medianOf(runs, 1, () => {
+      let parent: bigint | string | null = null;
+      const t0 = performance.now();
+      for (let i = 0; i < n; i++) {
+        const from = (i & 1023) * 16;
+        parent = h.hashBlock((i & 63) === 0 ? null : parent, tokens, from, from + 16, null);
+      }
+      return ((performance.now() - t0) * 1e6) / n;
+    });
+    console.log(`block hash, 16 tokens, ${algorithm.padEnd(9)}: ${fmt(ns, 1)} ns per block`);
   }
 }
 

@@ -20,9 +20,18 @@
  * median, P99), and the sequences in flight (time-weighted, over the whole run and while requests were still
  * waiting — the memory-bound phase).
  *
- * Run: npx tsx bench/compare-llama-cpp.ts [--dtypes f32,q8_0] [--threads 2] [--num-prompts 40] [--llama-seqs 4]
- *   [--max-model-len 1024] [--kv-dtype f16|f32] [--block-size 16] [--length-scale 0.5] [--seed 0]
- *   [--engines pagellm,llama-contexts,llama-sequences] [--write-docs] [--json out.json]
+ * Run: npx tsx bench/compare-llama-cpp.ts [--dtypes f32,q8_0,q4_0,q4_k_m,q6_k] [--shape smollm2-135m|qwen3-0.6b]
+ *   [--threads 2] [--num-prompts 40] [--llama-seqs 4] [--max-model-len 1024] [--kv-dtype f16|f32] [--block-size 16]
+ *   [--length-scale 0.5] [--seed 0] [--engines pagellm,llama-contexts,llama-sequences] [--write-docs] [--json out.json]
+ *   [--single-stream [--prompt-len 256] [--output-len 128]]
+ * --dtypes takes any `pagellm convert --dtype` (the file is written by createRandomModel with llama.cpp's mixtures).
+ * --shape qwen3-0.6b is Qwen3-0.6B's shape (dim 1024, hidden 3072, 28 layers, 16 heads, 8 KV heads, head size 128:
+ * rows multiples of 256, so the k-quants apply without fallback) with SmolLM2's 49152-token vocabulary (the
+ * tokenizer available here) in place of Qwen's 151936; SmolLM2-135M's rows of 576 make k-quants fall back to
+ * q5_0 / q5_1 / q8_0 as llama-quantize does.
+ * --single-stream: one request of --prompt-len prompt and --output-len output tokens, on pagellm and on one llama.cpp
+ * context with one sequence (the KV memory of that one sequence), reporting prefill tok/s (prompt / TTFT) and
+ * decode tok/s (1 / TPOT).
  * The defaults are the run in docs/benchmarks.md: lengths halved (means 80.7 + 169.0 tokens, C = 1024) and 40
  * requests against 4 llama.cpp sequences, about 10 minutes on 2 idle cores for both dtypes and all three engines
  * (full-length requests take about twice as long). Run it on an otherwise idle machine: llama.cpp's threads spin and
@@ -37,6 +46,8 @@ import { parseArgs } from 'node:util';
 import { LlamaLogLevel, getLlama, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
 import { SHAREGPT_LIKE_DEFAULTS, sampleRequestLengths, summarize, type RequestLengths } from '../src/benchmark/index.js';
 import { createLLMEngine, RequestOutputKind } from '../src/engine/index.js';
+import { KernelError } from '../src/kernels/errors.js';
+import { CONVERT_DTYPES, type ConvertDType } from '../src/model/quant-mixture.js';
 import { SeededNormal, createRandomModel } from '../src/model/random-model.js';
 import { sharedDir } from '../src/cli/default-model.js';
 
@@ -54,18 +65,26 @@ const { values: args } = parseArgs({
     engines: { type: 'string', default: 'pagellm,llama-contexts,llama-sequences' },
     'write-docs': { type: 'boolean', default: false },
     json: { type: 'string' },
+    shape: { type: 'string', default: 'smollm2-135m' },
+    'single-stream': { type: 'boolean', default: false },
+    'prompt-len': { type: 'string', default: '256' },
+    'output-len': { type: 'string', default: '128' },
   },
 });
-const dtypes = args.dtypes!.split(',') as Array<'f32' | 'q8_0'>;
+const dtypes = args.dtypes!.split(',') as ConvertDType[];
+for (const d of dtypes) if (!(CONVERT_DTYPES as readonly string[]).includes(d)) throw new Error(`--dtypes: unknown ${d}`);
+const shape = args.shape!;
+if (shape !== 'smollm2-135m' && shape !== 'qwen3-0.6b') throw new Error(`--shape must be smollm2-135m or qwen3-0.6b, got ${shape}`);
+const singleStream = args['single-stream']!;
 const threads = Number(args.threads);
 const numPrompts = Number(args['num-prompts']);
-const llamaSeqs = Number(args['llama-seqs']);
+const llamaSeqs = singleStream ? 1 : Number(args['llama-seqs']);
 const maxModelLen = Number(args['max-model-len']);
 const kvDtype = args['kv-dtype'] as 'f16' | 'f32';
 const blockSize = Number(args['block-size']);
 const lengthScale = Number(args['length-scale']);
 const seed = Number(args.seed);
-const engines = args.engines!.split(',');
+const engines = singleStream ? ['pagellm', 'llama-contexts'] : args.engines!.split(',');
 if (kvDtype !== 'f16' && kvDtype !== 'f32') throw new Error(`--kv-dtype must be f16 or f32, got ${kvDtype}`);
 if (maxModelLen % 256 !== 0) throw new Error('--max-model-len must be a multiple of 256 (llama.cpp pads contexts to 256)');
 
@@ -74,13 +93,31 @@ const shapeDir = join(sharedDir(), 'models/smollm2-135m-instruct-tokenizer');
 /** First id drawn into prompts: SmolLM2's special tokens are ids 0..16. */
 const FIRST_ORDINARY_ID = 100;
 
-/** The random-weight SmolLM2-135M-shape GGUF (shared with bench/forward.ts's cache). */
-function modelPath(dtype: 'f32' | 'q8_0'): string {
-  const path = join(tmpdir(), `pagellm-bench-smollm2-135m-${dtype}.gguf`);
+/** The model config of --shape: SmolLM2-135M's file, or Qwen3-0.6B's hyper-parameters with SmolLM2's vocabulary. */
+function shapeConfigPath(): string {
+  if (shape === 'smollm2-135m') return join(shapeDir, 'config.json');
+  const path = join(tmpdir(), 'pagellm-bench-qwen3-0.6b-shape.json');
+  writeFileSync(path, JSON.stringify({
+    architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', hidden_size: 1024, intermediate_size: 3072,
+    num_hidden_layers: 28, num_attention_heads: 16, num_key_value_heads: 8, head_dim: 128, vocab_size: 49152,
+    max_position_embeddings: 40960, rms_norm_eps: 1e-6, rope_theta: 1000000, tie_word_embeddings: true,
+    hidden_act: 'silu', bos_token_id: 1, eos_token_id: 2,
+  }));
+  return path;
+}
+
+/** KV bytes per token of --shape at --kv-dtype: layers × (K, V) × KV heads × head size × bytes. */
+function kvBytesPerToken(): number {
+  const c = JSON.parse(readFileSync(shapeConfigPath(), 'utf8')) as Record<string, number>;
+  const headSize = c.head_dim ?? c.hidden_size / c.num_attention_heads;
+  return c.num_hidden_layers * 2 * c.num_key_value_heads * headSize * (kvDtype === 'f16' ? 2 : 4);
+}
+
+/** The random-weight GGUF of --shape in `dtype` (SmolLM2-135M's shared with bench/forward.ts's cache). */
+function modelPath(dtype: ConvertDType): string {
+  const path = join(tmpdir(), `pagellm-bench-${shape === 'smollm2-135m' ? 'smollm2-135m' : shape}-${dtype}.gguf`);
   if (!existsSync(path)) {
-    createRandomModel({
-      configPath: join(shapeDir, 'config.json'), tokenizerPath: join(shapeDir, 'tokenizer.json'), dtype, seed: 1, outPath: path,
-    });
+    createRandomModel({ configPath: shapeConfigPath(), tokenizerPath: join(shapeDir, 'tokenizer.json'), dtype, seed: 1, outPath: path });
   }
   return path;
 }
@@ -283,6 +320,16 @@ async function runLlama(model: LlamaModel, dtype: string, reqs: readonly Req[], 
   }
 }
 
+/** Table rows of a single-stream run: prefill tok/s (prompt / TTFT) and decode tok/s (1 / TPOT) per engine. */
+function singleStreamRows(results: readonly RunResult[], promptLen: number): string[] {
+  const rows = ['| weights | engine | prefill tok/s | decode tok/s | TTFT ms | TPOT ms |', '| --- | --- | ---: | ---: | ---: | ---: |'];
+  for (const r of results) {
+    rows.push(`| ${r.dtype} | ${r.engine} | ${fmt(promptLen / (r.ttftMs[0] / 1000))} | ${fmt(1000 / r.tpotMs[0])} | ` +
+      `${fmt(r.ttftMs[0], 0)} | ${fmt(r.tpotMs[0], 2)} |`);
+  }
+  return rows;
+}
+
 function fmt(x: number, d = 1): string {
   return Number.isNaN(x) ? 'n/a' : x.toFixed(d);
 }
@@ -295,21 +342,25 @@ async function main(): Promise<void> {
     maxInputLen: Math.round(d.maxInputLen * lengthScale), maxOutputLen: Math.round(d.maxOutputLen * lengthScale),
   };
   const rng = new SeededNormal(seed);
-  const lengths = sampleRequestLengths(spec, rng);
+  const lengths: RequestLengths[] = singleStream
+    ? [{ inputLen: Number(args['prompt-len']), outputLen: Number(args['output-len']), prefixIndex: null }]
+    : sampleRequestLengths(spec, rng);
   const vocab = 49152;
   const reqs: Req[] = lengths.map((l) => ({
     ...l, promptIds: Array.from({ length: l.inputLen }, () => FIRST_ORDINARY_ID + Math.floor(rng.uniform() * (vocab - FIRST_ORDINARY_ID))),
   }));
   const tooLong = reqs.filter((r) => r.inputLen + r.outputLen > maxModelLen - 1);
   if (tooLong.length > 0) throw new Error(`${tooLong.length} requests need ≥ ${maxModelLen} tokens; raise --max-model-len`);
-  const kvTokenBytes = 30 * 2 * 3 * 64 * (kvDtype === 'f16' ? 2 : 4); // layers × (K, V) × KV heads × head size × bytes
+  const kvTokenBytes = kvBytesPerToken();
   const kvBytes = llamaSeqs * maxModelLen * kvTokenBytes;
   const sumIn = lengths.reduce((a, l) => a + l.inputLen, 0);
   const sumOut = lengths.reduce((a, l) => a + l.outputLen, 0);
   const header = [
-    `pagellm bench/compare-llama-cpp: ${numPrompts} sharegpt-like requests (${sumIn} prompt + ${sumOut} output tokens, ` +
-      `mean ${(sumIn / numPrompts).toFixed(1)} + ${(sumOut / numPrompts).toFixed(1)}; length scale ${lengthScale}; seed ${seed}), ` +
-      'all arriving at t = 0, greedy, EOS ignored',
+    `pagellm bench/compare-llama-cpp (${shape} shape): ` + (singleStream
+      ? `single stream, one request of ${sumIn} prompt + ${sumOut} output tokens`
+      : `${numPrompts} sharegpt-like requests (${sumIn} prompt + ${sumOut} output tokens, ` +
+        `mean ${(sumIn / numPrompts).toFixed(1)} + ${(sumOut / numPrompts).toFixed(1)}; length scale ${lengthScale}; seed ${seed}), ` +
+        'all arriving at t = 0') + ', greedy, EOS ignored',
     `KV memory ${(kvBytes / 2 ** 20).toFixed(1)} MiB (${kvDtype}) on every engine = llama.cpp's ${llamaSeqs} sequences × ` +
       `${maxModelLen} tokens × ${kvTokenBytes} B/token; ${threads} thread(s) each; load average before: ` +
       loadavg().map((x) => x.toFixed(2)).join(' '),
@@ -320,9 +371,17 @@ async function main(): Promise<void> {
   for (const dtype of dtypes) {
     const path = modelPath(dtype);
     if (engines.includes('pagellm')) {
-      const r = await runPagellm(path, dtype, reqs, kvBytes);
-      results.push(r);
-      console.log(`${dtype} ${r.engine}: ${fmt(r.outputTokens / (r.makespanMs / 1000))} tok/s, in flight ${fmt(r.meanInFlightWhileWaiting)}`);
+      try {
+        const r = await runPagellm(path, dtype, reqs, kvBytes);
+        results.push(r);
+        console.log(`${dtype} ${r.engine}: ${fmt(r.outputTokens / (r.makespanMs / 1000))} tok/s, in flight ${fmt(r.meanInFlightWhileWaiting)}`);
+      } catch (e) {
+        // A kernel backend without this weight type refuses it with a KernelError (the engine's step error carries it
+        // as its cause): report and go on with llama.cpp.
+        const cause = e instanceof Error && e.cause instanceof KernelError ? e.cause : e;
+        if (!(cause instanceof KernelError)) throw e;
+        console.log(`${dtype} pagellm: not run (${cause.message})`);
+      }
     }
     const wantsLlama = engines.some((e) => e.startsWith('llama'));
     if (wantsLlama) {
@@ -342,12 +401,12 @@ async function main(): Promise<void> {
   }
   const loadAfter = loadavg().map((x) => x.toFixed(2)).join(' ');
 
-  const rows: string[] = [
+  const rows: string[] = singleStream ? singleStreamRows(results, sumIn) : [
     '| weights | engine | KV bytes | output tok/s | makespan s | in flight while queued (mean) | in flight, whole run (mean / peak) | ' +
       'TTFT ms mean / median / P99 | TPOT ms mean / median / P99 | E2E s mean / median / P99 | preemptions |',
     '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
-  for (const r of results) {
+  for (const r of singleStream ? [] : results) {
     const t = summarize(r.ttftMs);
     const p = summarize(r.tpotMs);
     const e = summarize(r.e2eMs.map((x) => x / 1000));
@@ -358,7 +417,7 @@ async function main(): Promise<void> {
       `${fmt(e.mean)} / ${fmt(e.median)} / ${fmt(e.percentiles['99'])} | ${r.preemptions ?? 'n/a'} |`);
   }
   const ratios: string[] = [];
-  for (const dtype of dtypes) {
+  for (const dtype of singleStream ? [] : dtypes) {
     const pg = results.find((r) => r.dtype === dtype && r.engine.startsWith('pagellm'));
     if (pg === undefined) continue;
     for (const l of results.filter((r) => r.dtype === dtype && r.engine.startsWith('llama'))) {
@@ -367,9 +426,10 @@ async function main(): Promise<void> {
         'the output-token throughput');
     }
   }
-  const command = `npx tsx bench/compare-llama-cpp.ts --dtypes ${dtypes.join(',')} --threads ${threads} --num-prompts ${numPrompts} ` +
-    `--llama-seqs ${llamaSeqs} --max-model-len ${maxModelLen} --kv-dtype ${kvDtype} --block-size ${blockSize} ` +
-    `--length-scale ${lengthScale} --seed ${seed}`;
+  const command = `npx tsx bench/compare-llama-cpp.ts --dtypes ${dtypes.join(',')} --shape ${shape} --threads ${threads} ` +
+    (singleStream ? `--single-stream --prompt-len ${sumIn} --output-len ${sumOut} `
+      : `--num-prompts ${numPrompts} --llama-seqs ${llamaSeqs} `) +
+    `--max-model-len ${maxModelLen} --kv-dtype ${kvDtype} --block-size ${blockSize} --length-scale ${lengthScale} --seed ${seed}`;
   const block = [
     `Command: \`${command}\``,
     '',

@@ -6,6 +6,8 @@
 // decode at 64 sequences × 1024 context next to the same attention over contiguous K/V. Each figure is the median
 // of 7 samples (the best sample in brackets where shown); on a shared machine they vary, so run it more than once.
 // Last comes the summary of the issue-3 targets; its matmul cells are timed again round-robin (see matmulTargets).
+// `--only int8` times the quantized types on one thread in CPU time (process.cpuUsage: robust on a loaded machine)
+// for both SIMD builds: int8 GOP/s per type at 1, 5, 16 and 64 rows, and the 5-row/1-row cost ratio.
 // --participation all makes every parallel kernel wait for its workers (fork-join) instead of the default
 // opportunistic pool, which lets the calling thread finish alone when a worker is not scheduled in time.
 import { readFileSync } from 'node:fs';
@@ -203,6 +205,45 @@ async function matmulTargets(): Promise<void> {
   await be.close();
 }
 
+/**
+ * Quantized matmul [1024×3072] (rows of 1024: every type's block divides it) on one thread, CPU milliseconds per
+ * call (best of 15 samples of 5 calls): int8 GOP/s (2·m·n·k / time) per type and build, and the 5-row/1-row ratio.
+ */
+async function int8CpuTime(): Promise<void> {
+  const quantTypes = dtypes.filter((d) => isQuant(d) || d === 'f32'); // f32 as the baseline (GFLOP/s)
+  const [k, n] = [1024, 3072];
+  console.log(`\nint8 matmul [${k}×${n}], 1 thread, CPU time per call (best of 15 × 5 calls): GOP/s at m rows; m=5/m=1 cost`);
+  for (const flavor of ['plain', 'relaxed'] as const) {
+    const be = await WasmBackend.create({ simd: flavor });
+    for (const dtype of quantTypes) {
+      const mark = be.arena.mark();
+      const w = benchWeight(be, dtype, n, k, 17);
+      const ms: Record<number, number> = {};
+      for (const m of [1, 5, 16, 64]) {
+        const x = be.arena.allocF32(m * k);
+        fill(x, m);
+        const out = be.arena.allocF32(m * n);
+        let best = Infinity;
+        for (let r = 0; r < 15; r++) {
+          const t0 = process.cpuUsage();
+          for (let j = 0; j < 5; j++) be.matmul(out, x, w, m);
+          const c = process.cpuUsage(t0);
+          best = Math.min(best, (c.user + c.system) / 5000);
+        }
+        ms[m] = best;
+      }
+      const cells = [1, 5, 16, 64].map((m) => `m=${m}: ${ms[m].toFixed(3)} ms ${fmt((2 * m * n * k) / ms[m] / 1e6)}`).join(' |');
+      console.log(`${be.simd.padEnd(7)} ${dtype.padEnd(5)} ${cells} | 5/1: ${(ms[5] / ms[1]).toFixed(2)}×`);
+      if (flavor === 'relaxed') {
+        summary.push(`int8 ${dtype} [${k}×${n}] 1 thread (CPU time): ${((2 * n * k) / ms[1] / 1e6).toFixed(1)} GOP/s at m=1, ` +
+          `${((2 * 64 * n * k) / ms[64] / 1e6).toFixed(1)} at m=64; 5 rows cost ${(ms[5] / ms[1]).toFixed(2)}× one`);
+      }
+      be.arena.reset(mark);
+    }
+    await be.close();
+  }
+}
+
 async function attention(): Promise<void> {
   const numSeqs = 64, ctx = 1024, numHeads = 9, numKvHeads = 3, headSize = 64, blockSize = 16;
   for (const threads of threadList) {
@@ -264,5 +305,6 @@ if (only.includes('matmul')) {
   await matmuls(bw);
   await matmulTargets();
 }
+if (only.includes('int8')) await int8CpuTime();
 if (only.includes('attention')) await attention();
 console.log(`\ntargets (issue 3; medians, best sample in brackets):\n  ${summary.join('\n  ')}`);

@@ -82,6 +82,7 @@ const BLOCK_SIZE = 16;
  */
 const MAX_NUM_BATCHED_TOKENS = 64;
 
+/** The run's settings from the command line (--quick picks the small workload; explicit flags win). */
 function settings(): Settings {
   const base = args.quick
     ? { rate: 0.5, numRequests: 16, numPrefixes: 8, prefixLen: 128, suffixLen: 32, outputLen: 8 }
@@ -164,6 +165,7 @@ async function scrapeCounters(replicas: readonly ServeProcess[]): Promise<Counte
   return out;
 }
 
+/** What the counters grew by between two scrapes. */
 function counterDelta(after: Counters, before: Counters): Counters {
   const d = (a: number | null, b: number | null): number | null => (a === null ? null : a - (b ?? 0));
   return {
@@ -209,6 +211,7 @@ async function startReplica(model: string, s: Settings, port: number, agentPort:
   return startServeProcess(argv, port);
 }
 
+/** Starts `n` replicas (named A, B, …) on fresh ports. */
 async function startReplicas(n: number, model: string, s: Settings, store: string | null): Promise<ReplicaSlot[]> {
   const slots: ReplicaSlot[] = [];
   for (let i = 0; i < n; i++) {
@@ -227,6 +230,7 @@ interface Farm {
   readonly store: string | null;
 }
 
+/** Starts `n` replicas and haproxy in front of them; resolves once HAProxy has them all UP at full weight. */
 async function startFarm(dir: string, n: number, balance: Balance, model: string, s: Settings,
   store: string | null): Promise<Farm> {
   const slots = await startReplicas(n, model, s, store);
@@ -235,6 +239,7 @@ async function startFarm(dir: string, n: number, balance: Balance, model: string
   return { slots, haproxy, store };
 }
 
+/** Stops haproxy, then every replica. */
 async function stopFarm(farm: Farm): Promise<void> {
   await farm.haproxy.stop();
   await Promise.all(farm.slots.map((r) => r.process.stop()));
@@ -255,6 +260,7 @@ interface Requests {
   readonly warmUp: readonly StreamingRequestInput[];
 }
 
+/** A streaming completion of `prompt` with exactly s.outputLen greedy output tokens. */
 function input(model: string, prompt: readonly number[], s: Settings): StreamingRequestInput {
   return {
     endpoint: 'completions', model, prompt, promptLen: prompt.length, maxTokens: s.outputLen, ignoreEos: true,
@@ -262,6 +268,10 @@ function input(model: string, prompt: readonly number[], s: Settings): Streaming
   };
 }
 
+/**
+ * The workload (seeded, from the replica's token pool) and its warm-up requests: each system prompt followed by a
+ * suffix no measured request has.
+ */
 async function buildRequests(replicaUrl: string, s: Settings): Promise<Requests> {
   const client = new HttpClient(replicaUrl);
   try {
@@ -285,13 +295,21 @@ async function buildRequests(replicaUrl: string, s: Settings): Promise<Requests>
   }
 }
 
-/** Sends the warm-up requests one after another through HAProxy. @throws Error when one fails. */
+/**
+ * Sends the warm-up requests one after another through HAProxy. A failed one (HAProxy answers 503 while a replica
+ * busy with a long step misses its health checks) is sent again once every replica is UP, up to 5 times.
+ * @throws Error when a warm-up request fails 5 times.
+ */
 async function warmUp(farm: Farm, reqs: Requests): Promise<void> {
   const client = new HttpClient(farm.haproxy.url);
   try {
     for (const [i, r] of reqs.warmUp.entries()) {
-      const res = await sendStreamingRequest(client, -1 - i, r, performance.now());
-      if (!res.success) throw new Error(`warm-up request ${i} failed: ${res.error}`);
+      for (let attempt = 1; ; attempt++) {
+        const res = await sendStreamingRequest(client, -1 - i, r, performance.now());
+        if (res.success) break;
+        if (attempt === 5) throw new Error(`warm-up request ${i} failed ${attempt} times, last: ${res.error}`);
+        await farm.haproxy.waitAllUp(farm.slots.map((x) => x.name));
+      }
     }
   } finally {
     client.close();
@@ -401,6 +419,7 @@ function targets(ms: Map<Scenario['key'], Measured>): string[] {
   ];
 }
 
+/** Checks the build, makes the model, runs the set-ups and prints the table and the targets. */
 async function main(): Promise<void> {
   const s = settings();
   const log = (line: string): void => console.log(line);

@@ -62,16 +62,18 @@ function makeEngine(backend: KernelBackend, loaded: LoadedModel, extra: Partial<
  * time (user + system) in ms. With one kernel thread everything runs on this thread, so CPU time is the work done,
  * steadier than wall time on a loaded machine.
  */
-function runOne(engine: LLMEngine, prompt: string, maxTokens: number): { tokens: number; ms: number; cpuMs: number } {
+function runOne(engine: LLMEngine, prompt: string, maxTokens: number): { tokens: number; steps: number; ms: number; cpuMs: number } {
   const t = performance.now();
   const c = process.cpuUsage();
   engine.addRequest('r', prompt, { temperature: 0, maxTokens });
   let tokens = 0;
+  let steps = 0;
   while (engine.hasUnfinishedRequests()) {
+    steps++;
     for (const o of engine.step()) if (o.finished) tokens = o.outputs[0].tokenIds.length;
   }
   const cpu = process.cpuUsage(c);
-  return { tokens, ms: performance.now() - t, cpuMs: (cpu.user + cpu.system) / 1000 };
+  return { tokens, steps, ms: performance.now() - t, cpuMs: (cpu.user + cpu.system) / 1000 };
 }
 
 /** Acceptance of each candidate under speculation: accepted / drafted tokens over one greedy run. */
@@ -86,10 +88,11 @@ function measureAcceptance(engine: LLMEngine, maxTokens: number): number[] {
   });
 }
 
-/** Tokens/s (by wall time and by CPU time) of one engine over a group of prompts. */
+/** Tokens/s (by wall time and by CPU time) and output tokens per engine step of one engine over a group of prompts. */
 interface GroupRate {
   readonly wall: number;
   readonly cpu: number;
+  readonly perStep: number;
 }
 
 /** Tokens/s of a group of prompts, plain and speculative, alternating prompt by prompt; medians over rounds. */
@@ -97,22 +100,23 @@ function timeGroup(plain: LLMEngine, spec: LLMEngine, prompts: readonly string[]
   rounds: number): { plain: GroupRate; spec: GroupRate; wallRatio: number; cpuRatio: number } {
   const rows: { plain: GroupRate; spec: GroupRate }[] = [];
   for (let r = -1; r < rounds; r++) {
-    const sums = [[0, 0, 0], [0, 0, 0]];
+    const sums = [[0, 0, 0, 0], [0, 0, 0, 0]];
     for (const p of prompts) {
       [runOne(plain, p, maxTokens), runOne(spec, p, maxTokens)].forEach((x, i) => {
         sums[i][0] += x.tokens;
         sums[i][1] += x.ms;
         sums[i][2] += x.cpuMs;
+        sums[i][3] += x.steps;
       });
     }
     if (r < 0) continue; // warm-up round
-    const rate = ([t, ms, cpu]: number[]): GroupRate => ({ wall: (t * 1000) / ms, cpu: (t * 1000) / cpu });
+    const rate = ([t, ms, cpu, steps]: number[]): GroupRate => ({ wall: (t * 1000) / ms, cpu: (t * 1000) / cpu, perStep: t / steps });
     rows.push({ plain: rate(sums[0]), spec: rate(sums[1]) });
   }
   const med = (f: (x: { plain: GroupRate; spec: GroupRate }) => number): number => median(rows.map(f));
   return {
-    plain: { wall: med((x) => x.plain.wall), cpu: med((x) => x.plain.cpu) },
-    spec: { wall: med((x) => x.spec.wall), cpu: med((x) => x.spec.cpu) },
+    plain: { wall: med((x) => x.plain.wall), cpu: med((x) => x.plain.cpu), perStep: rows[0].plain.perStep },
+    spec: { wall: med((x) => x.spec.wall), cpu: med((x) => x.spec.cpu), perStep: rows[0].spec.perStep },
     wallRatio: med((x) => x.spec.wall / x.plain.wall),
     cpuRatio: med((x) => x.spec.cpu / x.plain.cpu),
   };
@@ -144,14 +148,15 @@ export async function runNgramPart(args: NgramArgs): Promise<void> {
     for (const { p, a } of order) console.log(`  ${a.toFixed(2)}  ${JSON.stringify(p.length > 90 ? `${p.slice(0, 87)}...` : p)}`);
     const repeating = order.filter((o) => o.a >= threshold).map((o) => o.p);
     const plainPrompts = order.filter((o) => o.a < threshold).map((o) => o.p);
-    console.log('group | prompts | plain tok/s wall (cpu) | ngram tok/s wall (cpu) | ratio wall | ratio cpu');
+    console.log('group | prompts | tokens/step plain, ngram | plain tok/s wall (cpu) | ngram tok/s wall (cpu) | ratio wall | ratio cpu');
     for (const [name, prompts] of [[`repeating (acceptance ≥ ${threshold})`, repeating], ['plain', plainPrompts]] as const) {
       if (prompts.length === 0) {
-        console.log(`${name} | 0 | - | - | - | -`);
+        console.log(`${name} | 0 | - | - | - | - | -`);
         continue;
       }
       const r = timeGroup(plain, spec, prompts, maxTokens, rounds);
-      console.log(`${name} | ${prompts.length} | ${r.plain.wall.toFixed(0)} (${r.plain.cpu.toFixed(0)}) | ` +
+      console.log(`${name} | ${prompts.length} | ${r.plain.perStep.toFixed(2)}, ${r.spec.perStep.toFixed(2)} | ` +
+        `${r.plain.wall.toFixed(0)} (${r.plain.cpu.toFixed(0)}) | ` +
         `${r.spec.wall.toFixed(0)} (${r.spec.cpu.toFixed(0)}) | ${r.wallRatio.toFixed(2)} | ${r.cpuRatio.toFixed(2)}`);
     }
   } finally {

@@ -7,12 +7,13 @@
  *     sequence (k = 1: a plain decode through pagedAttention; k > 1: query length k, as a verification step scores a
  *     sequence's last token and its k − 1 drafts) and asks for logits at all k positions (the rejection sampler
  *     reads every one). The k values alternate within each round so that machine load hits them alike; the figure is
- *     the median step time and its ratio to k = 1. Target: k = 5 (4 drafts) ≤ 1.5× k = 1 at batch 1.
+ *     the median step time and its ratio to k = 1, by wall time and by process CPU time (all threads; with
+ *     `--threads 1` the steadier figure on a loaded machine). Target: k = 5 (4 drafts) ≤ 1.5× k = 1 at batch 1.
  *
  * (b) `--part ngram`: single-stream tokens/s and acceptance with and without n-gram speculation on stories260K
  *     (see {@link runNgramPart}).
  *
- * Run: npx tsx bench/speculative.ts [--part score,ngram] [--threads 2] [--dtypes q8_0,f32] [--batches 1,16]
+ * Run: [NODE_OPTIONS=--experimental-wasm-relaxed-simd] npx tsx bench/speculative.ts [--part score,ngram] [--threads 2] [--dtypes q8_0,f32] [--batches 1,16]
  *   [--ks 1,2,4,5,8] [--context 128] [--steps 5] [--rounds 5] [--block-size 16] [--profile] [--fresh]
  * The random GGUFs are shared with bench/forward.ts (os.tmpdir()/pagellm-bench-smollm2-135m-<dtype>.gguf).
  */
@@ -81,7 +82,7 @@ function makeBatch(builder: AttentionMetadataBuilder, seqs: ScheduledSequence[],
 }
 
 /** Median ms per step for each k at one batch size, k values interleaved over rounds; profile per k if asked. */
-function scoreStepTimes(backend: KernelBackend, model: LlamaModel, batch: number, ks: number[]): Map<number, { ms: number; profile: string }> {
+function scoreStepTimes(backend: KernelBackend, model: LlamaModel, batch: number, ks: number[]): Map<number, { ms: number; cpuMs: number; profile: string }> {
   const c = model.config;
   const context = Number(args.context);
   const maxLen = context + Math.max(...ks);
@@ -97,6 +98,7 @@ function scoreStepTimes(backend: KernelBackend, model: LlamaModel, batch: number
     const prefill = makeBatch(builder, tables.map((blockTable) => ({ blockTable, contextLen: 0, seqLen: context })), c.vocabSize, 0);
     model.forward({ ...prefill, sampleIndices: prefill.sampleIndices.subarray(0, 1) }, cache.gpuCache);
     const times = new Map<number, number[]>(ks.map((k) => [k, []]));
+    const cpuTimes = new Map<number, number[]>(ks.map((k) => [k, []]));
     const profiles = new Map<number, Map<string, number>>(ks.map((k) => [k, new Map()]));
     const steps = Number(args.steps);
     for (let round = -1; round < Number(args.rounds); round++) {
@@ -107,8 +109,13 @@ function scoreStepTimes(backend: KernelBackend, model: LlamaModel, batch: number
         model.profile.clear();
         for (let s = 0; s < steps; s++) {
           const t = performance.now();
+          const c = process.cpuUsage();
           model.forward(b, cache.gpuCache);
-          if (round >= 0) times.get(k)!.push(performance.now() - t);
+          const cpu = process.cpuUsage(c);
+          if (round >= 0) {
+            times.get(k)!.push(performance.now() - t);
+            cpuTimes.get(k)!.push((cpu.user + cpu.system) / 1000);
+          }
         }
         if (round >= 0) for (const [op, ms] of model.profile) profiles.get(k)!.set(op, (profiles.get(k)!.get(op) ?? 0) + ms);
       }
@@ -116,6 +123,7 @@ function scoreStepTimes(backend: KernelBackend, model: LlamaModel, batch: number
     const n = steps * Number(args.rounds);
     return new Map(ks.map((k) => [k, {
       ms: median(times.get(k)!),
+      cpuMs: median(cpuTimes.get(k)!),
       profile: [...profiles.get(k)!.entries()].sort((a, b) => b[1] - a[1]).map(([op, ms]) => `${op} ${(ms / n).toFixed(2)}`).join(', '),
     }]));
   } finally {
@@ -150,15 +158,17 @@ async function runScorePart(): Promise<void> {
           maxPositions: 4096, profile: args.profile,
         },
       });
-      console.log(`\n${dtype}: ${(weightBytes / 1e6).toFixed(1)} MB of weights`);
-      console.log('batch | tokens scored/seq | ms/step | × (1 token) | scored tokens/s');
+      const simd = 'simd' in backend ? ` (${String(backend.simd)} SIMD kernels)` : '';
+      console.log(`\n${dtype}: ${(weightBytes / 1e6).toFixed(1)} MB of weights${simd}`);
+      console.log('batch | tokens scored/seq | ms/step | × (1 token) | CPU ms/step | × (1 token) | scored tokens/s');
       for (const batch of batches) {
         const r = scoreStepTimes(backend, model, batch, ks);
-        const base = r.get(1)!.ms;
+        const base = r.get(1)!;
         for (const k of ks) {
-          const { ms, profile } = r.get(k)!;
+          const { ms, cpuMs, profile } = r.get(k)!;
           console.log(`${String(batch).padStart(5)} | ${String(k).padStart(17)} | ${ms.toFixed(1).padStart(7)} | ` +
-            `${(ms / base).toFixed(2).padStart(11)} | ${((batch * k * 1000) / ms).toFixed(0).padStart(15)}`);
+            `${(ms / base.ms).toFixed(2).padStart(11)} | ${cpuMs.toFixed(1).padStart(11)} | ` +
+            `${(cpuMs / base.cpuMs).toFixed(2).padStart(11)} | ${((batch * k * 1000) / ms).toFixed(0).padStart(15)}`);
           if (args.profile) console.log(`        ms/step by op: ${profile}`);
         }
       }

@@ -181,16 +181,7 @@ export function parseBenchServeOptions(values: BenchServeCliValues,
     if (!KNOWN_KEYS.has(k) && values[k] !== undefined) throw new BenchmarkOptionsError(flagOf(k), 'unknown option');
   }
   const r = new Reader(values);
-  const baseUrl = r.string('baseUrl') ?? 'http://127.0.0.1:8000';
-  let parsedUrl: URL | undefined;
-  try {
-    parsedUrl = new URL(baseUrl);
-  } catch {
-    parsedUrl = undefined;
-  }
-  if (parsedUrl === undefined || (parsedUrl.protocol !== 'http:' && parsedUrl.protocol !== 'https:')) {
-    throw new BenchmarkOptionsError('--base-url', `expected an http(s) URL such as http://127.0.0.1:8000, got ${baseUrl}`);
-  }
+  const baseUrl = readBaseUrl(r);
   const endpoint = r.string('endpoint') ?? 'completions';
   if (endpoint !== 'completions' && endpoint !== 'chat') {
     throw new BenchmarkOptionsError('--endpoint', `expected completions or chat, got ${endpoint}`);
@@ -206,33 +197,69 @@ export function parseBenchServeOptions(values: BenchServeCliValues,
   const maxConcurrency = r.raw('maxConcurrency') === undefined ? undefined : r.int('maxConcurrency', 1, 1);
   const seed = r.int('seed', 0, Number.MIN_SAFE_INTEGER);
   const temperature = r.number('temperature', 0, (n) => Number.isFinite(n) && n >= 0, 'a number ≥ 0');
-  const pctRaw = r.raw('metricPercentiles');
-  let percentiles = [99];
-  if (pctRaw !== undefined) {
-    const parts = String(pctRaw).split(',').map((s) => s.trim());
-    percentiles = parts.map(Number);
-    if (parts.some((s) => s === '') || percentiles.some((p) => !(p >= 0 && p <= 100))) {
-      throw new BenchmarkOptionsError('--metric-percentiles', `expected numbers in [0, 100] separated by commas, got ${String(pctRaw)}`);
-    }
-  }
+  const percentiles = readPercentiles(r);
   const metricsIntervalMs = r.number('metricsInterval', 250, (n) => Number.isFinite(n) && n >= 10, 'a number of ms ≥ 10');
-  let extraBody: Record<string, unknown> | undefined;
-  const extra = r.string('extraBody');
-  if (extra !== undefined) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(extra);
-    } catch (e) {
-      throw new BenchmarkOptionsError('--extra-body', `not JSON: ${(e as Error).message}`);
-    }
-    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-      throw new BenchmarkOptionsError('--extra-body', 'expected a JSON object');
-    }
-    extraBody = parsed as Record<string, unknown>;
-  }
+  const extraBody = readExtraBody(r);
+  const workload = readWorkload(r, datasetName as WorkloadName, numPrompts);
+  const apiKey = r.string('apiKey') ?? (env.OPENAI_API_KEY || undefined);
+  return {
+    baseUrl, endpoint, model: r.string('model'), apiKey, workload, seed, requestRate, maxConcurrency,
+    ignoreEos: r.bool('ignoreEos', true), temperature, percentiles, scrapeMetrics: r.bool('scrapeMetrics', true),
+    metricsIntervalMs, resultFile: r.string('resultFile'),
+    showProgress: !r.bool('disableProgress', false) && process.stderr.isTTY === true,
+    extraBody,
+  };
+}
 
+/** `--base-url`, an http(s) URL (default http://127.0.0.1:8000). */
+function readBaseUrl(r: Reader): string {
+  const baseUrl = r.string('baseUrl') ?? 'http://127.0.0.1:8000';
+  let parsedUrl: URL | undefined;
+  try {
+    parsedUrl = new URL(baseUrl);
+  } catch {
+    parsedUrl = undefined;
+  }
+  if (parsedUrl === undefined || (parsedUrl.protocol !== 'http:' && parsedUrl.protocol !== 'https:')) {
+    throw new BenchmarkOptionsError('--base-url', `expected an http(s) URL such as http://127.0.0.1:8000, got ${baseUrl}`);
+  }
+  return baseUrl;
+}
+
+/** `--metric-percentiles`: comma-separated numbers in [0, 100] (default 99). */
+function readPercentiles(r: Reader): number[] {
+  const pctRaw = r.raw('metricPercentiles');
+  if (pctRaw === undefined) return [99];
+  const parts = String(pctRaw).split(',').map((s) => s.trim());
+  const percentiles = parts.map(Number);
+  if (parts.some((s) => s === '') || percentiles.some((p) => !(p >= 0 && p <= 100))) {
+    throw new BenchmarkOptionsError('--metric-percentiles', `expected numbers in [0, 100] separated by commas, got ${String(pctRaw)}`);
+  }
+  return percentiles;
+}
+
+/** `--extra-body`: a JSON object merged into every request body, or undefined. */
+function readExtraBody(r: Reader): Record<string, unknown> | undefined {
+  const extra = r.string('extraBody');
+  if (extra === undefined) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(extra);
+  } catch (e) {
+    throw new BenchmarkOptionsError('--extra-body', `not JSON: ${(e as Error).message}`);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new BenchmarkOptionsError('--extra-body', 'expected a JSON object');
+  }
+  return parsed as Record<string, unknown>;
+}
+
+/**
+ * The workload `name`'s flags (`--random-*`, `--sharegpt-*`, `--prefix-repetition-*`) as a checked WorkloadSpec.
+ * @throws BenchmarkOptionsError for a value out of range or a workload its parameters cannot produce.
+ */
+function readWorkload(r: Reader, name: WorkloadName, numPrompts: number): WorkloadSpec {
   let workload: WorkloadSpec;
-  const name = datasetName as WorkloadName;
   if (name === 'random') {
     workload = {
       kind: 'random', numPrompts,
@@ -269,15 +296,8 @@ export function parseBenchServeOptions(values: BenchServeCliValues,
   try {
     validateWorkloadSpec(workload);
   } catch (e) {
-    if (e instanceof WorkloadError) throw new BenchmarkOptionsError('--dataset-name', `${datasetName}: ${e.message}`);
+    if (e instanceof WorkloadError) throw new BenchmarkOptionsError('--dataset-name', `${name}: ${e.message}`);
     throw e;
   }
-  const apiKey = r.string('apiKey') ?? (env.OPENAI_API_KEY || undefined);
-  return {
-    baseUrl, endpoint, model: r.string('model'), apiKey, workload, seed, requestRate, maxConcurrency,
-    ignoreEos: r.bool('ignoreEos', true), temperature, percentiles, scrapeMetrics: r.bool('scrapeMetrics', true),
-    metricsIntervalMs, resultFile: r.string('resultFile'),
-    showProgress: !r.bool('disableProgress', false) && process.stderr.isTTY === true,
-    extraBody,
-  };
+  return workload;
 }

@@ -7,7 +7,11 @@ export interface RedisKvBlockStoreOptions {
   readonly url: string;
   /** Bytes of values that may wait for the store's acknowledgement; a write past it is skipped (default 64 MiB). */
   readonly queueBytes?: number;
-  /** ms after which a command with no reply fails (default 5000); the engine's own deadline is usually shorter. */
+  /**
+   * ms after which a command with no reply fails (default 30000). Only a backstop that frees commands a frozen store
+   * never answers: ioredis's timer can fire before a reply that arrived during a long engine step is read, so the
+   * engine keeps its own, shorter deadline, checked between steps.
+   */
   readonly commandTimeoutMs?: number;
   /** Called once per state change of the connection (up, down) with a line for the log. */
   readonly onConnectionChange?: (up: boolean, line: string) => void;
@@ -30,6 +34,7 @@ export class RedisKvBlockStore implements KvBlockStore {
   private readonly queueBytes: number;
   private queuedBytes = 0;
   private up = false;
+  private closed = false;
 
   /** @throws KvStoreConfigError for a URL that is not redis:// or rediss://, or a bad queue budget. */
   constructor(options: RedisKvBlockStoreOptions) {
@@ -42,7 +47,7 @@ export class RedisKvBlockStore implements KvBlockStore {
     const common = {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
-      commandTimeout: options.commandTimeoutMs ?? 5000,
+      commandTimeout: options.commandTimeoutMs ?? 30_000,
       connectTimeout: 2000,
       retryStrategy: (attempt: number): number => Math.min(100 * attempt, 2000),
       lazyConnect: false,
@@ -55,7 +60,7 @@ export class RedisKvBlockStore implements KvBlockStore {
       this.up = true;
     });
     const down = (why: string): void => {
-      if (this.up) report?.(false, `WARNING: KV store ${this.description} unreachable (${why}); computing instead until it is back`);
+      if (this.up && !this.closed) report?.(false, `WARNING: KV store ${this.description} unreachable (${why}); computing instead until it is back`);
       this.up = false;
     };
     // ioredis emits 'error' on every failed reconnect; the handler keeps them from being unhandled.
@@ -64,9 +69,9 @@ export class RedisKvBlockStore implements KvBlockStore {
     this.reader.on('end', () => down('connection closed'));
   }
 
-  /** Whether the read connection is ready. */
+  /** Whether both connections (reads, writes) are ready. */
   get isUp(): boolean {
-    return this.up;
+    return this.up && this.writer.status === 'ready';
   }
 
   async exists(keys: readonly string[]): Promise<boolean[]> {
@@ -109,6 +114,7 @@ export class RedisKvBlockStore implements KvBlockStore {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.reader.disconnect();
     this.writer.disconnect();
   }

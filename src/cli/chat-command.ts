@@ -1,8 +1,9 @@
 import { createInterface } from 'node:readline';
 import { Command } from 'commander';
 import { AsyncLLMEngine, RequestOutputKind, SamplingParams } from '../engine/index.js';
-import { resolveChatTemplate, type ChatMessage } from '../model/chat-template.js';
+import { resolveChatTemplate, type ChatMessage, type ChatTemplate } from '../model/chat-template.js';
 import { ChatTemplateMissingError } from '../model/errors.js';
+import type { ModelSource } from '../model/model-source.js';
 import { readModelSource } from '../model/read-model-source.js';
 import { RandomWeightsRefusedError, defaultServedModelName, loadChatTemplateArgument } from '../server/api-server.js';
 import { createByteProgress, type ByteProgress } from './byte-progress.js';
@@ -36,92 +37,111 @@ export function createChatCommand(): Command {
     checkModelPath(opts.model, '--model <path> or PAGELLM_MODEL');
     const source = await readModelSource(opts.model);
     if (source.randomWeights === true && opts.allowRandomWeights !== true) throw new RandomWeightsRefusedError(opts.model);
-    const override = opts.chatTemplate === undefined ? undefined : loadChatTemplateArgument(opts.chatTemplate);
-    let template;
-    try {
-      template = resolveChatTemplate(source, defaultServedModelName(opts.model), override);
-    } catch (err) {
-      if (!(err instanceof ChatTemplateMissingError)) throw err;
-      throw new CliUsageError(`${opts.model} has no chat template (it is a base model); pass one with ` +
-        '--chat-template <file-or-template> (a Jinja file, or the template text itself), or use pagellm generate ' +
-        'for plain completions');
-    }
-
+    const template = chatTemplateOf(source, opts);
     let progress: ByteProgress | undefined;
     const asyncEngine = await AsyncLLMEngine.fromEngineArgs(engineArgsFromCli(opts, opts.model, (done, total) => {
       progress ??= createByteProgress('loading weights', total);
       progress.set(done, total);
     })).finally(() => progress?.stop());
-    const engine = asyncEngine.engine;
-    const maxModelLen = engine.schedulerConfig.maxModelLen;
-    const interactive = process.stdin.isTTY === true;
-    const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: interactive });
-    const out = (text: string): void => {
-      process.stdout.write(text);
-    };
-    if (source.randomWeights === true) out('[RANDOM WEIGHTS: replies are meaningless text]\n');
-    if (interactive) out(`chatting with ${defaultServedModelName(opts.model)} (/reset to start over, /exit to quit)\n`);
-
-    const initial: ChatMessage[] = opts.system === undefined ? [] : [{ role: 'system', content: opts.system }];
-    let messages: ChatMessage[] = [...initial];
-    let current: string | null = null;
-    let turn = 0;
-    rl.on('SIGINT', () => {
-      if (current !== null) asyncEngine.abort(current);
-      else rl.close();
-    });
-    rl.setPrompt('> ');
-    const showPrompt = (): void => {
-      if (interactive) rl.prompt();
-    };
-    showPrompt();
     try {
-      // Lines are buffered while a reply streams, so piped input is answered turn by turn.
-      for await (const line of rl) {
-        const text = line.trim();
-        if (text === '/exit' || text === '/quit') break;
-        if (text === '/reset') {
-          messages = [...initial];
-          showPrompt();
-          continue;
-        }
-        if (text === '') {
-          showPrompt();
-          continue;
-        }
-        messages.push({ role: 'user', content: text });
-        const prompt = template.render(messages, { addGenerationPrompt: true });
-        const promptTokenIds = engine.tokenizer.encode(prompt, { addSpecialTokens: false });
-        const left = maxModelLen - promptTokenIds.length;
-        if (left <= 0) {
-          out(`[the conversation (${promptTokenIds.length} tokens) fills the context of ${maxModelLen}; /reset]\n`);
-          messages.pop();
-          showPrompt();
-          continue;
-        }
-        const params = new SamplingParams({
-          ...samplingInitFromCli(opts, Math.min(opts.maxTokens ?? left, left)),
-          outputKind: RequestOutputKind.DELTA,
-        });
-        current = `chat-${turn++}`;
-        let reply = '';
-        try {
-          for await (const o of asyncEngine.generate({ promptTokenIds, prompt }, params, { requestId: current })) {
-            const delta = o.outputs[0]?.text ?? '';
-            reply += delta;
-            out(delta);
-          }
-        } finally {
-          current = null;
-        }
-        out('\n');
-        messages.push({ role: 'assistant', content: reply });
-        showPrompt();
-      }
+      await converse(asyncEngine, template, opts, source.randomWeights === true);
     } finally {
-      rl.close();
       await asyncEngine.close();
     }
   });
   return cmd;
+}
+
+/**
+ * The chat template the conversation is rendered with: `--chat-template`, else the model's own.
+ * @throws CliUsageError when the model has none (a base model) and none is given.
+ */
+function chatTemplateOf(source: ModelSource, opts: ChatCliOptions): ChatTemplate {
+  const override = opts.chatTemplate === undefined ? undefined : loadChatTemplateArgument(opts.chatTemplate);
+  try {
+    return resolveChatTemplate(source, defaultServedModelName(opts.model), override);
+  } catch (err) {
+    if (!(err instanceof ChatTemplateMissingError)) throw err;
+    throw new CliUsageError(`${opts.model} has no chat template (it is a base model); pass one with ` +
+      '--chat-template <file-or-template> (a Jinja file, or the template text itself), or use pagellm generate ' +
+      'for plain completions');
+  }
+}
+
+/**
+ * The conversation loop: reads user turns from stdin (a prompt on a terminal; lines buffered while a reply streams,
+ * so piped input is answered turn by turn), handles `/reset` and `/exit`, and streams each reply to stdout. Ctrl-C
+ * aborts the reply in progress, or ends the chat between replies.
+ */
+async function converse(asyncEngine: AsyncLLMEngine, template: ChatTemplate, opts: ChatCliOptions,
+  randomWeights: boolean): Promise<void> {
+  const interactive = process.stdin.isTTY === true;
+  const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: interactive });
+  if (randomWeights) out('[RANDOM WEIGHTS: replies are meaningless text]\n');
+  if (interactive) out(`chatting with ${defaultServedModelName(opts.model)} (/reset to start over, /exit to quit)\n`);
+
+  const initial: ChatMessage[] = opts.system === undefined ? [] : [{ role: 'system', content: opts.system }];
+  let messages: ChatMessage[] = [...initial];
+  const turn = { current: null as string | null, count: 0 };
+  rl.on('SIGINT', () => {
+    if (turn.current !== null) asyncEngine.abort(turn.current);
+    else rl.close();
+  });
+  rl.setPrompt('> ');
+  const showPrompt = (): void => {
+    if (interactive) rl.prompt();
+  };
+  showPrompt();
+  try {
+    for await (const line of rl) {
+      const text = line.trim();
+      if (text === '/exit' || text === '/quit') break;
+      if (text === '/reset') messages = [...initial];
+      else if (text !== '') await replyTo(asyncEngine, template, opts, messages, text, turn);
+      showPrompt();
+    }
+  } finally {
+    rl.close();
+  }
+}
+
+/**
+ * One turn: appends the user's `text` to `messages`, streams the model's reply to stdout and appends it. A
+ * conversation that fills the context is refused with a hint to `/reset` (the user's turn is dropped).
+ */
+async function replyTo(asyncEngine: AsyncLLMEngine, template: ChatTemplate, opts: ChatCliOptions,
+  messages: ChatMessage[], text: string, turn: { current: string | null; count: number }): Promise<void> {
+  const engine = asyncEngine.engine;
+  const maxModelLen = engine.schedulerConfig.maxModelLen;
+  messages.push({ role: 'user', content: text });
+  const prompt = template.render(messages, { addGenerationPrompt: true });
+  const promptTokenIds = engine.tokenizer.encode(prompt, { addSpecialTokens: false });
+  const left = maxModelLen - promptTokenIds.length;
+  if (left <= 0) {
+    out(`[the conversation (${promptTokenIds.length} tokens) fills the context of ${maxModelLen}; /reset]\n`);
+    messages.pop();
+    return;
+  }
+  const params = new SamplingParams({
+    ...samplingInitFromCli(opts, Math.min(opts.maxTokens ?? left, left)),
+    outputKind: RequestOutputKind.DELTA,
+  });
+  turn.current = `chat-${turn.count++}`;
+  let reply = '';
+  try {
+    for await (const o of asyncEngine.generate({ promptTokenIds, prompt }, params, { requestId: turn.current })) {
+      const delta = o.outputs[0]?.text ?? '';
+      reply += delta;
+      out(delta);
+    }
+  } finally {
+    turn.current = null;
+  }
+  out('\n');
+  messages.push({ role: 'assistant', content: reply });
+}
+
+/** Writes to stdout. */
+function out(text: string): void {
+  process.stdout.write(text);
 }

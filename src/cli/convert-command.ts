@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
 import { convertToGguf, type GgufOutputDType } from '../model/convert.js';
+import { CONVERT_DTYPES } from '../model/quant-mixture.js';
 import { readModelSourceSync } from '../model/read-model-source.js';
 import { formatBytes } from '../server/format-bytes.js';
 import { createByteProgress } from './byte-progress.js';
@@ -24,7 +25,7 @@ export function createConvertCommand(): Command {
     .argument('<input>', 'llama2.c checkpoint (.bin or its folder) or Hugging Face folder')
     .requiredOption('--out <file>', 'GGUF file to write')
     .option('--tokenizer <file>', 'llama2.c tokenizer .bin (default: the tokenizer beside the checkpoint)')
-    .addOption(new Option('--dtype <dtype>', 'storage type of the matrices').choices(['f32', 'f16', 'bf16', 'q8_0'])
+    .addOption(new Option('--dtype <dtype>', 'storage type of the matrices').choices([...CONVERT_DTYPES])
       .default('f32'))
     .option('--name <name>', 'general.name written into the file (default: the input file name)')
     .action((input: string, opts: ConvertCliOptions) => {

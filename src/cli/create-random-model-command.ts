@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import { createRandomModel, type CreateRandomModelOptions } from '../model/random-model.js';
 import type { Architecture } from '../model/model-config.js';
 import type { GgufOutputDType } from '../model/convert.js';
+import { CONVERT_DTYPES } from '../model/quant-mixture.js';
 import { formatBytes } from '../server/format-bytes.js';
 import { createByteProgress } from './byte-progress.js';
 import { checkInputFile } from './input-path.js';
@@ -20,7 +21,7 @@ interface CreateRandomModelCliOptions {
 }
 
 /**
- * `pagellm create-random-model --config config.json --tokenizer tokenizer.json --dtype f32|f16|q8_0 --seed N
+ * `pagellm create-random-model --config config.json --tokenizer tokenizer.json --dtype f32|f16|q8_0|q4_k_m|... --seed N
  * --out model.gguf`: a GGUF with seeded random weights at a real model's shape (src/model/random-model.ts), for
  * benchmarks. The file is marked as random; `serve`, `generate` and `chat` refuse it unless
  * `--allow-random-weights` is given, because its text is meaningless.
@@ -31,7 +32,7 @@ export function createCreateRandomModelCommand(): Command {
       'meaningless)')
     .requiredOption('--config <file>', 'Hugging Face config.json giving the shape')
     .requiredOption('--tokenizer <file>', 'tokenizer.json (byte-level BPE) or llama2.c tokenizer .bin')
-    .addOption(new Option('--dtype <dtype>', 'storage type of the matrices').choices(['f32', 'f16', 'bf16', 'q8_0'])
+    .addOption(new Option('--dtype <dtype>', 'storage type of the matrices').choices([...CONVERT_DTYPES])
       .default('f32'))
     .option('--seed <n>', 'seed of the weights', anyInt, 0)
     .requiredOption('--out <file>', 'GGUF file to write')

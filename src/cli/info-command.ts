@@ -35,7 +35,10 @@ export interface ModelInfo {
   maxPositionEmbeddings: number;
   ropeTheta: number;
   tiedEmbeddings: boolean;
+  /** Tensors per storage type. */
   weightDtypes: Record<string, number>;
+  /** Bytes per storage type (the file's type mix). */
+  weightDtypeBytes: Record<string, number>;
   weightBytes: number;
   chatTemplate: boolean;
   randomWeights: boolean;
@@ -69,12 +72,16 @@ async function modelInfo(modelPath: string, opts: InfoCliOptions): Promise<Model
   });
   const maxModelLen = opts.maxModelLen ?? c.maxPositionEmbeddings;
   const weightDtypes: Record<string, number> = {};
-  for (const t of source.tensors) weightDtypes[t.dtype] = (weightDtypes[t.dtype] ?? 0) + 1;
+  const weightDtypeBytes: Record<string, number> = {};
+  for (const t of source.tensors) {
+    weightDtypes[t.dtype] = (weightDtypes[t.dtype] ?? 0) + 1;
+    weightDtypeBytes[t.dtype] = (weightDtypeBytes[t.dtype] ?? 0) + t.byteLength;
+  }
   return {
     model: source.path, format: source.format, architecture: c.architecture, numLayers: c.numLayers, dim: c.dim,
     hiddenDim: c.hiddenDim, numHeads: c.numHeads, numKvHeads: c.numKvHeads, headSize: c.headSize,
     vocabSize: c.vocabSize, maxPositionEmbeddings: c.maxPositionEmbeddings, ropeTheta: c.ropeTheta,
-    tiedEmbeddings: c.tiedEmbeddings, weightDtypes, weightBytes: totalTensorBytes(source),
+    tiedEmbeddings: c.tiedEmbeddings, weightDtypes, weightDtypeBytes, weightBytes: totalTensorBytes(source),
     chatTemplate: source.chatTemplate !== undefined && source.chatTemplate.trim() !== '',
     randomWeights: source.randomWeights === true,
     blockSize: opts.blockSize, cacheDtype, kvBytesPerBlock: blockBytes, kvBytesPerToken: blockBytes / opts.blockSize,
@@ -86,7 +93,8 @@ async function modelInfo(modelPath: string, opts: InfoCliOptions): Promise<Model
 /** The human-readable lines of `pagellm info`. */
 function modelInfoLines(i: ModelInfo): string[] {
   const n = (x: number): string => x.toLocaleString('en-US');
-  const dtypes = Object.entries(i.weightDtypes).map(([d, k]) => `${k} ${d}`).join(', ');
+  const dtypes = Object.entries(i.weightDtypes)
+    .map(([d, k]) => `${k} ${d} ${formatBytes(i.weightDtypeBytes[d] ?? 0)}`).join(', ');
   return [
     `model: ${i.model} (${i.format})`,
     `architecture: ${i.architecture}, ${i.numLayers} layers, dim ${i.dim}, hidden ${i.hiddenDim}, ${i.numHeads} heads, ` +

@@ -212,7 +212,8 @@ export class BlockTable {
    * The decode fast path: appends `src[start]` (one token id) to the last block when it is not shared — in place (promoting the
    * block when this token fills it), or, when the last block is full, in a new mutable GPU block. Returns false,
    * changing nothing, when that does not hold (a shared or swapped-out last block, an empty last block, no free
-   * block, a bad id), leaving the append to the general path.
+   * block, a bad id), leaving the append to the general path. vLLM's `BlockTable.append_token_ids`
+   * (vllm/core/block/block_table.py) for one token, as V1's `allocate_slots` runs it for a decode.
    */
   appendOne(src: readonly number[], start: number, extraHash: string | null): boolean {
     const tokenId = src[start];
@@ -385,6 +386,7 @@ export class BlockTable {
   /**
    * New GPU blocks one more token needs: 1 when the last block is full or shared, else 0; -1 when the token would
    * not land in the last block (several empty slots reserved ahead: ask {@link getNumNewBlocksForAppendSlots}).
+   * The exact count behind vLLM's `get_num_blocks_touched_by_append_slots` for one token.
    */
   getNumNewBlocksForOneToken(): number {
     const ids = this.blockList.ids();

@@ -235,7 +235,8 @@ export class CpuGpuBlockAllocator {
       this.gpuAllocator.free(block);
       return;
     }
-    this.allocatorOf(id).free(block);
+    if (id >= 0 && id < this.numGpuBlocks) this.gpuAllocator.free(block);
+    else this.allocatorOf(id).free(block);
   }
 
   /**

@@ -19,7 +19,7 @@ export class PrefixCachingBlock extends TokenBlock {
     this.owner = owner;
   }
 
-  /** Resets the object for reuse (see {@link TokenBlock.init}); forgets the content hash. */
+  /** Resets the object for reuse (as `TokenBlock.init`); forgets the content hash. */
   override init(prevBlock: Block | null, blockId: BlockId | null, extraHash: string | null): void {
     super.init(prevBlock, blockId, extraHash);
     this.contentHash = null;

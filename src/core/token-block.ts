@@ -74,7 +74,7 @@ export abstract class TokenBlock implements PooledBlock {
 
   /**
    * Appends `src[start..end)` that the caller has already checked (live block, enough room, valid ids; what
-   * {@link checkAppend} checks): copies the block on write if its id is shared, appends, and promotes a block that
+   * `checkAppend` checks): copies the block on write if its id is shared, appends, and promotes a block that
    * became full. Throws {@link NoFreeBlocksError} (nothing changed) when a copy is needed and no block is free.
    */
   appendCheckedTokenIds(src: readonly number[], start: number, end: number): void {

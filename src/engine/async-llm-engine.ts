@@ -227,7 +227,7 @@ export class AsyncLLMEngine {
         stream.push(out);
         if (out.finished) this.streams.delete(out.requestId);
       }
-      await yieldToEventLoop();
+      await this.engine.yieldAfterStep();
     }
   }
 }

@@ -18,6 +18,11 @@ export interface DraftModelProposerOptions {
   readonly cacheEngine: CacheEngine;
   /** Draft tokens proposed per sequence and step (k), 1..{@link MAX_SPEC_LEN}. */
   readonly numSpeculativeTokens: number;
+  /**
+   * Most tokens one sequence feeds the draft in one forward (default 512): a longer catch-up (a long prompt the
+   * draft has not seen) runs in chunks of this size first, so the draft's activations stay bounded.
+   */
+  readonly maxChunkTokens?: number;
   /** Called once by {@link DraftModelProposer.close}. */
   readonly onClose?: () => Promise<void>;
 }
@@ -40,11 +45,11 @@ interface DraftWork {
 }
 
 /**
- * Speculative decoding with a smaller model that shares the target's tokenizer (vLLM's `draft_model` method,
- * vllm/v1/spec_decode/draft_model.py over the EAGLE-style proposer loop): each step it runs k greedy steps of the
- * draft model for every sequence asked, batched — one forward over each sequence's tokens the draft has not seen
- * yet (the last accepted token, or the whole prompt the first time), then k − 1 one-token decodes — and proposes
- * the k argmax tokens. Drafts are point masses (`probs` null): the rejection sampler then keeps greedy outputs
+ * Speculative decoding with a smaller model that shares the target's tokenizer (vLLM's draft-model method; the
+ * k-step draft loop mirrors vLLM's `MultiStepWorker`, vllm/spec_decode/multi_step_worker.py): each step it runs
+ * k greedy steps of the draft model for every sequence asked, batched — one forward over each sequence's tokens the
+ * draft has not seen yet (the last accepted token, or the whole prompt the first time), then k − 1 one-token
+ * decodes — and proposes the k argmax tokens. Drafts are point masses (`probs` null): the rejection sampler then keeps greedy outputs
  * identical and sampled outputs distributed exactly as without speculation.
  *
  * KV design: the draft has its own {@link CacheEngine} (its own layer shapes) and its own block allocator over it;
@@ -68,12 +73,13 @@ export class DraftModelProposer implements SpeculativeProposer {
   private readonly meta: AttentionMetadataBuilder;
   private readonly seqs = new Map<number, DraftSequence>();
   private readonly maxPositions: number;
+  private readonly maxChunkTokens: number;
   private readonly onClose: (() => Promise<void>) | undefined;
   private closed = false;
 
   /**
-   * @throws EngineConfigError when numSpeculativeTokens is not an integer in 1..{@link MAX_SPEC_LEN} or the cache
-   *   does not fit the draft model.
+   * @throws EngineConfigError when numSpeculativeTokens is not an integer in 1..{@link MAX_SPEC_LEN},
+   *   maxChunkTokens is not a positive integer, or the cache does not fit the draft model.
    */
   constructor(options: DraftModelProposerOptions) {
     const k = options.numSpeculativeTokens;
@@ -85,6 +91,11 @@ export class DraftModelProposer implements SpeculativeProposer {
     } catch (e) {
       throw new EngineConfigError(`the draft KV cache does not fit the draft model: ${(e as Error).message}`, { cause: e });
     }
+    const chunk = options.maxChunkTokens ?? 512;
+    if (!Number.isSafeInteger(chunk) || chunk < 1) {
+      throw new EngineConfigError(`maxChunkTokens must be a positive integer, got ${chunk}`);
+    }
+    this.maxChunkTokens = chunk;
     this.numSpeculativeTokens = k;
     this.model = options.model;
     this.cacheEngine = options.cacheEngine;
@@ -111,8 +122,8 @@ export class DraftModelProposer implements SpeculativeProposer {
    * Up to min(k, request.maxTokens) greedy draft tokens per request, in order. A request gets none when its tokens
    * run past the draft model's positions or its blocks do not fit the draft cache (even after dropping the draft KV
    * of sequences not in this call).
-   * @throws RangeError for an empty token list or a token id outside the draft's vocabulary; the forward pass's
-   *   errors.
+   * @throws RangeError for an empty token list; the forward pass's errors (ForwardBatchError for a token id outside
+   *   the draft's vocabulary).
    */
   propose(requests: readonly ProposalRequest[]): Proposal[] {
     const out: Proposal[] = requests.map(() => ({ tokenIds: [] }));
@@ -184,6 +195,7 @@ export class DraftModelProposer implements SpeculativeProposer {
 
   /** The k greedy draft steps over the batch: catch-up forward (first draft), then one-token decodes. */
   private runDraftSteps(requests: readonly ProposalRequest[], work: readonly DraftWork[]): void {
+    this.catchUpLongTails(requests, work);
     // Step 1: every sequence feeds what the draft has not seen (≥ 1 token); longer queries first, as prefills.
     const order = [...work].sort((a, b) => queryLen(requests, b) - queryLen(requests, a));
     const first = order.map((w) => {
@@ -199,6 +211,23 @@ export class DraftModelProposer implements SpeculativeProposer {
       const batch = live.map((w) => ({ w, feed: [w.drafts[step - 1]], contextLen: w.state.written.length }));
       this.forwardAndPick(batch, 0);
       for (const b of batch) b.w.state.written.push(b.feed[0]);
+    }
+  }
+
+  /**
+   * Feeds, one sequence and one chunk at a time, all but the last maxChunkTokens of every catch-up longer than
+   * that, so that the batched first step feeds at most maxChunkTokens per sequence.
+   */
+  private catchUpLongTails(requests: readonly ProposalRequest[], work: readonly DraftWork[]): void {
+    for (const w of work) {
+      const tokens = requests[w.index].tokenIds;
+      while (tokens.length - w.state.written.length > this.maxChunkTokens) {
+        const from = w.state.written.length;
+        const feed = tokens.slice(from, from + Math.min(this.maxChunkTokens, tokens.length - this.maxChunkTokens - from));
+        this.forwardAndPick([{ w, feed, contextLen: from }], feed.length > 1 ? 1 : 0);
+        w.drafts.pop(); // a chunk's logits are not a draft
+        w.state.written.push(...feed);
+      }
     }
   }
 

@@ -114,6 +114,7 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
   if (enablePrefixCaching) await initHashing();
 
   const backend = await createBackend({ kind: args.backend ?? 'wasm', threads: args.threads });
+  let kvStore: LLMEngineOptions['kvStore'];
   try {
     const loaded = await loadModel(args.model, {
       backend,
@@ -144,10 +145,11 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
     }
     const numCpuBlocks = Math.floor(swapSpace / blockBytes);
     const cacheEngine = new CacheEngine(spec, backend, { numGpuBlocks, numCpuBlocks });
-    const kvStore = await kvStoreOptions(args, loaded.source, spec);
+    kvStore = await kvStoreOptions(args, loaded.source, spec);
     const speculativeProposer = args.speculativeProposer ?? (draft === null || specConfig === undefined ? undefined
       : createDraftModelProposer(draft, backend, {
         numSpeculativeTokens: specConfig.numSpeculativeTokens, blockSize, cacheDtype, numBlocks: numGpuBlocks,
+        maxChunkTokens: args.maxNumBatchedTokens ?? 512,
       }));
     return new LLMEngine({
       kvStore,
@@ -173,6 +175,7 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
       onClose: () => backend.close(),
     });
   } catch (e) {
+    await kvStore?.store.close();
     await backend.close();
     throw e;
   }
@@ -192,6 +195,7 @@ async function kvStoreOptions(args: EngineArgs, source: ModelSource, spec: KvCac
     throw new EngineConfigError(`kvCacheStoreTimeout must be a non-negative number of ms, got ${timeoutMs}`);
   }
   const log = args.kvCacheStoreLog ?? ((line: string): void => void process.stderr.write(`${line}\n`));
+  const modelIdentity = await kvStoreModelIdentity(source, spec);
   let store: RedisKvBlockStore;
   try {
     store = new RedisKvBlockStore({
@@ -200,7 +204,7 @@ async function kvStoreOptions(args: EngineArgs, source: ModelSource, spec: KvCac
   } catch (e) {
     throw new EngineConfigError((e as Error).message, { cause: e });
   }
-  return { store, modelIdentity: await kvStoreModelIdentity(source, spec), timeoutMs, log };
+  return { store, modelIdentity, timeoutMs, log };
 }
 
 /** A parsed speculative config as given, or the one its JSON text / snake_case object parses to. */

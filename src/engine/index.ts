@@ -6,7 +6,7 @@
  */
 export {
   EngineError, SamplingParamsError, EngineConfigError, DuplicateRequestError, InvalidRequestError, EngineStateError,
-  RequestAbortedError, StepFailedError, StructuredOutputError, SpeculativeConfigError,
+  RequestAbortedError, StepFailedError, StructuredOutputError, SpeculativeConfigError, DraftModelMismatchError,
 } from './errors.js';
 export {
   SamplingParams, SamplingType, RequestOutputKind, SAMPLING_EPS, type SamplingParamsInit,
@@ -72,3 +72,7 @@ export { SpecDecodeBackoff, MAX_SPEC_PAUSE } from './spec-decode-backoff.js';
 export {
   NgramSpeculativeProposer, createSpeculativeProposer, type SpeculativeProposer, type ProposalRequest, type Proposal,
 } from './speculative-proposer.js';
+export {
+  DraftModelProposer, checkDraftModelCompatible, type DraftModelProposerOptions, type SpeculationTarget,
+} from './draft-model-proposer.js';
+export { loadDraftModel, createDraftModelProposer, draftBlockBytes, type LoadDraftModelOptions } from './draft-model-loader.js';

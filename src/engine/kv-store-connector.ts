@@ -6,6 +6,7 @@ import {
 import {
   BlockHasher, Device, computeBlockHashes, type Block, type BlockHash, type BlockSpaceManager,
 } from '../core/index.js';
+import { EngineConfigError } from './errors.js';
 import type { EngineMetrics } from './metrics.js';
 import type { ScheduledSequenceGroup } from './scheduler-output.js';
 import { SequenceStatus, type Sequence } from './sequence.js';
@@ -37,6 +38,20 @@ export interface KvStoreConnectorOptions {
   readonly getBlockTable: (seq: Sequence) => ArrayLike<number>;
 }
 
+/** The store settings an engine is given; the engine supplies the rest of {@link KvStoreConnectorOptions}. */
+export type KvStoreSettings = Omit<KvStoreConnectorOptions, 'blockManager' | 'cacheEngine' | 'metrics' | 'getBlockTable'>;
+
+/**
+ * The engine's connector for `settings`, or null without a store.
+ * @throws EngineConfigError when prefix caching is off (fetched blocks enter the prefix cache).
+ */
+export function createKvStoreConnector(settings: KvStoreSettings | undefined, enablePrefixCaching: boolean,
+  parts: Omit<KvStoreConnectorOptions, keyof KvStoreSettings>): KvStoreConnector | null {
+  if (settings === undefined) return null;
+  if (!enablePrefixCaching) throw new EngineConfigError('a shared KV store (kvCacheStore) needs prefix caching: enable it');
+  return new KvStoreConnector({ ...settings, ...parts });
+}
+
 /** One waiting prompt's store lookup. */
 interface Lookup {
   phase: 'pending' | 'fetched' | 'done';
@@ -48,7 +63,11 @@ interface Lookup {
   deadline: number;
   /** Validated payloads of blocks first, first + 1, … */
   payloads: Uint8Array[];
-  /** Set once an event-loop turn has passed after the deadline (a reply that arrived is processed by then). */
+  /**
+   * Event-loop turns to wait once the deadline is seen passed, before giving up: a reply that arrived during a long
+   * step is read in the poll phase of the next turns (about 2 MB per turn), so 2 + one per MB expected.
+   */
+  graceTurns: number;
   graceArmed: boolean;
   graceOver: boolean;
 }
@@ -119,6 +138,7 @@ export class KvStoreConnector implements WaitingGate {
       if (l !== undefined && l.phase === 'fetched') this.install(seq!, l);
       if (l !== undefined && l.phase === 'pending' && this.expired(l)) {
         l.phase = 'done';
+        this.metrics.counters.kvStoreMisses += l.hashes.length - l.first;
         this.fault(`KV store lookup timed out after ${Math.round(performance.now() - l.deadline + this.timeoutMs)} ms`);
         l = undefined;
       }
@@ -208,7 +228,7 @@ export class KvStoreConnector implements WaitingGate {
     const hashes = first < limit ? computeBlockHashes(this.hasher, seq.getTokenIds(), bs, null, limit * bs) : [];
     const l: Lookup = {
       phase: first < limit ? 'pending' : 'done', hashes, first, deadline: performance.now() + this.timeoutMs,
-      payloads: [], graceArmed: false, graceOver: false,
+      payloads: [], graceTurns: 2, graceArmed: false, graceOver: false,
     };
     this.lookups.set(g, l);
     if (l.phase === 'pending') void this.fetch(seq, l);
@@ -224,6 +244,7 @@ export class KvStoreConnector implements WaitingGate {
       const present = await this.store.exists(keys);
       const t1 = performance.now();
       this.metrics.observe('kvStoreLookupMs', t1 - t0);
+      if (l.phase !== 'pending') return; // timed out meanwhile (counted then)
       let run = 0;
       while (run < present.length && present[run]) run++;
       if (run === 0) {
@@ -231,15 +252,19 @@ export class KvStoreConnector implements WaitingGate {
         l.phase = 'done';
         return;
       }
-      const values = await this.store.getMany(keys.slice(0, run));
-      const mb = values.reduce((n, v) => n + (v?.length ?? 0), 0) / 1e6;
+      // The run's size is known now: its fetch gets 100 ms per MB on top of the base timeout.
+      const mb = (run * this.cacheEngine.blockBytes) / 1e6;
       l.deadline = t0 + this.timeoutMs + MS_PER_MB * mb;
+      l.graceTurns = 2 + Math.ceil(mb);
+      const values = await this.store.getMany(keys.slice(0, run));
       this.metrics.observe('kvStoreFetchMs', performance.now() - t1);
+      if (l.phase !== 'pending') return;
       l.payloads = this.validate(seq, l, values);
       c.kvStoreMisses += keys.length - l.payloads.length;
-      if (l.phase === 'pending') l.phase = l.payloads.length > 0 ? 'fetched' : 'done';
+      l.phase = l.payloads.length > 0 ? 'fetched' : 'done';
     } catch (e) {
-      if (l.phase === 'pending') l.phase = 'done';
+      if (l.phase !== 'pending') return; // already given up on (timed out): counted then
+      l.phase = 'done';
       c.kvStoreMisses += keys.length;
       this.fault(`KV store ${this.store.description} lookup failed: ${(e as Error).message}`);
     }
@@ -301,13 +326,22 @@ export class KvStoreConnector implements WaitingGate {
     l.payloads = [];
   }
 
-  /** Past its deadline, and an event-loop turn has passed since that was first seen (so no reply is unprocessed). */
+  /**
+   * Past its deadline, and `graceTurns` event-loop turns have passed since that was first seen. A timer (or this
+   * check) can run late while the loop is busy with a long step, when the reply is already in the socket: the turns
+   * let the loop read it first, so a busy engine does not turn every fetch into a miss.
+   */
   private expired(l: Lookup): boolean {
     if (performance.now() <= l.deadline) return false;
     if (l.graceOver) return true;
     if (!l.graceArmed) {
       l.graceArmed = true;
-      setImmediate(() => { l.graceOver = true; });
+      let turns = 0;
+      const turn = (): void => {
+        if (++turns >= l.graceTurns) l.graceOver = true;
+        else setImmediate(turn);
+      };
+      setImmediate(turn);
     }
     return false;
   }

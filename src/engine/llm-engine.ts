@@ -1,3 +1,4 @@
+import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import type { CacheEngine } from '../cache/index.js';
 import { BlockSpaceManager } from '../core/index.js';
 import type { CausalLM } from '../model/forward-batch.js';
@@ -8,7 +9,7 @@ import { createSequenceDetokenizer } from './detokenizer.js';
 import {
   EngineConfigError, EngineStateError, InvalidRequestError, SamplingParamsError, StepFailedError,
 } from './errors.js';
-import { KvStoreConnector, type KvStoreConnectorOptions } from './kv-store-connector.js';
+import { createKvStoreConnector, type KvStoreConnector, type KvStoreSettings } from './kv-store-connector.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import { ModelInputBuilder, type SampledSequence } from './model-input-builder.js';
 import { OutputProcessor } from './output-processor.js';
@@ -70,7 +71,7 @@ export interface LLMEngineOptions {
   /** Called once by {@link LLMEngine.close} (e.g. to stop the kernel backend's threads). */
   readonly onClose?: () => Promise<void>;
   /** A shared KV store replicas read prefix blocks from and write computed blocks to (needs prefix caching). */
-  readonly kvStore?: Omit<KvStoreConnectorOptions, 'blockManager' | 'cacheEngine' | 'metrics' | 'getBlockTable'>;
+  readonly kvStore?: KvStoreSettings;
 }
 
 /** A monotonic clock in ms. */
@@ -127,6 +128,8 @@ export class LLMEngine {
   private readonly eosTokenIds: readonly number[];
   private readonly onClose: (() => Promise<void>) | undefined;
   private closed = false;
+  /** The last step ran nothing: every request it could have run waits for its KV-store lookup. */
+  private idleForKvStore = false;
 
   /**
    * @throws EngineConfigError for a bad budget, a maxModelLen beyond the model's positions, a watermark outside
@@ -180,7 +183,10 @@ export class LLMEngine {
       newSeqId: () => this.nextSeqId++, decode: (ids) => this.tokenizer.decode(ids),
       structuredOutputManager: this.structuredOutputManager,
     });
-    this.kvStoreConnector = this.makeKvStoreConnector(options.kvStore);
+    this.kvStoreConnector = createKvStoreConnector(options.kvStore, this.enablePrefixCaching, {
+      blockManager: this.blockManager, cacheEngine: this.cacheEngine, metrics: this.metrics,
+      getBlockTable: (seq) => this.scheduler.getBlockTable(seq),
+    });
     this.specDecodeWorker = options.speculativeConfig === undefined ? null : createSpecDecodeWorker(
       options.speculativeConfig, this.schedulerConfig.maxModelLen, config, options.speculativeProposer);
     this.scheduler = new Scheduler(this.schedulerConfig, this.blockManager, {
@@ -205,18 +211,6 @@ export class LLMEngine {
     this.onClose = options.onClose;
     this.poolerConfig = resolvePoolerConfig(options.poolerConfig);
     this.pooler = new Pooler(config.dim);
-  }
-
-  /** @throws EngineConfigError for a store without prefix caching (fetched blocks enter the prefix cache). */
-  private makeKvStoreConnector(kvStore: LLMEngineOptions['kvStore']): KvStoreConnector | null {
-    if (kvStore === undefined) return null;
-    if (!this.enablePrefixCaching) {
-      throw new EngineConfigError('a shared KV store (kvCacheStore) needs prefix caching: enable it');
-    }
-    return new KvStoreConnector({
-      ...kvStore, blockManager: this.blockManager, cacheEngine: this.cacheEngine, metrics: this.metrics,
-      getBlockTable: (seq) => this.scheduler.getBlockTable(seq),
-    });
   }
 
   /** Blocks in the compute tier / the swap tier. */
@@ -376,6 +370,7 @@ export class LLMEngine {
     this.proposeDrafts();
     const schedulerOutputs = this.schedule(t0);
     const outputs = this.scheduler.finishIgnoredSeqGroups(schedulerOutputs, t0);
+    this.idleForKvStore = schedulerOutputs.scheduledSeqGroups.length === 0 && this.scheduler.numHeldForKvStore > 0;
     if (schedulerOutputs.scheduledSeqGroups.length > 0) {
       try {
         this.executeCacheOperations(schedulerOutputs);
@@ -390,6 +385,14 @@ export class LLMEngine {
     }
     this.recordStep();
     return outputs;
+  }
+
+  /**
+   * What a stepping loop awaits between steps: the next event-loop turn, or 1 ms when the last step ran nothing
+   * because its requests wait for the KV store (so the loop does not spin a core the store may need).
+   */
+  yieldAfterStep(): Promise<void> {
+    return this.idleForKvStore ? sleep(1) : yieldToEventLoop();
   }
 
   /** A snapshot of the engine's queues, KV usage and counters. */

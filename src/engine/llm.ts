@@ -1,4 +1,3 @@
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { getBeamSearchScore, type BeamSearchOutput, type BeamSearchParamsInit } from './beam-search.js';
 import { createLLMEngine, type EngineArgs } from './engine-args.js';
 import { EngineStateError, InvalidRequestError } from './errors.js';
@@ -179,7 +178,7 @@ export class LLM {
         for (const out of engine.step()) {
           if (out.finished && mine.has(out.requestId)) finals.set(out.requestId, out);
         }
-        await yieldToEventLoop();
+        await engine.yieldAfterStep();
       }
       return ids.map((id) => finals.get(id)!);
     } catch (e) {

@@ -18,6 +18,8 @@ export abstract class SchedulerQueues implements SeqBlockOps {
   waiting: SequenceGroup[] = [];
   running: SequenceGroup[] = [];
   swapped: SequenceGroup[] = [];
+  /** Waiting groups the last scheduling pass held back for their KV-store lookup. */
+  numHeldForKvStore = 0;
 
   protected readonly enablePrefixCaching: boolean;
   private readonly outputProcessor: OutputProcessor | null;
@@ -163,9 +165,11 @@ export abstract class SchedulerQueues implements SeqBlockOps {
    * scheduling pass (the caller puts them back after it), so they wait without blocking the groups behind them.
    */
   protected holdWaitingForKvStore(): SequenceGroup[] {
+    this.numHeldForKvStore = 0;
     if (this.kvStoreGate === null || this.waiting.length === 0) return [];
     const { ready, held } = this.kvStoreGate.partitionWaiting(this.waiting);
     this.waiting = ready;
+    this.numHeldForKvStore = held.length;
     return held;
   }
 

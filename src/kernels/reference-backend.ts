@@ -14,6 +14,8 @@ import { writeF16Row, writeInt8Row } from './kv-quant.js';
 import {
   checkInt, checkLen, checkPagedAttention, checkPrefillAttention, checkReshapeAndCache, checkRope, checkWeight, useV1,
 } from './validate.js';
+import { roundTripActivations } from './ggml-activation-quant.js';
+import { weightLayout } from './ggml-quant-types.js';
 import { decodeWeightRow } from './weight-codec.js';
 
 /** Context tokens per partition of paged attention v2 (vLLM's PARTITION_SIZE). */
@@ -80,16 +82,27 @@ function windowStart(pos: number, slidingWindow: number | undefined): number {
 }
 
 /**
- * The plain-TypeScript backend. Create it with `createBackend({ kind: 'reference' })`.
+ * The plain-TypeScript backend. Create it with `createBackend({ kind: 'reference' })`. It computes with every
+ * WeightDType: matmul and embedding decode each weight row to f32 (ggml's dequantize_row_* for the quantized types)
+ * and accumulate dot products in f64. With `activations: 'ggml'`, matmul first rounds each activation row as ggml's
+ * CPU backend converts it for the weight's type (q8_0 / q8_1 / q8_K blocks, f16, bf16; ggml-activation-quant.ts), so its
+ * results follow llama.cpp's and the int8 kernels' up to summation order.
  */
 export class ReferenceBackend implements KernelBackend {
   readonly kind = 'reference' as const;
   readonly threads = 1;
   readonly arena: Arena;
 
-  /** @param arena the arena to hand out (default: a new one over a fresh shared memory). */
-  constructor(arena?: Arena) {
+  private readonly ggmlActivations: boolean;
+
+  /**
+   * @param arena the arena to hand out (default: a new one over a fresh shared memory).
+   * @param options.activations 'f32' (default): quantized weights multiply the f32 activations; 'ggml': they
+   *   multiply the activations rounded to the weight type's int8 activation blocks, as ggml does.
+   */
+  constructor(arena?: Arena, options: { readonly activations?: 'f32' | 'ggml' } = {}) {
     this.arena = arena ?? new WasmArena(createKernelMemory());
+    this.ggmlActivations = options.activations === 'ggml';
   }
 
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number, bias?: Float32Array): void {
@@ -100,6 +113,11 @@ export class ReferenceBackend implements KernelBackend {
     if (bias) checkLen('matmul', 'bias', bias, w.rows);
     const row = new Float32Array(w.cols);
     const res = new Float64Array(m * w.rows);
+    if (this.ggmlActivations && w.dtype !== 'f32') {
+      const xq = new Float32Array(m * w.cols);
+      for (let i = 0; i < m; i++) roundTripActivations(weightLayout(w.dtype).vecDotType, x, i * w.cols, w.cols, xq.subarray(i * w.cols));
+      x = xq;
+    }
     for (let r = 0; r < w.rows; r++) {
       decodeWeightRow(w, r, row);
       for (let i = 0; i < m; i++) {

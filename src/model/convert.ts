@@ -4,8 +4,9 @@ import { ModelFormatError, UnsupportedModelError } from './errors.js';
 import { GgmlType, type GgufValue } from './gguf.js';
 import { ggufMetadataFromConfig, llama3RopeFactors } from './gguf-config.js';
 import { WEIGHT_DTYPE_TO_GGML } from './gguf-model.js';
-import { quantizeQ8_0 } from '../kernels/weight-codec.js';
-import { encodeBf16, encodeF16, encodeF32 } from './gguf-quant.js';
+import { encodeWeight } from '../kernels/weight-codec.js';
+import { encodeF32 } from './gguf-quant.js';
+import { mixtureType, type ConvertDType } from './quant-mixture.js';
 import { expectedTensors, type ExpectedTensor } from './gguf-tensor-names.js';
 import { ggufMetadataFromScoredVocab, ggufMetadataFromTokenizerJson } from './gguf-tokenizer.js';
 import { writeGguf, type GgufWriteTensor } from './gguf-writer.js';
@@ -19,8 +20,8 @@ import { readModelSourceSync, readTensorF32, type ReadProgress } from './read-mo
 /**
  * `pagellm convert`: writes a GGUF file llama.cpp (and pagellm) can load from a llama2.c checkpoint + tokenizer or a
  * Hugging Face folder, as llama.cpp's convert_llama_ggml_to_gguf.py / convert_hf_to_gguf.py do: GGUF tensor names,
- * 1-D tensors in F32, matrices in the chosen type (Q8_0 falls back to F16 for rows that are not a whole number of
- * 32-value blocks, as llama.cpp's converter does), the vocabulary embedded (llama2.c: SentencePiece `llama` model
+ * 1-D tensors in F32, matrices in the chosen type or llama.cpp's Q*_K_M mixture, quantized with ggml's reference
+ * quantizers (types whose blocks do not divide a row fall back as llama-quantize does, Q8_0 to F16), the vocabulary embedded (llama2.c: SentencePiece `llama` model
  * with `▁` spaces, `<s>`/`</s>`, byte and control token types; Hugging Face: byte-level `gpt2` model).
  *
  * RoPE: llama2.c weights are already in llama.cpp's adjacent-pair layout (no permutation). A Hugging Face
@@ -29,50 +30,35 @@ import { readModelSourceSync, readTensorF32, type ReadProgress } from './read-mo
  * rotate halves).
  */
 
-/** The storage types a GGUF can be written in. */
-export type GgufOutputDType = WeightDType;
+/** The storage types a GGUF can be written in (plain types and llama.cpp's Q*_K_M mixtures, quant-mixture.ts). */
+export type GgufOutputDType = ConvertDType;
 
 /** A tensor to write: its GGUF name and shape, whether it is a matrix, and a producer of its f32 values. */
 export interface TensorProducer extends ExpectedTensor {
   readonly values: () => Float32Array;
 }
 
-/**
- * The ggml type a tensor is stored in for an output dtype: 1-D tensors F32; matrices in `dtype`, except Q8_0 rows
- * that are not a multiple of 32 values, which fall back to F16.
- */
-function storageType(t: ExpectedTensor, dtype: GgufOutputDType): number {
-  if (t.kind === 'vector') return GgmlType.F32;
-  if (dtype === 'q8_0' && t.shape[t.shape.length - 1] % 32 !== 0) return GgmlType.F16;
-  return WEIGHT_DTYPE_TO_GGML[dtype];
-}
-
-/** Encodes f32 values in ggml `type` (F32, F16, BF16 or Q8_0). */
-function encodeAs(type: number, values: Float32Array): Uint8Array {
-  switch (type) {
-    case GgmlType.F32: return encodeF32(values);
-    case GgmlType.F16: return encodeF16(values);
-    case GgmlType.BF16: return encodeBf16(values);
-    case GgmlType.Q8_0: return quantizeQ8_0(values);
-    default: throw new RangeError(`cannot encode ggml type ${type}`);
-  }
+/** Encodes a tensor's f32 values [rows × cols] (rows = all outer dimensions) in `dtype`. */
+function encodeAs(dtype: WeightDType, shape: readonly number[], values: Float32Array): Uint8Array {
+  const cols = shape.length === 0 ? 1 : shape[shape.length - 1];
+  return encodeWeight(values, values.length / cols, cols, dtype).data;
 }
 
 /**
  * Writes a model GGUF: `metadata` (config and tokenizer entries) then every tensor, produced one at a time,
- * encoded per {@link storageType}; when config.ropeScaling is set, llama.cpp's `rope_freqs.weight` is added.
+ * stored in the type llama.cpp's quantizer would pick ({@link mixtureType}); when config.ropeScaling is set, llama.cpp's `rope_freqs.weight` is added.
  * Returns the file size in bytes. Throws GgufWriteError for malformed input; fs errors propagate.
  */
 export function writeModelGguf(outPath: string, config: ModelConfig, metadata: readonly [string, GgufValue][],
   tensors: readonly TensorProducer[], dtype: GgufOutputDType, onProgress?: ReadProgress): number {
   const out: GgufWriteTensor[] = tensors.map((t) => {
-    const type = storageType(t, dtype);
+    const type = mixtureType(t, dtype, config.numLayers, config.tiedEmbeddings);
     return {
-      name: t.name, type, shape: t.shape,
+      name: t.name, type: WEIGHT_DTYPE_TO_GGML[type], shape: t.shape,
       data: () => {
         const values = t.values();
         onProgress?.(values.length * 4);
-        return encodeAs(type, values);
+        return encodeAs(type, t.shape, values);
       },
     };
   });

@@ -1,6 +1,7 @@
 import { ModelFormatError, UnsupportedModelError } from './errors.js';
 import { ggufValue, type GgufFile, type GgufValue } from './gguf.js';
 import type { Architecture, ModelConfig } from './model-config.js';
+import { ggufFileType, type ConvertDType } from './quant-mixture.js';
 
 /**
  * ModelConfig ⇄ GGUF metadata (`general.architecture` and the `{arch}.*` hyper-parameter keys of llama.cpp's
@@ -111,15 +112,6 @@ export function modelConfigFromGguf(file: GgufFile): ModelConfig {
 }
 
 /**
- * llama.cpp's general.file_type for a model stored mostly in `dtype` (llama_ftype; a plain k-quant is its `_S`
- * mixture's number, q*_k_m are llama.cpp's `_M` mixtures).
- */
-const GGUF_FILE_TYPE = {
-  f32: 0, f16: 1, q4_0: 2, q4_1: 3, q8_0: 7, q5_0: 8, q5_1: 9, q2_K: 10, q3_K: 11, q4_K: 14, q5_K: 16, q6_K: 18,
-  bf16: 32, q3_k_m: 12, q4_k_m: 15, q5_k_m: 17,
-} as const;
-
-/**
  * The GGUF metadata entries describing `config` (general.architecture, `{arch}.*` hyper-parameters, Llama-3 scaling
  * in `pagellm.rope_scaling.*`), in the order llama.cpp's converter writes them. Tokenizer keys are separate
  * (gguf-tokenizer.ts). The RoPE style is implied by the architecture: writing a 'half'-style llama config requires
@@ -127,7 +119,7 @@ const GGUF_FILE_TYPE = {
  * config and an 'interleaved' qwen config (ModelFormatError) so the mismatch cannot go unnoticed.
  */
 export function ggufMetadataFromConfig(config: ModelConfig, name: string,
-  fileType?: keyof typeof GGUF_FILE_TYPE): [string, GgufValue][] {
+  fileType?: ConvertDType): [string, GgufValue][] {
   const arch = config.architecture === 'mistral' ? 'llama' : config.architecture;
   const wantStyle = arch === 'llama' ? 'interleaved' : 'half';
   if (config.ropeStyle !== wantStyle) {
@@ -139,7 +131,7 @@ export function ggufMetadataFromConfig(config: ModelConfig, name: string,
     ['general.architecture', ggufValue.str(arch)],
     ['general.name', ggufValue.str(name)],
   ];
-  if (fileType !== undefined) out.push(['general.file_type', ggufValue.u32(GGUF_FILE_TYPE[fileType])]);
+  if (fileType !== undefined) out.push(['general.file_type', ggufValue.u32(ggufFileType(fileType))]);
   out.push(
     [k('vocab_size'), ggufValue.u32(config.vocabSize)],
     [k('context_length'), ggufValue.u32(config.maxPositionEmbeddings)],

@@ -1,4 +1,5 @@
 import type { Arena, Weight } from '../kernels/backend.js';
+import { weightLayout } from '../kernels/ggml-quant-types.js';
 import { weightBytes } from '../kernels/validate.js';
 import { decodeWeightRow } from '../kernels/weight-codec.js';
 import { MissingTensorError, ModelFormatError, TensorShapeError } from './errors.js';
@@ -8,7 +9,7 @@ import type { TensorInfo } from './model-source.js';
 /** Reads a tensor's bytes (exactly `tensor.byteLength`) into `dest`. The loaders' `readTensorInto` fits. */
 export type TensorReader = (tensor: TensorInfo, dest: Uint8Array) => void | Promise<void>;
 
-/** One transformer block's weights. Matrices keep their file dtype (q8_0 stays quantized); vectors are f32. */
+/** One transformer block's weights. Matrices keep their file dtype (quantized types stay in their blocks); vectors are f32. */
 export interface LayerWeights {
   readonly attnNorm: Float32Array;
   readonly wq: Weight;
@@ -64,10 +65,10 @@ interface Expected {
 }
 
 /**
- * Loads a Llama / Mistral / Qwen2 / Qwen3 model's tensors into `arena`: matrices keep their dtype (q8_0 stays
- * quantized, f16/bf16 stay half width), 1-D tensors (norm weights, biases) are converted to f32. q/k/v and gate/up
- * are placed contiguously so the forward pass can run each group as one matmul. Every tensor is read straight into
- * its final arena bytes (no second copy of large tensors).
+ * Loads a Llama / Mistral / Qwen2 / Qwen3 model's tensors into `arena`: matrices keep their dtype (q4_0 … q6_K
+ * stay in their quantized blocks, f16/bf16 stay half width), 1-D tensors (norm weights, biases) are converted to
+ * f32. q/k/v and gate/up are placed contiguously so the forward pass can run each group as one matmul (when they
+ * share a dtype). Every tensor is read straight into its final arena bytes (no second copy of large tensors).
  *
  * Expected GGUF names: `token_embd.weight` [vocab, dim], `output_norm.weight` [dim], `output.weight` [vocab, dim]
  * (absent when tied), and per block N: `blk.N.attn_norm.weight` [dim], `attn_q` [heads·headSize, dim], `attn_k` /
@@ -77,7 +78,7 @@ interface Expected {
  *
  * Mirrors vLLM's `LlamaForCausalLM.load_weights` (stacked qkv_proj / gate_up_proj).
  * @throws MissingTensorError for a missing tensor, TensorShapeError for a shape the config does not imply,
- *   ModelFormatError (field `byteLength` / `dtype`, or none) for a wrong byte length, q8_0 rows that are not whole
+ *   ModelFormatError (field `byteLength` / `dtype`, or none) for a wrong byte length, quantized rows that are not whole
  *   blocks, a duplicate or a left-over tensor (it means the config does not describe the file). All are
  *   ModelLoadError subclasses naming the file, the tensor and the field.
  */
@@ -121,7 +122,7 @@ interface WeightsPlan {
 }
 
 /**
- * Finds and checks every tensor the config implies (names, shapes, byte lengths, q8_0 rows of whole blocks) and
+ * Finds and checks every tensor the config implies (names, shapes, byte lengths, quantized rows of whole blocks) and
  * that no tensor is left over, so shape errors come before any reading and progress knows the total.
  * @throws as {@link loadModelWeights}.
  */
@@ -191,7 +192,7 @@ function planWeights(config: ModelConfig, tensors: readonly TensorInfo[], modelP
   return { embedding, outputNorm, output, layers, totalBytes };
 }
 
-/** Checks one tensor's shape, q8_0 row length and byte length against what the config implies. */
+/** Checks one tensor's shape, row length (whole blocks of a quantized dtype) and byte length against what the config implies. */
 function checkTensor(t: TensorInfo, e: Expected, file: string): void {
   const shape = t.shape;
   if (shape.length !== e.shape.length || shape.some((d, i) => d !== e.shape[i])) {
@@ -199,9 +200,10 @@ function checkTensor(t: TensorInfo, e: Expected, file: string): void {
   }
   const cols = e.shape[e.shape.length - 1];
   const rows = e.shape.length === 2 ? e.shape[0] : 1;
-  if (t.dtype === 'q8_0' && cols % 32 !== 0) {
+  const { blockValues } = weightLayout(t.dtype);
+  if (cols % blockValues !== 0) {
     throw new ModelFormatError({ file, tensor: t.name, field: 'dtype' },
-      `q8_0 needs rows of whole 32-value blocks, but the row length is ${cols}`);
+      `${t.dtype} needs rows of whole ${blockValues}-value blocks, but the row length is ${cols}`);
   }
   const expectedBytes = weightBytes({ dtype: t.dtype, rows, cols });
   if (t.byteLength !== expectedBytes) {

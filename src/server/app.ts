@@ -2,22 +2,13 @@ import cors from '@fastify/cors';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { loadResponseBody, replicaLoad, type ReplicaLoad } from './agent-check.js';
 import { ApiKeyAuth } from './api-key-auth.js';
-import {
-  BadRequestError, MethodNotAllowedError, NotFoundError, ServiceUnavailableError, clientErrorResponse, toOpenAIError,
-} from './errors.js';
+import { addApiRoutes } from './api-routes.js';
+import { BadRequestError, MethodNotAllowedError, NotFoundError, clientErrorResponse, toOpenAIError } from './errors.js';
 import { HostAllowList } from './host-allow-list.js';
 import { httpGuards } from './http-guards.js';
 import { PrometheusMetrics } from './prometheus-metrics.js';
-import {
-  chatCompletionRequestSchema, completionRequestSchema, detokenizeRequestSchema, tokenizeRequestSchema,
-  type ChatCompletionRequest, type CompletionRequest, type DetokenizeRequest, type TokenizeRequest,
-} from './protocol.js';
 import { RouteMethods } from './route-methods.js';
-import { serveChatCompletion } from './serving-chat.js';
-import { serveCompletion } from './serving-completion.js';
 import type { ServingContext } from './serving-context.js';
-import { serveDetokenize, serveTokenize } from './serving-tokenization.js';
-import { embeddingRequestSchema, serveEmbedding, type EmbeddingRequest } from './serving-embedding.js';
 import { dashboardPlugin, type DashboardAccess } from '../web/dashboard-plugin.js';
 
 /** Cross-origin access for browser clients (vLLM's `--allowed-origins`, `--allowed-methods`, ...). */
@@ -104,8 +95,56 @@ export interface App {
  */
 export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
   const logError = options.logError ?? ((m: string) => process.stderr.write(`${m}\n`));
+  const app = createFastify(options);
+  const engine = ctx.engine;
+  const metrics = enginePrometheusMetrics(ctx);
+  const removeListener = engine.metrics.addListener((name, value) => metrics.observe(name, value));
+  app.addHook('onClose', async () => {
+    removeListener();
+  });
+
+  const routes = new RouteMethods();
+  app.addHook('onRoute', (route) => routes.add(route.method, route.url));
+  acceptOnlyJsonBodies(app);
+
+  const auth = options.apiKey === undefined ? null : new ApiKeyAuth(options.apiKey);
+  const hosts = HostAllowList.forBinding(options.host ?? '127.0.0.1', options.allowedHosts);
+  let draining = false;
+  if (options.cors !== undefined) void app.register(cors, corsPluginOptions(options.cors));
+  void app.register(httpGuards, { auth, hosts, routes, corsEnabled: options.cors !== undefined, isDraining: () => draining });
+  setErrorHandlers(app, ctx, logError);
+
+  addApiRoutes(app, ctx, options.version ?? 'unknown');
+  app.get('/metrics', { config: options.metricsPublic === true ? { access: 'public' } : {} }, async (_request, reply) => {
+    metrics.update(engine.getStats());
+    const { contentType, body } = await metrics.render();
+    return reply.header('content-type', contentType).send(body);
+  });
+  const load = (): ReplicaLoad =>
+    replicaLoad(engine.getStats(), engine.schedulerConfig.maxNumSeqs, draining || ctx.isClosing || engine.isClosed);
+  app.get('/load', async () => loadResponseBody(load()));
+
+  const access: DashboardAccess | undefined = auth === null ? undefined : {
+    isAllowed: (request) => auth.hasBearer(request.headers.authorization) || auth.hasSession(request.headers.cookie),
+    login: (key) => (auth.isKey(key) ? auth.sessionCookie() : null),
+  };
+  void app.register(dashboardPlugin, { engine, access });
+
+  return {
+    app, metrics, load, startDraining: () => {
+      draining = true;
+    },
+  };
+}
+
+/**
+ * The fastify instance with the HTTP layer's limits: body size, the time to receive a request (408), keep-alive,
+ * connection-level errors answered in OpenAI's shape (400, 408, 413, 431), a malformed URL answered 400, and bodies
+ * validated with {@link REQUEST_VALIDATION_OPTIONS}.
+ */
+function createFastify(options: AppOptions): FastifyInstance {
   const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-  const app = Fastify({
+  return Fastify({
     logger: false,
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     return503OnClosing: false,
@@ -129,9 +168,12 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
     },
     ajv: { customOptions: REQUEST_VALIDATION_OPTIONS },
   });
+}
 
+/** The Prometheus registry of the context's engine, labelled with its KV-cache configuration. */
+function enginePrometheusMetrics(ctx: ServingContext): PrometheusMetrics {
   const engine = ctx.engine;
-  const metrics = new PrometheusMetrics({
+  return new PrometheusMetrics({
     block_size: engine.blockSize,
     num_gpu_blocks: engine.numGpuBlocks,
     num_cpu_blocks: engine.numCpuBlocks,
@@ -139,15 +181,13 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
     block_bytes: engine.cacheEngine.blockBytes,
     enable_prefix_caching: String(engine.enablePrefixCaching),
   }, ctx.randomWeights);
-  const removeListener = engine.metrics.addListener((name, value) => metrics.observe(name, value));
-  app.addHook('onClose', async () => {
-    removeListener();
-  });
+}
 
-  const routes = new RouteMethods();
-  app.addHook('onRoute', (route) => routes.add(route.method, route.url));
-
-  // Only JSON bodies: any other type (a cross-site form or text/plain post needs no CORS preflight) gets 415.
+/**
+ * Reads only `application/json` bodies: any other type (a cross-site form or text/plain post needs no CORS
+ * preflight) gets 415; an empty or malformed JSON body gets 400 `invalid_json`.
+ */
+function acceptOnlyJsonBodies(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
@@ -162,13 +202,13 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
         undefined);
     }
   });
+}
 
-  const auth = options.apiKey === undefined ? null : new ApiKeyAuth(options.apiKey);
-  const hosts = HostAllowList.forBinding(options.host ?? '127.0.0.1', options.allowedHosts);
-  let draining = false;
-  if (options.cors !== undefined) void app.register(cors, corsPluginOptions(options.cors));
-  void app.register(httpGuards, { auth, hosts, routes, corsEnabled: options.cors !== undefined, isDraining: () => draining });
-
+/**
+ * Answers every error in OpenAI's shape with its status (logging 5xx other than 503, which are pagellm bugs), with
+ * `Allow` on a 405; an error after a stream's headers went out closes the connection. Unknown routes get 404.
+ */
+function setErrorHandlers(app: FastifyInstance, ctx: ServingContext, logError: (message: string) => void): void {
   app.setErrorHandler((err, _request, reply) => {
     const e = toOpenAIError(err, (x) => ctx.toOpenAIError(x));
     if (e.status >= 500 && e.status !== 503) logError(`pagellm server error: ${(err as Error).stack ?? String(err)}`);
@@ -183,65 +223,6 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
     const e = new NotFoundError(`no route for ${request.method} ${request.url.split('?')[0]}`);
     void reply.code(404).send(e.toBody());
   });
-
-  app.get('/health', { config: { access: 'public' } }, async (_request, reply) => {
-    if (ctx.isClosing || engine.isClosed) throw new ServiceUnavailableError('the server is shutting down');
-    return reply.code(200).send({ status: 'ok' });
-  });
-
-  app.get('/version', async () => ({ version: options.version ?? 'unknown' }));
-
-  const modelCard = (id: string): Record<string, unknown> => ({
-    id,
-    object: 'model',
-    created: ctx.createdAt,
-    owned_by: 'pagellm',
-    root: ctx.source.path,
-    parent: null,
-    max_model_len: ctx.maxModelLen,
-    random_weights: ctx.randomWeights,
-    permission: [],
-  });
-  app.get('/v1/models', async () => ({ object: 'list', data: ctx.servedModelNames.map(modelCard) }));
-  // A wildcard, so ids holding slashes (`org/model`) are found; unknown ids get OpenAI's 404 (model_not_found).
-  app.get<{ Params: { '*': string } }>('/v1/models/*', async (request) => {
-    const id = request.params['*'];
-    ctx.checkModel(id);
-    return modelCard(id);
-  });
-
-  app.post<{ Body: CompletionRequest }>('/v1/completions', { schema: { body: completionRequestSchema } },
-    async (request, reply: FastifyReply) => ctx.track(() => serveCompletion(ctx, request.body, reply)));
-  app.post<{ Body: ChatCompletionRequest }>('/v1/chat/completions', { schema: { body: chatCompletionRequestSchema } },
-    async (request, reply: FastifyReply) => ctx.track(() => serveChatCompletion(ctx, request.body, reply)));
-  app.post<{ Body: EmbeddingRequest }>('/v1/embeddings', { schema: { body: embeddingRequestSchema } },
-    async (request, reply: FastifyReply) => ctx.track(() => serveEmbedding(ctx, request.body, reply)));
-  app.post<{ Body: TokenizeRequest }>('/tokenize', { schema: { body: tokenizeRequestSchema } },
-    async (request) => serveTokenize(ctx, request.body));
-  app.post<{ Body: DetokenizeRequest }>('/detokenize', { schema: { body: detokenizeRequestSchema } },
-    async (request) => serveDetokenize(ctx, request.body));
-
-  app.get('/metrics', { config: options.metricsPublic === true ? { access: 'public' } : {} }, async (_request, reply) => {
-    metrics.update(engine.getStats());
-    const { contentType, body } = await metrics.render();
-    return reply.header('content-type', contentType).send(body);
-  });
-
-  const load = (): ReplicaLoad =>
-    replicaLoad(engine.getStats(), engine.schedulerConfig.maxNumSeqs, draining || ctx.isClosing || engine.isClosed);
-  app.get('/load', async () => loadResponseBody(load()));
-
-  const access: DashboardAccess | undefined = auth === null ? undefined : {
-    isAllowed: (request) => auth.hasBearer(request.headers.authorization) || auth.hasSession(request.headers.cookie),
-    login: (key) => (auth.isKey(key) ? auth.sessionCookie() : null),
-  };
-  void app.register(dashboardPlugin, { engine, access });
-
-  return {
-    app, metrics, load, startDraining: () => {
-      draining = true;
-    },
-  };
 }
 
 /** @fastify/cors's options from vLLM's flags; `*` in allowedOrigins allows any origin. */

@@ -250,6 +250,11 @@ export interface UsageInfo {
   total_tokens: number;
 }
 
+/** The usage of a request that read `promptTokens` and generated `completionTokens`. */
+export function usageInfo(promptTokens: number, completionTokens: number): UsageInfo {
+  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+}
+
 /** Legacy completions logprobs (one entry per generated token). */
 export interface CompletionLogprobs {
   tokens: string[];

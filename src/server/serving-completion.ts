@@ -1,20 +1,35 @@
 import type { FastifyReply } from 'fastify';
-import { RequestOutputKind, type RequestOutput, type SamplingParams } from '../engine/index.js';
-import { BadRequestError, toOpenAIError } from './errors.js';
+import { RequestOutputKind, type RequestOutput } from '../engine/index.js';
+import { BadRequestError } from './errors.js';
 import { completionLogprobs } from './logprobs-format.js';
-import { HeldLogprobs } from './held-logprobs.js';
 import { mergeAsyncIterables } from './merge-async.js';
-import type { CompletionLogprobs, CompletionRequest, UsageInfo } from './protocol.js';
+import { usageInfo, type CompletionRequest } from './protocol.js';
+import { abortOnClientClose } from './client-disconnect.js';
 import type { ServingContext } from './serving-context.js';
-import { SseStream } from './sse-stream.js';
+import { streamCompletion } from './serving-completion-stream.js';
 import { prepareStructuredOutputs } from './structured-outputs-request.js';
 import { normalizePromptInput } from './prompt-input.js';
 
-/** One prompt of a completions request, tokenized. */
-interface PreparedPrompt {
-  readonly text: string | undefined;
-  readonly tokenIds: number[];
-  readonly params: SamplingParams;
+/**
+ * A completions request admitted to the engine: one engine request per prompt, their outputs merged. What the
+ * JSON answer and the SSE stream are built from.
+ */
+export interface CompletionRun {
+  readonly requestId: string;
+  /** Unix seconds, the responses' `created`. */
+  readonly created: number;
+  /** The engine request id of each prompt (the response id when there is one prompt). */
+  readonly ids: readonly string[];
+  /** Choices per prompt; choice `index` = promptIndex × n + sequence index. */
+  readonly n: number;
+  /** With `echo`: the text put before each prompt's choices (the prompt as given, or its token ids decoded). */
+  readonly echoTexts: readonly string[] | null;
+  /** Top alternatives per token to return (0-20), null for no logprobs. */
+  readonly logprobs: number | null;
+  /** Prompt tokens of all prompts together. */
+  readonly promptTokens: number;
+  /** `[promptIndex, output]` pairs as the engine produces them. */
+  readonly outputs: AsyncGenerator<[number, RequestOutput]>;
 }
 
 /** Completions' default output budget when `max_tokens` is absent (OpenAI's and vLLM's 16). */
@@ -23,9 +38,8 @@ const DEFAULT_COMPLETION_MAX_TOKENS = 16;
 /**
  * POST /v1/completions: one or more prompts (a string, strings, token ids, or lists of token ids), each run as its
  * own engine request with `n` choices; choice `index` = promptIndex × n + sequence index. Non-streaming answers one
- * JSON body with usage; streaming sends `text_completion` chunks as SSE, then (with
- * `stream_options.include_usage`) a usage chunk with empty choices, then `data: [DONE]`. A client that disconnects
- * aborts its requests (their KV blocks are freed at once).
+ * JSON body with usage; streaming sends `text_completion` chunks as SSE (serving-completion-stream.ts). A client that
+ * disconnects aborts its requests (their KV blocks are freed at once).
  *
  * Mirrors vLLM's `OpenAIServingCompletion.create_completion` (vllm/entrypoints/openai/serving_completion.py).
  * @throws OpenAIError for bad input (before anything is sent), which the app turns into the JSON error response.
@@ -34,28 +48,45 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
   Promise<unknown> {
   ctx.checkAccepting();
   ctx.checkModel(body.model);
+  checkCompletionOptions(body);
+  const run = await startCompletion(ctx, body);
+  // Until the response is sent (or the stream hijacked), a closed connection aborts the requests.
+  const stopWatching = abortOnClientClose(reply, () => run.ids.forEach((id) => ctx.abort(id)));
+  if (body.stream === true) return streamCompletion(ctx, body, run, reply, stopWatching);
+  return collectCompletion(ctx, run, reply, stopWatching);
+}
+
+/** @throws BadRequestError for field combinations pagellm does not serve (suffix, echo with logprobs, best_of). */
+function checkCompletionOptions(body: CompletionRequest): void {
   if (body.suffix !== undefined && body.suffix !== null && body.suffix !== '') {
     throw new BadRequestError('suffix is not supported (pagellm has no fill-in-the-middle models)', 'suffix');
   }
-  const echo = body.echo === true;
-  const logprobs = body.logprobs ?? null;
-  if (echo && logprobs !== null) {
+  if (body.echo === true && (body.logprobs ?? null) !== null) {
     throw new BadRequestError('echo together with logprobs is not supported (prompt logprobs are not computed)', 'echo');
   }
-  const stream = body.stream === true;
   const n = body.n ?? 1;
-  if (stream && body.best_of !== undefined && body.best_of !== null && body.best_of !== n) {
+  if (body.stream === true && body.best_of !== undefined && body.best_of !== null && body.best_of !== n) {
     throw new BadRequestError('best_of must equal n when streaming', 'best_of');
   }
-  const outputKind = stream ? RequestOutputKind.DELTA : RequestOutputKind.FINAL_ONLY;
-  // Bounds first: how many sequences, then each prompt's length, before anything is tokenized.
+}
+
+/**
+ * Bounds the request (how many sequences, then each prompt's length, before anything is tokenized), tokenizes the
+ * prompts and starts one engine request per prompt.
+ * @throws OpenAIError for too many sequences, an empty or too long prompt, token ids outside the vocabulary, or
+ *   sampling parameters the engine refuses.
+ */
+async function startCompletion(ctx: ServingContext, body: CompletionRequest): Promise<CompletionRun> {
+  const n = body.n ?? 1;
+  const logprobs = body.logprobs ?? null;
+  const outputKind = body.stream === true ? RequestOutputKind.DELTA : RequestOutputKind.FINAL_ONLY;
   const given = normalizePromptInput(body.prompt);
   ctx.limits.checkNumSeqs(given.length, n, body.best_of ?? null, given.length > 1 ? 'prompt' : 'n');
   const structuredOutputs = (await prepareStructuredOutputs(ctx.engine, body))?.params;
   const texts = given.flatMap((p) => (p.text !== undefined ? [p.text] : []));
   const encoded = await ctx.encode(texts, true, 'prompt');
   let nextText = 0;
-  const prompts: PreparedPrompt[] = given.map((p) => {
+  const prepared = given.map((p) => {
     const tokenIds = p.tokenIds ?? encoded[nextText++];
     if (p.tokenIds !== undefined) ctx.checkTokenIds(tokenIds, 'prompt');
     if (tokenIds.length === 0) throw new BadRequestError('the prompt is empty', 'prompt');
@@ -64,126 +95,55 @@ export async function serveCompletion(ctx: ServingContext, body: CompletionReque
     const params = ctx.samplingParams(body, { maxTokens, logprobs, outputKind, bestOf: body.best_of, structuredOutputs });
     return { text: p.text, tokenIds, params };
   });
-
   const requestId = ctx.newRequestId('cmpl');
-  const created = Math.floor(Date.now() / 1000);
-  const ids = prompts.map((_, i) => (prompts.length === 1 ? requestId : `${requestId}-${i}`));
-  const sources = ctx.startAll(prompts.map((p, i) => ({
+  const ids = prepared.map((_, i) => (prepared.length === 1 ? requestId : `${requestId}-${i}`));
+  const sources = ctx.startAll(prepared.map((p, i) => ({
     requestId: ids[i], prompt: { promptTokenIds: p.tokenIds, prompt: p.text }, params: p.params,
   })), body.priority ?? undefined);
-  const echoText = (i: number): string => prompts[i].text ?? ctx.tokenizer.decode(prompts[i].tokenIds);
-  const promptTokens = prompts.reduce((a, p) => a + p.tokenIds.length, 0);
+  return {
+    requestId, created: Math.floor(Date.now() / 1000), ids, n, logprobs,
+    echoTexts: body.echo === true ? prepared.map((p) => p.text ?? ctx.tokenizer.decode(p.tokenIds)) : null,
+    promptTokens: prepared.reduce((a, p) => a + p.tokenIds.length, 0),
+    outputs: mergeAsyncIterables(sources),
+  };
+}
 
-  const merged = mergeAsyncIterables(sources);
-  // Until the response is sent (or the stream hijacked), a closed connection aborts the requests.
-  const stopWatching = abortOnClientClose(reply, () => ids.forEach((id) => ctx.abort(id)));
-  if (!stream) {
-    const finals: RequestOutput[] = [];
-    try {
-      for await (const [i, out] of merged) if (out.finished) finals[i] = out;
-    } catch (err) {
-      ids.forEach((id) => ctx.abort(id)); // the other prompts' requests, if one failed
-      throw err;
-    } finally {
-      stopWatching();
-    }
-    const choices: unknown[] = [];
-    let completionTokens = 0;
-    for (const [i, final] of finals.entries()) {
-      const failed = ctx.requestError(final, 'prompt');
-      if (failed !== null) throw failed;
-      for (const o of final.outputs) {
-        completionTokens += o.tokenIds.length;
-        const prefix = echo ? echoText(i) : '';
-        choices.push({
-          index: i * n + o.index,
-          text: prefix + o.text,
-          logprobs: logprobs === null || o.logprobs === null ? null : completionLogprobs(o.logprobs, prefix.length, logprobs),
-          finish_reason: o.finishReason,
-          stop_reason: o.stopReason,
-        });
-      }
-    }
-    if (ctx.randomWeights) reply.header('x-pagellm-random-weights', 'true');
-    return {
-      id: requestId, object: 'text_completion', created, model: ctx.modelName,
-      system_fingerprint: ctx.systemFingerprint, choices, usage: usage(promptTokens, completionTokens),
-    };
-  }
-
-  // Streaming.
-  const includeUsage = body.stream_options?.include_usage === true;
-  const continuousUsage = includeUsage && body.stream_options?.continuous_usage_stats === true;
-  // The first output is awaited before any byte is sent, so errors raised when the engine admits the request
-  // (invalid parameters, a closed engine) still get their HTTP status and JSON error body.
-  let first: IteratorResult<[number, RequestOutput]>;
+/**
+ * The non-streaming answer: waits for every prompt's final output and builds one `text_completion` body.
+ * @throws OpenAIError when a request failed (the other prompts' requests are aborted).
+ */
+async function collectCompletion(ctx: ServingContext, run: CompletionRun, reply: FastifyReply,
+  stopWatching: () => void): Promise<unknown> {
+  const finals: RequestOutput[] = [];
   try {
-    first = await merged.next();
+    for await (const [i, out] of run.outputs) if (out.finished) finals[i] = out;
   } catch (err) {
-    ids.forEach((id) => ctx.abort(id));
+    run.ids.forEach((id) => ctx.abort(id)); // the other prompts' requests, if one failed
     throw err;
   } finally {
     stopWatching();
   }
-  reply.hijack();
-  const sse = new SseStream(reply.raw, ctx.randomWeights ? { 'x-pagellm-random-weights': 'true' } : {});
-  sse.onDisconnect(() => ids.forEach((id) => ctx.abort(id)));
-  const textOffset = new Map<number, number>();
-  const started = new Set<number>();
-  const held = new HeldLogprobs();
+  const choices: unknown[] = [];
   let completionTokens = 0;
-  const chunk = (choices: unknown[], withUsage: UsageInfo | null | undefined): unknown => ({
-    id: requestId, object: 'text_completion', created, model: ctx.modelName,
-    system_fingerprint: ctx.systemFingerprint, choices,
-    ...(includeUsage ? { usage: withUsage ?? null } : {}),
-  });
-  try {
-    for (let next = first; next.done !== true; next = await merged.next()) {
-      if (sse.isDisconnected) break;
-      const [i, out] = next.value;
-      const failed = out.finished ? ctx.requestError(out, 'prompt') : null;
-      if (failed !== null) throw failed;
-      for (const o of out.outputs) {
-        const index = i * n + o.index;
-        let text = o.text;
-        if (echo && !started.has(index)) text = echoText(i) + text;
-        started.add(index);
-        completionTokens += o.tokenIds.length;
-        if (held.hold(index, text !== '', o.finishReason, o.logprobs)) continue;
-        const entries = held.take(index, o.logprobs);
-        const offset = textOffset.get(index) ?? 0;
-        let lp: CompletionLogprobs | null = null;
-        if (logprobs !== null && entries !== null) lp = completionLogprobs(entries, offset, logprobs);
-        textOffset.set(index, offset + text.length);
-        await sse.send(chunk([{ index, text, logprobs: lp, finish_reason: o.finishReason, stop_reason: o.stopReason }],
-          continuousUsage ? usage(promptTokens, completionTokens) : null));
-      }
+  for (const [i, final] of finals.entries()) {
+    const failed = ctx.requestError(final, 'prompt');
+    if (failed !== null) throw failed;
+    for (const o of final.outputs) {
+      completionTokens += o.tokenIds.length;
+      const prefix = run.echoTexts?.[i] ?? '';
+      choices.push({
+        index: i * run.n + o.index,
+        text: prefix + o.text,
+        logprobs: run.logprobs === null || o.logprobs === null ? null
+          : completionLogprobs(o.logprobs, prefix.length, run.logprobs),
+        finish_reason: o.finishReason,
+        stop_reason: o.stopReason,
+      });
     }
-    if (includeUsage && !sse.isDisconnected) await sse.send(chunk([], usage(promptTokens, completionTokens)));
-  } catch (err) {
-    await sse.send(toOpenAIError(err, (e) => ctx.toOpenAIError(e)).toBody());
-  } finally {
-    ids.forEach((id) => ctx.abort(id)); // no-op for finished requests; frees the rest after an error or disconnect
-    await merged.return(undefined);
-    await sse.done();
   }
-  return reply;
-}
-
-/**
- * Calls `abort` if the client closes the connection before the response is complete; returns a function that stops
- * watching. Mirrors vLLM's `with_cancellation` / `listen_for_disconnect` (vllm/entrypoints/utils.py).
- */
-export function abortOnClientClose(reply: FastifyReply, abort: () => void): () => void {
-  const onClose = (): void => {
-    if (!reply.raw.writableFinished) abort();
+  if (ctx.randomWeights) reply.header('x-pagellm-random-weights', 'true');
+  return {
+    id: run.requestId, object: 'text_completion', created: run.created, model: ctx.modelName,
+    system_fingerprint: ctx.systemFingerprint, choices, usage: usageInfo(run.promptTokens, completionTokens),
   };
-  reply.raw.on('close', onClose);
-  return () => reply.raw.off('close', onClose);
 }
-
-/** Token counts. */
-export function usage(promptTokens: number, completionTokens: number): UsageInfo {
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
-}
-

@@ -4,7 +4,7 @@ import { PoolingParams, type RequestOutput } from '../engine/index.js';
 import { BadRequestError, ServiceUnavailableError } from './errors.js';
 import { mergeAsyncIterables } from './merge-async.js';
 import type { ServingContext } from './serving-context.js';
-import { abortOnClientClose } from './serving-completion.js';
+import { abortOnClientClose } from './client-disconnect.js';
 import { normalizePromptInput } from './prompt-input.js';
 import { nullable, stringEnum, tokenId } from './protocol.js';
 

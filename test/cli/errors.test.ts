@@ -26,6 +26,8 @@ describe('pagellm errors', () => {
     [['create-random-model', '--config', MISSING, '--tokenizer', MISSING, '--out', '/tmp/never-written.gguf'],
       `no file at ${MISSING} (--config); check the path`],
     [['generate', '--threads', '1'], 'give at least one prompt: pagellm generate "Once upon a time"'],
+    [['serve', '--port', '0', '--threads', '1', '--kv-cache-memory', '8MiB', '--kv-cache-store', 'http://127.0.0.1:6379'],
+      '--kv-cache-store supports redis:// and rediss:// URLs (Redis, Valkey), got http://'],
   ])('pagellm %j says what to do', async (args, message) => {
     const r = await runCli(args);
     expect(r.code).toBe(1);

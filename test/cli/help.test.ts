@@ -42,7 +42,8 @@ describe('pagellm --help', () => {
   });
 
   it('lists server flags on serve only, and --chat-template only where a chat template is rendered or written', () => {
-    const serveOnly = ['--served-model-name', '--host', '--port', '--api-key', '--disable-log-stats', '--pooling-type'];
+    const serveOnly = ['--served-model-name', '--host', '--port', '--api-key', '--disable-log-stats', '--pooling-type',
+      '--kv-cache-store', '--kv-cache-store-queue-bytes', '--kv-cache-store-timeout'];
     for (const [path, help] of helps) {
       const flags = flagsOf(help);
       // bench serve sends an API key as a client: its --api-key is its own.

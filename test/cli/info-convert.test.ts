@@ -61,6 +61,16 @@ describe('pagellm convert', () => {
       '--kv-cache-memory', '8MiB', '--json'], { PAGELLM_MODEL: out });
     expect(gen.code).toBe(0);
     expect((JSON.parse(gen.stdout) as { text: string }).text).toBe(golden.text);
+    const q = join(tmp.dir, 'stories260K-q4_k_m.gguf');
+    expect((await runCli(['convert', STORIES_DIR, '--out', q, '--dtype', 'q4_k_m'])).code).toBe(0);
+    const mix = JSON.parse((await runCli(['info', q, '--json'])).stdout) as { weightDtypes: Record<string, number>; weightDtypeBytes: Record<string, number> };
+    // Rows of 64 values are not whole 256-value q4_K blocks: llama-quantize's fallback q5_0 (22 bytes per 32); ffn_down
+    // rows of 172 are not whole 32-value blocks either: f16; the tied embedding (the LM head) and attn_v of the layers
+    // Q4_K_M gives more bits (2 and 4 of 5) take q6_K's fallback q8_0.
+    expect(mix.weightDtypes).toEqual({ q8_0: 3, f32: 11, q5_0: 28, f16: 5 });
+    expect(mix.weightDtypeBytes.q5_0).toBe((5 * (2 * 64 * 64 + 32 * 64 + 2 * 172 * 64) + 3 * 32 * 64) / 32 * 22);
+    const text = (await runCli(['info', q])).stdout;
+    expect(text).toMatch(/tensors: .*28 q5_0 [0-9.]+ KiB, 5 f16/);
     const bad = await runCli(['convert', STORIES_DIR]);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/required option '--out <file>'/);

@@ -19,8 +19,10 @@ import type { LLMEngine } from '../../src/engine/llm-engine.js';
 import type { SamplingParamsInit } from '../../src/engine/sampling-params.js';
 import { sharedDir } from '../../src/cli/default-model.js';
 import {
-  expectAllBlocksFree, generateAll, loadStories, makeEngine, PROMPTS, STORIES_DIR, type Stories, type TestEngineOptions,
+  expectAllBlocksFree, generateAll, loadStories, makeEngine, PROMPTS, runToCompletion, STORIES_DIR, type Stories,
+  type TestEngineOptions,
 } from './stories-engine.js';
+import { STORIES_GOLDEN_TEXT } from '../model/model-files.js';
 
 let s: Stories;
 let dir: string;
@@ -74,6 +76,12 @@ function plain(prompts: readonly string[], params: SamplingParamsInit, o: TestEn
   return plainCache.get(key)!;
 }
 
+/** Runs the engine dry; returns requests p0..p(n−1)'s output token ids. */
+function collect(engine: LLMEngine, n: number): number[][] {
+  const finals = runToCompletion(engine);
+  return Array.from({ length: n }, (_, i) => [...finals.get(`p${i}`)!.outputs[0].tokenIds]);
+}
+
 function stats(engine: LLMEngine): { drafted: number; accepted: number } {
   const st = engine.specDecodeWorker!.stats;
   return { drafted: st.numDraftTokens, accepted: st.numAcceptedTokens };
@@ -110,6 +118,42 @@ describe('draft-model speculative decoding on stories260K', () => {
     expect(generateAll(engine, prompts, GREEDY)).toEqual(plain(prompts, GREEDY));
     const { drafted, accepted } = stats(engine);
     expect(accepted / drafted).toBeGreaterThan(0.8);
+  });
+
+  it('random token prompts and the golden continuation of "Once upon a time" come out as in plain decoding', () => {
+    let state = 4242;
+    const next = (n: number): number => {
+      state = (state * 1103515245 + 12345) % 2147483648;
+      return 3 + (state % n);
+    };
+    const prompts = Array.from({ length: 12 }, () => ({ promptTokenIds: [1, ...Array.from({ length: 2 + next(20) }, () => next(509))] }));
+    const plainEngine = makeEngine(s, { blockSize: 4 });
+    prompts.forEach((p, i) => plainEngine.addRequest(`p${i}`, p, GREEDY));
+    const want = collect(plainEngine, prompts.length);
+    for (const draft of [s.loaded, randomDraft, f16Draft]) {
+      const { engine } = speculating(draft, 4, { blockSize: 4 });
+      prompts.forEach((p, i) => engine.addRequest(`p${i}`, p, GREEDY));
+      expect(collect(engine, prompts.length)).toEqual(want);
+      const golden = generateAll(speculating(draft, 4).engine, ['Once upon a time'], { temperature: 0, maxTokens: 56 });
+      expect(s.loaded.source.tokenizer.decode(golden[0])).toBe(STORIES_GOLDEN_TEXT);
+    }
+  });
+
+  it('n > 1 (top-k 1, so every sequence is greedy): each forked sequence drafts from its own KV', () => {
+    const params = { temperature: 1, topK: 1, n: 3, maxTokens: 40, seed: 7 };
+    const prompts = PROMPTS.slice(0, 5);
+    const want = plain(prompts, { temperature: 0, maxTokens: 40 });
+    const { engine, proposer } = speculating(randomDraft, 3, { numGpuBlocks: 40, numCpuBlocks: 256 });
+    prompts.forEach((p, i) => engine.addRequest(`p${i}`, p, params));
+    const finals = runToCompletion(engine);
+    prompts.forEach((_, i) => {
+      const outs = finals.get(`p${i}`)!.outputs;
+      expect(outs).toHaveLength(3);
+      for (const o of outs) expect([...o.tokenIds]).toEqual(want[i]);
+    });
+    expect(stats(engine).drafted).toBeGreaterThan(0);
+    expectAllBlocksFree(engine);
+    expect(proposer.numSequences).toBe(0);
   });
 
   it('forced preemption by recompute and by swap, and chunked prefill, change nothing', () => {

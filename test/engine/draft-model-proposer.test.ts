@@ -172,6 +172,18 @@ describe('DraftModelProposer', () => {
     expect(sum(run.accepted) / sum(run.proposed)).toBeGreaterThan(0.8);
   });
 
+  it('a catch-up longer than maxChunkTokens runs in chunks and gives the same proposals', () => {
+    const prompts = encode(PROMPTS.slice(22, 26));
+    const targetOut = greedy(s.loaded, prompts, 24);
+    for (const maxChunkTokens of [1, 3]) {
+      const proposer = createDraftModelProposer(randomDraft, s.backend,
+        { numSpeculativeTokens: 3, blockSize: 4, cacheDtype: 'fp32', numBlocks: 256, maxChunkTokens });
+      const run = simulate(proposer, randomDraft, prompts, targetOut, 3, 2);
+      expect(run.mismatches).toEqual([]);
+      expect(sum(run.proposed)).toBeGreaterThan(0);
+    }
+  });
+
   it('a draft cache too small for everyone: sequences without blocks get no proposal, the others stay exact', () => {
     const prompts = encode(PROMPTS.slice(16, 20));
     const targetOut = greedy(s.loaded, prompts, 30);

@@ -5,7 +5,6 @@
  * restarted mid-run fails no request and changes no token; a replica with another block size or KV dtype never reads
  * the blocks; damaged records (bytes or tokens) are rejected.
  */
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CacheEngine, makeKvCacheSpec } from '../../src/cache/index.js';
@@ -76,7 +75,7 @@ async function generate(engine: LLMEngine, prompts: readonly string[], between?:
       if (out.finished) finals.set(out.requestId, [...out.outputs[0].tokenIds]);
     }
     await between?.(++step);
-    await yieldToEventLoop();
+    await engine.yieldAfterStep();
   }
   return prompts.map((_, i) => finals.get(`${base}-${i}`)!);
 }
@@ -98,6 +97,12 @@ async function storedKeys(): Promise<string[]> {
 async function settled(e: LLMEngine, n: number): Promise<void> {
   const store = e.kvStoreConnector!.store as RedisKvBlockStore;
   await waitFor(async () => store.pendingWriteBytes === 0 && (await storedKeys()).length >= n, `${n} stored blocks`);
+}
+
+/** Keeps the event loop busy for `ms` (synchronous work). */
+function busy(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) { /* spin */ }
 }
 
 function promptLen(e: LLMEngine, p: string): number {
@@ -134,6 +139,20 @@ describeWithRedis('shared KV store (redis-server)', () => {
     // A replica without the store flags nothing.
     expect(buildKvCacheSnapshot(a).flags.every((f) => (f & BlockFlag.FROM_STORE) === 0)).toBe(true);
     expectAllBlocksFree(b);
+  });
+
+  it('uses a fetch whose reply arrived while long steps kept the event loop busy past the deadline', async () => {
+    await admin.flushall();
+    const [expected] = await generate(await replica({ store: false }), [PREFIX]);
+    const a = await replica();
+    await generate(a, [PREFIX]);
+    await settled(a, Math.floor(promptLen(a, PREFIX) / 16));
+    // A 5 ms budget, and 150 ms of synchronous work after every step (as a long forward pass of other requests
+    // would hold the event loop): the replies sit in the socket when the deadline is checked.
+    const b = await replica({ timeoutMs: 5 });
+    expect(await generate(b, [PREFIX], async () => busy(150))).toEqual([expected]);
+    expect(b.metrics.counters.kvStoreErrors).toBe(0);
+    expect(b.metrics.counters.kvStoreHits).toBe(Math.floor((promptLen(b, PREFIX) - 1) / 16));
   });
 
   it('never reads blocks written by a replica with another block size or KV dtype', async () => {

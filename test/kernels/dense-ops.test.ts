@@ -21,7 +21,8 @@ function dotBound(x: Float32Array, xo: number, row: Float32Array, k: number): nu
 
 /**
  * Extra bound of the int8 path of quantized weights: x quantized to int8 per block of 32 values (ggml's q8_0/q8_1)
- * with d = amax/127, so each element is off by at most d/2 = amax/254 (plus an f32 ulp of amax).
+ * with q = nearest(x·127/amax), so each element is off by at most amax/254, plus q·(d − f16(d)) ≤ amax·2^-11 from
+ * the f16 scale.
  */
 function q8Bound(x: Float32Array, xo: number, row: Float32Array, k: number): number {
   let s = 0;
@@ -31,7 +32,7 @@ function q8Bound(x: Float32Array, xo: number, row: Float32Array, k: number): num
       amax = Math.max(amax, Math.abs(x[xo + b * 32 + i]));
       wsum += Math.abs(row[b * 32 + i]);
     }
-    s += wsum * amax * (1 / 254 + 1e-6);
+    s += wsum * amax * (1 / 254 + 2 ** -11 + 1e-6);
   }
   return s;
 }

@@ -3,7 +3,7 @@
 // 16-value sub-block, and the activation quantization of quantize_act.
 import type { QuantWeightDType } from '../../src/kernels/ggml-quant-types.js';
 import { kScaleMin, q3kScales } from '../../src/kernels/ggml-dequant.js';
-import { f16ToF32 } from '../../src/kernels/half.js';
+import { f16ToF32, f32ToF16 } from '../../src/kernels/half.js';
 
 const fr = Math.fround;
 
@@ -114,7 +114,8 @@ function nearestEven(v: number): number {
 }
 
 /**
- * quantize_act of one row x[k] (group 32 or 256; split for q8_0 weights): bytes [2k) of codes, then dy per 16
+ * quantize_act of one row x[k] as ggml-cpu quantizes activations (group 32: q8_0/q8_1, f16 scale; group 256: q8_K,
+ * −127/max with max the signed value of largest |x|; split for q8_0 weights): bytes [2k) of codes, then dy per 16
  * values, then ybs per 16 (signed) or dy per 32 (split), as assembly/_int8.ts lays them out.
  */
 export function quantizeActRef(x: Float32Array, k: number, group: number, split: boolean): {
@@ -122,10 +123,19 @@ export function quantizeActRef(x: Float32Array, k: number, group: number, split:
 } {
   const q = new Int8Array(2 * k), dy = new Float32Array(k / 16), tail = new Float32Array(k / 16);
   for (let g0 = 0; g0 < k; g0 += group) {
-    let amax = 0;
-    for (let j = g0; j < g0 + group; j++) amax = Math.max(amax, Math.abs(x[j]));
-    const d = fr(amax / 127);
-    const id = d !== 0 ? fr(1 / d) : 0;
+    let amax = 0, max = 0;
+    for (let j = g0; j < g0 + group; j++) {
+      if (Math.abs(x[j]) > amax) { amax = Math.abs(x[j]); max = x[j]; }
+    }
+    // ggml-cpu's quantize_row_q8_0/q8_1 (f16 scale, 127/absmax) and quantize_row_q8_K_ref (−127/max).
+    let d = 0, id = 0;
+    if (amax !== 0 && group === 32) {
+      d = f16ToF32(f32ToF16(fr(amax / 127)));
+      id = fr(127 / amax);
+    } else if (amax !== 0) {
+      id = fr(-127 / max);
+      d = fr(1 / id);
+    }
     for (let j = g0; j < g0 + group; j += 16) {
       let sum = 0;
       for (let i = j; i < j + 16; i++) {

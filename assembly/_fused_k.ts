@@ -1,0 +1,137 @@
+// One-row (decode) dot products of q4_K, q5_K and q6_K weight rows that decode each block in registers instead of unpacking the
+// row to scratch first: the unpack's stores and reloads cost more than the dot products themselves when the row is
+// used once. Mirrors ggml_vec_dot_q4_K_q8_K (ggml/src/ggml-cpu/arch/x86/quants.c): 6-bit scales and mins decoded
+// per super-block, integer sums per 32-value sub-block, mins applied through the activation block sums.
+import { f16 } from './_simd';
+import { isum4 } from './_int8';
+
+/** i16 lanes of pairwise a·u sums (a signed, u in [0, 127]); both builds give the same total per vector. */
+// @ts-ignore: decorator
+@inline function dot16(a: v128, u: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) {
+    return i16x8.relaxed_dot_i8x16_i7x16_s(a, u);
+  } else {
+    return i16x8.add(i16x8.extmul_low_i8x16_s(a, u), i16x8.extmul_high_i8x16_s(a, u));
+  }
+}
+
+/** Scales (or mins, `hi` true) of sub-blocks 4h..4h+3 of a q4_K/q5_K block (12 bytes at q), ggml's get_scale_min_k4. */
+// @ts-ignore: decorator
+@inline function scales4(q: usize, h: i32, hi: bool): v128 {
+  if (h == 0) {
+    const v = load<u32>(q + (hi ? 4 : 0));
+    return i32x4((v & 63), ((v >> 8) & 63), ((v >> 16) & 63), ((v >> 24) & 63));
+  }
+  // j = 4..7: low 4 bits from q[j + 4] (low or high nibble), high 2 bits from the top of q[j − 4] or q[j].
+  const a = load<u32>(q + 8), top = load<u32>(q + (hi ? 4 : 0)) >> 6;
+  const lo = hi ? (a >> 4) & 0x0f0f0f0f : a & 0x0f0f0f0f;
+  const v = lo | ((top & 0x03030303) << 4);
+  return i32x4((v & 63), ((v >> 8) & 63), ((v >> 16) & 63), ((v >> 24) & 63));
+}
+
+/** Sums of adjacent pairs of the 8 floats at p: the activation sums of four 32-value sub-blocks from 16-value ones. */
+// @ts-ignore: decorator
+@inline function pairSums(p: usize): v128 {
+  const x = v128.load(p), y = v128.load(p, 16);
+  return f32x4.add(v128.shuffle<f32>(x, y, 0, 2, 4, 6), v128.shuffle<f32>(x, y, 1, 3, 5, 7));
+}
+
+/**
+ * One q4_K (five = false) or q5_K (five = true) weight row of k values against one signed-mode activation row
+ * quantized in q8_K groups of 256 (one scale per block): Σ_b d·dy·Σ_s sc_s·(Σ q·y)_s − dmin·Σ_s m_s·ybs_s.
+ */
+// @ts-ignore: decorator
+@inline export function dotQ45KRow(w: usize, act: usize, k: i32, five: bool): f32 {
+  const nb = k >> 8;
+  const bb: usize = five ? 176 : 144;
+  const dyp = act + (<usize>k << 1), ybs = dyp + (<usize>k >> 2);
+  const lo = i8x16.splat(15), sixteen = i8x16.splat(16);
+  let acc = f32x4.splat(0), macc = acc;
+  for (let b = 0; b < nb; b++) {
+    const bo = w + <usize>b * bb;
+    const qs = bo + (five ? 48 : 16);
+    const a = act + (<usize>b << 8);
+    const h0 = five ? v128.load(bo, 16) : lo, h1 = five ? v128.load(bo, 32) : lo;
+    let e0 = i32x4.splat(0), e1 = e0, e2 = e0, e3 = e0, e4 = e0, e5 = e0, e6 = e0, e7 = e0;
+    for (let j = 0; j < 4; j++) {
+      const q0 = v128.load(qs + (<usize>j << 5)), q1 = v128.load(qs + (<usize>j << 5), 16);
+      let l0 = v128.and(q0, lo), l1 = v128.and(q1, lo);
+      let u0 = i8x16.shr_u(q0, 4), u1 = i8x16.shr_u(q1, 4);
+      if (five) {
+        const s1: i32 = 1 << (2 * j), s2: i32 = 2 << (2 * j);
+        const b1 = i8x16.splat(<i8>s1), b2 = i8x16.splat(<i8>s2);
+        l0 = v128.or(l0, v128.and(i8x16.eq(v128.and(h0, b1), b1), sixteen));
+        l1 = v128.or(l1, v128.and(i8x16.eq(v128.and(h1, b1), b1), sixteen));
+        u0 = v128.or(u0, v128.and(i8x16.eq(v128.and(h0, b2), b2), sixteen));
+        u1 = v128.or(u1, v128.and(i8x16.eq(v128.and(h1, b2), b2), sixteen));
+      }
+      const ap = a + (<usize>j << 6);
+      // 4-bit codes: |pair| ≤ 2·15·127 (5-bit: 2·31·127), so two vectors add in i16 before widening.
+      const p = i32x4.extadd_pairwise_i16x8_s(i16x8.add(dot16(v128.load(ap), l0), dot16(v128.load(ap, 16), l1)));
+      const r = i32x4.extadd_pairwise_i16x8_s(i16x8.add(dot16(v128.load(ap, 32), u0), dot16(v128.load(ap, 48), u1)));
+      if (j == 0) { e0 = p; e1 = r; } else if (j == 1) { e2 = p; e3 = r; } else if (j == 2) { e4 = p; e5 = r; } else { e6 = p; e7 = r; }
+    }
+    const sc = bo + 4;
+    const ddy = f32x4.splat(f16(load<u16>(bo)) * load<f32>(dyp + (<usize>b << 6)));
+    const dmin = f32x4.splat(f16(load<u16>(bo, 2)));
+    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum4(e0, e1, e2, e3)), f32x4.mul(ddy, f32x4.convert_i32x4_s(scales4(sc, 0, false)))));
+    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum4(e4, e5, e6, e7)), f32x4.mul(ddy, f32x4.convert_i32x4_s(scales4(sc, 1, false)))));
+    const yb = ybs + (<usize>b << 6);
+    macc = f32x4.add(macc, f32x4.mul(f32x4.mul(dmin, f32x4.convert_i32x4_s(scales4(sc, 0, true))), pairSums(yb)));
+    macc = f32x4.add(macc, f32x4.mul(f32x4.mul(dmin, f32x4.convert_i32x4_s(scales4(sc, 1, true))), pairSums(yb + 32)));
+  }
+  const s = f32x4.sub(acc, macc);
+  const t = f32x4.add(s, v128.shuffle<f32>(s, s, 2, 3, 0, 1));
+  return f32x4.extract_lane(f32x4.add(t, v128.shuffle<f32>(t, t, 1, 0, 3, 2)), 0);
+}
+
+/** Four sign-extended int8 scales at p as f32x4. */
+// @ts-ignore: decorator
+@inline function i8x4f(p: usize): v128 {
+  return f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(i16x8.extend_low_i8x16_s(v128.load32_zero(p))));
+}
+
+/**
+ * One q6_K weight row against one signed-mode activation row in q8_K groups: value d·sc_s·(u − 32), so
+ * Σ_b d·dy·Σ_s sc_s·(Σ u·y)_s − 32·d·Σ_s sc_s·ybs_s (ggml_vec_dot_q6_K_q8_K).
+ */
+// @ts-ignore: decorator
+@inline export function dotQ6KRow(w: usize, act: usize, k: i32): f32 {
+  const nb = k >> 8;
+  const dyp = act + (<usize>k << 1), ybs = dyp + (<usize>k >> 2);
+  const lo = i8x16.splat(15), hm = i8x16.splat(0x30);
+  let acc = f32x4.splat(0), macc = acc;
+  for (let b = 0; b < nb; b++) {
+    const bo = w + <usize>b * 210;
+    const d = f16(load<u16>(bo, 208));
+    const ddy = f32x4.splat(d * load<f32>(dyp + (<usize>b << 6))), d32 = f32x4.splat(32 * d);
+    for (let n = 0; n < 2; n++) {
+      const ql = bo + (<usize>n << 6), qh = bo + 128 + (<usize>n << 5);
+      const an = act + (<usize>b << 8) + (<usize>n << 7);
+      let e0 = i32x4.splat(0), e1 = e0, e2 = e0, e3 = e0, e4 = e0, e5 = e0, e6 = e0, e7 = e0;
+      for (let h = 0; h < 2; h++) {
+        const o = <usize>h << 4;
+        const qa = v128.load(ql + o), qb = v128.load(ql + 32 + o), q = v128.load(qh + o);
+        const c0 = v128.or(v128.and(qa, lo), v128.and(i8x16.shl(q, 4), hm));
+        const c1 = v128.or(v128.and(qb, lo), v128.and(i8x16.shl(q, 2), hm));
+        const c2 = v128.or(i8x16.shr_u(qa, 4), v128.and(q, hm));
+        const c3 = v128.or(i8x16.shr_u(qb, 4), v128.and(i8x16.shr_u(q, 2), hm));
+        const x0 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(an + o), c0));
+        const x1 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(an + 32 + o), c1));
+        const x2 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(an + 64 + o), c2));
+        const x3 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(an + 96 + o), c3));
+        if (h == 0) { e0 = x0; e2 = x1; e4 = x2; e6 = x3; } else { e1 = x0; e3 = x1; e5 = x2; e7 = x3; }
+      }
+      const sc = bo + 192 + (<usize>n << 3);
+      const s0 = i8x4f(sc), s1 = i8x4f(sc + 4);
+      acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum4(e0, e1, e2, e3)), f32x4.mul(s0, ddy)));
+      acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum4(e4, e5, e6, e7)), f32x4.mul(s1, ddy)));
+      const yb = ybs + (<usize>((b << 4) + (n << 3)) << 2);
+      macc = f32x4.add(macc, f32x4.mul(f32x4.mul(s0, d32), v128.load(yb)));
+      macc = f32x4.add(macc, f32x4.mul(f32x4.mul(s1, d32), v128.load(yb, 16)));
+    }
+  }
+  const s = f32x4.sub(acc, macc);
+  const t = f32x4.add(s, v128.shuffle<f32>(s, s, 2, 3, 0, 1));
+  return f32x4.extract_lane(f32x4.add(t, v128.shuffle<f32>(t, t, 1, 0, 3, 2)), 0);
+}
