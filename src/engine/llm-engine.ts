@@ -17,7 +17,8 @@ import { Pooler } from './pooler.js';
 import { PoolingParams, resolvePoolerConfig, type PoolerConfig, type PoolingParamsInit } from './pooling-params.js';
 import type { RequestOutput } from './request-output.js';
 import { RandomGenerator } from '../model/random-generator.js';
-import { checkSomeTokenAllowed, Sampler, type SamplingRow } from './sampler.js';
+import { checkSomeTokenAllowed, Sampler } from './sampler.js';
+import { samplingRowOf } from './sampling-row.js';
 import { RequestOutputKind, SamplingParams, SamplingType, type SamplingParamsInit } from './sampling-params.js';
 import { Scheduler } from './scheduler.js';
 import type { SamplerOutput, SchedulerOutputs } from './scheduler-output.js';
@@ -469,7 +470,7 @@ export class LLMEngine {
   /** Samples one row per sampled sequence from the step's logits, each under its grammar's bitmask if it has one. */
   private sample(sampled: readonly SampledSequence[], logits: Float32Array): Omit<SamplerOutput, 'pooled'> {
     const masks = this.structuredOutputManager.grammarBitmask(sampled);
-    const rows = sampled.map((s, i) => this.samplingRowOf(s, masks[i]));
+    const rows = sampled.map((s, i) => samplingRowOf(s, masks[i], this.eosTokenIds));
     const results = sampled.length === 0 ? []
       : this.specDecodeWorker !== null ? this.specDecodeWorker.sample(this.sampler, logits, sampled, rows,
         (s) => this.structuredOutputManager.draftBitmasks(s.seqGroup.requestId, s.seq, s.draftTokenIds!))
@@ -483,24 +484,6 @@ export class LLMEngine {
     c.numSteps++;
     const usage = 1 - this.scheduler.makeStats().numFreeGpuBlocks / Math.max(1, this.numGpuBlocks);
     if (usage > c.peakGpuCacheUsage) c.peakGpuCacheUsage = usage;
-  }
-
-  private samplingRowOf(s: SampledSequence, tokenBitmask: Int32Array | null): SamplingRow {
-    const g = s.seqGroup;
-    const p = g.samplingParams;
-    const beamWidth = g.beamSearch?.beamWidth ?? 0;
-    const forking = s.isPrompt && g.beamSearch === null && g.seqs.length < p.bestOf;
-    const needOutput = p.hasPenalties || p.minTokens > 0;
-    return {
-      params: p,
-      promptTokenIds: p.repetitionPenalty !== 1 ? s.seq.getPromptTokenIds() : [],
-      outputTokenIds: needOutput ? s.seq.getOutputTokenIds() : [],
-      eosTokenIds: this.eosTokenIds,
-      generator: g.generator,
-      numSamples: forking ? p.bestOf : 1,
-      numTopLogprobs: beamWidth > 0 ? 2 * beamWidth : p.logprobs ?? 0,
-      tokenBitmask,
-    };
   }
 
   /** Sequences of a request still known to the engine (for tests and inspection). */
