@@ -4,35 +4,14 @@ import { BlockTable } from './block-table.js';
 import type { CopyOnWritePair } from './copy-on-write-tracker.js';
 import { CpuGpuBlockAllocator } from './cpu-gpu-block-allocator.js';
 import { Device } from './device.js';
-import { InvalidArgumentError, InvalidStateError, UnknownSequenceError } from './errors.js';
-import { BlockHasher, computeBlockHashes, type BlockHash, type HashAlgorithm } from './hashing.js';
+import { InvalidStateError, UnknownSequenceError } from './errors.js';
+import { BlockHasher, type HashAlgorithm } from './hashing.js';
+import { PromptHashCache } from './prompt-hash-cache.js';
 import { SequenceStatus, type SequenceGroupLike, type SequenceLike } from './sequence-like.js';
 import { extraHashOf, firstWaiting, newTokenCount } from './sequence-reads.js';
-import { assertNonNegativeInt, assertPositiveInt, describe } from './validate.js';
+import { resolveBlockSpaceManagerOptions, type BlockSpaceManagerOptions } from './block-space-manager-options.js';
 
-/** Options of {@link BlockSpaceManager}. */
-export interface BlockSpaceManagerOptions {
-  /** Tokens per block. */
-  readonly blockSize: number;
-  /** Blocks in the compute tier (`Device.GPU`). */
-  readonly numGpuBlocks: number;
-  /** Blocks in the swap tier (`Device.CPU`). */
-  readonly numCpuBlocks: number;
-  /**
-   * Fraction of GPU blocks kept free when admitting new sequences (default 0.01), so that running sequences can
-   * still grow without immediate preemption. `watermarkBlocks = ⌊watermark × numGpuBlocks⌋`.
-   */
-  readonly watermark?: number;
-  /** Sliding-window attention size in tokens (Mistral), or null / undefined for full attention. */
-  readonly slidingWindow?: number | null;
-  /** Share full blocks between sequences with equal prefixes (prefix caching). Default false. */
-  readonly enableCaching?: boolean;
-  /**
-   * Block hash for prefix caching: `'xxhash64'` (default; needs `await initHashing()` first), `'murmur3x2'` (plain
-   * TS, about 2.5× cheaper per block; see hashing.ts) or `'sha256'`.
-   */
-  readonly hashAlgorithm?: HashAlgorithm;
-}
+export type { BlockSpaceManagerOptions } from './block-space-manager-options.js';
 
 /** A (source, destination) pair of physical block indices inside their devices' KV caches. */
 export type PhysicalBlockPair = readonly [source: number, destination: number];
@@ -87,13 +66,12 @@ export class BlockSpaceManager {
   /** A direct-mapped cache of `blockTables` (slot `seqId & 1023`): a decode finds its table without hashing. */
   private readonly cachedSeqIds = new Float64Array(1024).fill(NaN);
   private readonly cachedTables = new Array<BlockTable | null>(1024).fill(null);
-  private readonly hasher: BlockHasher | null;
   /**
-   * Prefix caching: the full-block hashes of waiting sequences' prompts, computed once by canAllocate /
-   * getNumCachedTokens and reused by allocate. Dropped at allocate and at free (so the engine should `free` a
-   * waiting sequence it aborts or ignores, as vLLM's scheduler does).
+   * Prefix caching (null without): the full-block hashes of waiting sequences' prompts, computed once by
+   * canAllocate / getNumCachedTokens and reused by allocate. Dropped at allocate and at free (so the engine should
+   * `free` a waiting sequence it aborts or ignores, as vLLM's scheduler does).
    */
-  private readonly promptHashes = new Map<number, { numTokens: number; extraHash: string | null; hashes: BlockHash[] }>();
+  private readonly promptHashes: PromptHashCache | null;
 
   /**
    * Throws {@link InvalidArgumentError} for a bad size, a watermark outside [0, 1), a sliding window that is not a
@@ -102,24 +80,8 @@ export class BlockSpaceManager {
    * and the GPU tier has no block.
    */
   constructor(options: BlockSpaceManagerOptions) {
-    const { blockSize, numGpuBlocks, numCpuBlocks } = options;
-    assertPositiveInt('blockSize', blockSize);
-    assertNonNegativeInt('numGpuBlocks', numGpuBlocks);
-    assertNonNegativeInt('numCpuBlocks', numCpuBlocks);
-    const watermark = options.watermark ?? 0.01;
-    if (typeof watermark !== 'number' || !(watermark >= 0 && watermark < 1)) {
-      throw new InvalidArgumentError(`watermark must be a fraction in [0, 1), got ${describe(watermark)}`);
-    }
-    const slidingWindow = options.slidingWindow ?? null;
-    if (slidingWindow !== null) assertPositiveInt('slidingWindow', slidingWindow);
-    const enableCaching = options.enableCaching ?? false;
-    if (typeof enableCaching !== 'boolean') {
-      throw new InvalidArgumentError(`enableCaching must be a boolean, got ${describe(enableCaching)}`);
-    }
-    if (enableCaching && slidingWindow !== null) {
-      throw new InvalidArgumentError(
-        'prefix caching cannot be combined with a sliding window (as in vLLM); disable one of them');
-    }
+    const { blockSize, numGpuBlocks, numCpuBlocks, watermark, slidingWindow, enableCaching, hashAlgorithm } =
+      resolveBlockSpaceManagerOptions(options);
     this.blockSize = blockSize;
     this.numTotalGpuBlocks = numGpuBlocks;
     this.numTotalCpuBlocks = numCpuBlocks;
@@ -134,10 +96,10 @@ export class BlockSpaceManager {
       numGpuBlocks,
       numCpuBlocks,
       blockSize,
-      hashAlgorithm: options.hashAlgorithm,
+      hashAlgorithm,
     });
-    this.hashAlgorithm = options.hashAlgorithm ?? 'xxhash64';
-    this.hasher = enableCaching ? new BlockHasher(this.hashAlgorithm) : null;
+    this.hashAlgorithm = hashAlgorithm;
+    this.promptHashes = enableCaching ? new PromptHashCache(new BlockHasher(hashAlgorithm), blockSize) : null;
     if (slidingWindow !== null) this.blockAllocator.allocateOrGetNullBlock();
   }
 
@@ -151,8 +113,8 @@ export class BlockSpaceManager {
     const numRequired = BlockTable.getNumRequiredBlocks(seq.getLen(), this.blockSize, numLookaheadSlots);
     if (this.getNumUsableBlocks(Device.GPU) - numRequired < this.watermarkBlocks) return AllocStatus.NEVER;
     let numRequiredNow = numRequired;
-    if (this.hasher !== null) {
-      numRequiredNow -= this.blockAllocator.countCachedBlocksInUse(this.promptHashesOf(seq));
+    if (this.promptHashes !== null) {
+      numRequiredNow -= this.blockAllocator.countCachedBlocksInUse(this.promptHashes.get(seq));
     }
     const free = this.blockAllocator.getNumFreeBlocks(Device.GPU);
     return free - numRequiredNow >= this.watermarkBlocks ? AllocStatus.OK : AllocStatus.LATER;
@@ -174,16 +136,17 @@ export class BlockSpaceManager {
     for (const s of waiting) {
       if (this.blockTables.has(s.seqId)) {
         throw new InvalidStateError(
-          `request ${seqGroup.requestId}: sequence ${s.seqId} already has a block table (free it first)`);
+          `request ${seqGroup.requestId}: sequence ${s.seqId} already has a block table (free it first)`,
+        );
       }
     }
     const seq = waiting[0];
     const numTokens = newTokenCount(seq, 0, numNewTokens);
     const table = new BlockTable(this.blockSize, this.blockAllocator, [], this.maxBlockSlidingWindow);
-    const hashes = this.hasher === null ? undefined : this.promptHashesOf(seq);
+    const hashes = this.promptHashes?.get(seq);
     table.allocate(seq.getTokenIds(), Device.GPU, extraHashOf(seq), hashes, numTokens);
     this.blockTables.set(seq.seqId, table);
-    this.promptHashes.delete(seq.seqId);
+    this.promptHashes?.delete(seq.seqId);
     for (let i = 1; i < waiting.length; i++) this.blockTables.set(waiting[i].seqId, table.fork());
   }
 
@@ -205,8 +168,10 @@ export class BlockSpaceManager {
         const one = table.getNumNewBlocksForOneToken(); // a decode token
         if (one >= 0) return one === 0 || this.blockAllocator.getNumFreeGpuBlocks() > 0;
       }
-      const need = table.getNumNewBlocksForAppendSlots(newTokenCount(seq, table.numFullSlots, numNewTokens),
-        numLookaheadSlots);
+      const need = table.getNumNewBlocksForAppendSlots(
+        newTokenCount(seq, table.numFullSlots, numNewTokens),
+        numLookaheadSlots,
+      );
       return need === 0 || need <= this.blockAllocator.getNumFreeGpuBlocks();
     }
     // In the order appendSlots will run: blocks one sequence's window releases help only the sequences after it.
@@ -233,8 +198,13 @@ export class BlockSpaceManager {
   appendSlots(seq: SequenceLike, numLookaheadSlots = 0, numNewTokens?: number): readonly CopyOnWritePair[] {
     const table = this.tableOf(seq);
     const seen = table.numFullSlots;
-    if (numLookaheadSlots === 0 && numNewTokens === undefined && this.maxBlockSlidingWindow === null &&
-      seq.getLen() === seen + 1 && table.appendOne(seq.getTokenIds(), seen, extraHashOf(seq))) {
+    if (
+      numLookaheadSlots === 0 &&
+      numNewTokens === undefined &&
+      this.maxBlockSlidingWindow === null &&
+      seq.getLen() === seen + 1 &&
+      table.appendOne(seq.getTokenIds(), seen, extraHashOf(seq))
+    ) {
       return this.blockAllocator.clearCopyOnWrites(); // a decode token, appended on the fast path
     }
     const n = newTokenCount(seq, seen, numNewTokens);
@@ -259,7 +229,7 @@ export class BlockSpaceManager {
 
   /** Frees the sequence's blocks and forgets its table; a sequence without a table is ignored. */
   free(seq: SequenceLike): void {
-    this.promptHashes.delete(seq.seqId);
+    this.promptHashes?.delete(seq.seqId);
     const table = this.blockTables.get(seq.seqId);
     if (table === undefined) return;
     table.free();
@@ -386,7 +356,7 @@ export class BlockSpaceManager {
    * Mirrors vLLM's `get_num_cached_tokens`.
    */
   getNumCachedTokens(seq: SequenceLike): number {
-    if (this.hasher === null) return 0;
+    if (this.promptHashes === null) return 0;
     const limit = Math.floor((seq.getLen() - 1) / this.blockSize);
     if (limit <= 0) return 0;
     const table = this.blockTables.get(seq.seqId);
@@ -394,11 +364,15 @@ export class BlockSpaceManager {
       const ids = table.physicalBlockIds;
       const n = Math.min(limit, ids.length);
       let k = 0;
-      while (k < n && this.blockAllocator.getDeviceOfBlockId(ids[k]) === Device.GPU &&
-        this.blockAllocator.blockIsComputed(ids[k])) k++;
+      while (
+        k < n &&
+        this.blockAllocator.getDeviceOfBlockId(ids[k]) === Device.GPU &&
+        this.blockAllocator.blockIsComputed(ids[k])
+      )
+        k++;
       return k * this.blockSize;
     }
-    const hashes = this.promptHashesOf(seq).slice(0, limit);
+    const hashes = this.promptHashes.get(seq).slice(0, limit);
     return this.blockAllocator.findCachedBlocksPrefix(hashes, Device.GPU).length * this.blockSize;
   }
 
@@ -408,8 +382,13 @@ export class BlockSpaceManager {
    * tokens and `numLookaheadSlots` will take (copies of shared blocks included). vLLM's `_can_swap` counts only
    * full blocks plus "touched" blocks, which misses reserved lookahead blocks; this count is what `swap` takes.
    */
-  private canSwap(seqGroup: SequenceGroupLike, device: Device, status: SequenceStatus,
-    numLookaheadSlots: number, numNewTokens: number | undefined): AllocStatus {
+  private canSwap(
+    seqGroup: SequenceGroupLike,
+    device: Device,
+    status: SequenceStatus,
+    numLookaheadSlots: number,
+    numNewTokens: number | undefined,
+  ): AllocStatus {
     const blocks: Block[] = [];
     let needed = 0;
     for (const seq of seqGroup.getSeqs(status)) {
@@ -442,19 +421,6 @@ export class BlockSpaceManager {
       pairs.push([this.blockAllocator.getPhysicalBlockId(src, s), this.blockAllocator.getPhysicalBlockId(dst, d)]);
     }
     return pairs;
-  }
-
-  /** The full-block hashes of a not-yet-allocated sequence, computed once and kept until allocate or free. */
-  private promptHashesOf(seq: SequenceLike): BlockHash[] {
-    const numTokens = seq.getLen();
-    const extraHash = extraHashOf(seq);
-    const cached = this.promptHashes.get(seq.seqId);
-    if (cached !== undefined && cached.numTokens === numTokens && cached.extraHash === extraHash) {
-      return cached.hashes;
-    }
-    const hashes = computeBlockHashes(this.hasher!, seq.getTokenIds(), this.blockSize, extraHash, numTokens);
-    this.promptHashes.set(seq.seqId, { numTokens, extraHash, hashes });
-    return hashes;
   }
 
   /**

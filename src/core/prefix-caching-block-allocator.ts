@@ -3,6 +3,7 @@ import type { BlockAllocator, BlockStates } from './block-allocator.js';
 import type { BlockPool } from './block-pool.js';
 import { checkSwapIn, checkTokenRange, commonPrefix } from './allocator-checks.js';
 import { BlockHashIndex } from './block-hash-index.js';
+import { BlockTracker } from './block-tracker.js';
 import { InvalidArgumentError } from './errors.js';
 import { LRUEvictor } from './evictor.js';
 import { BlockHasher, PromptBlockHash, type BlockHash, type HashAlgorithm, type HashValue } from './hashing.js';
@@ -35,10 +36,12 @@ export interface PrefixCachingBlockAllocatorOptions extends Omit<NaiveBlockAlloc
  *   them computed, as vLLM does. Only computed blocks count for `findCachedBlocksPrefix` and computed-block queries.
  *
  * Mirrors vLLM's `PrefixCachingBlockAllocator` (vllm/core/block/prefix_caching_block.py), with V1's evictor and
- * V1's hash-plus-tokens block identity. Per-block state lives in typed arrays indexed by id.
+ * V1's hash-plus-tokens block identity. Per-block state lives in typed arrays indexed by id ({@link BlockTracker}).
  */
-export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<PrefixCachingBlock>
-  implements BlockAllocator {
+export class PrefixCachingBlockAllocator
+  extends RefCountedBlockAllocator<PrefixCachingBlock>
+  implements BlockAllocator
+{
   protected readonly freeWords = 'free or evictable';
   /** The hash function in use. */
   readonly hasher: BlockHasher;
@@ -48,16 +51,8 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
   private numHashless: number;
   /** What each block caches: hash → block, and each cached block's parent hash, extra key and token ids. */
   private readonly index: BlockHashIndex;
-  private readonly computedFlags: Uint8Array;
-  private readonly touchedFlags: Uint8Array;
-  /**
-   * Indices registered since the last `markBlocksAsComputed` (a stack of `numTouched`): an index is listed once
-   * (`touchedListed`), so the stack never holds more than numBlocks entries.
-   */
-  private readonly touchedList: Int32Array;
-  private readonly touchedListed: Uint8Array;
-  private numTouched = 0;
-  private readonly lastAccessedTimes: Float64Array;
+  /** Each block's computed and touched flags and last access time. */
+  private readonly tracker: BlockTracker;
   private hits = 0;
   private queries = 0;
 
@@ -66,8 +61,11 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
    * {@link HashingNotInitializedError} for xxhash64 before `await initHashing()`.
    */
   constructor(options: PrefixCachingBlockAllocatorOptions) {
-    super(options, options.blockPool,
-      (a) => new PrefixCachingBlock(options.blockSize, a as PrefixCachingBlockAllocator));
+    super(
+      options,
+      options.blockPool,
+      (a) => new PrefixCachingBlock(options.blockSize, a as PrefixCachingBlockAllocator),
+    );
     this.hasher = new BlockHasher(options.hashAlgorithm ?? 'xxhash64');
     const first = this.firstBlockId;
     const n = this.numBlocks;
@@ -76,11 +74,7 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
     for (let i = 0; i < n; i++) this.hashlessStack[i] = first + n - 1 - i;
     this.numHashless = n;
     this.index = new BlockHashIndex(first, n, this.blockSize);
-    this.computedFlags = new Uint8Array(n);
-    this.touchedFlags = new Uint8Array(n);
-    this.touchedList = new Int32Array(n);
-    this.touchedListed = new Uint8Array(n);
-    this.lastAccessedTimes = new Float64Array(n).fill(-1);
+    this.tracker = new BlockTracker(first, n);
   }
 
   allocateMutableBlock(prevBlock: Block | null, extraHash: string | null = null): Block {
@@ -134,8 +128,10 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
     for (let k = 0; k < count; k++) {
       if (hashable) {
         const from = start + k * bs;
-        const h = blockHashes !== undefined ? blockHashes[k].value
-          : this.hasher.hashBlock(parent, tokenIds, from, from + bs, extraHash);
+        const h =
+          blockHashes !== undefined
+            ? blockHashes[k].value
+            : this.hasher.hashBlock(parent, tokenIds, from, from + bs, extraHash);
         hashes[k] = h;
         hitIds[k] = this.index.lookup(h, parent, tokenIds, from, extraHash);
         parent = h;
@@ -187,7 +183,8 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
   swapIn(blocks: readonly Block[], shareKeys?: readonly number[]): void {
     checkSwapIn(blocks, shareKeys);
     for (const b of blocks) {
-      if (!(b instanceof PrefixCachingBlock)) throw new InvalidArgumentError('swapIn: a block is not a PrefixCachingBlock');
+      if (!(b instanceof PrefixCachingBlock))
+        throw new InvalidArgumentError('swapIn: a block is not a PrefixCachingBlock');
     }
     const n = blocks.length;
     const keyOf = (i: number): number => (shareKeys === undefined ? -1 - i : shareKeys[i]);
@@ -200,8 +197,10 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
       if (firstOfKey.has(key)) continue;
       firstOfKey.set(key, i);
       const b = blocks[i];
-      const hit = b.isFull && b.contentHash !== null
-        ? this.index.lookup(b.contentHash, parentHashOf(b), (b as PrefixCachingBlock).tokens, 0, b.extraHash) : -1;
+      const hit =
+        b.isFull && b.contentHash !== null
+          ? this.index.lookup(b.contentHash, parentHashOf(b), (b as PrefixCachingBlock).tokens, 0, b.extraHash)
+          : -1;
       hitIds[i] = hit;
       if (hit < 0 || this.refCounter.get(hit) === 0) needed++;
     }
@@ -256,7 +255,7 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
   markBlocksAsAccessed(blockIds: readonly BlockId[], now: number): void {
     for (const id of blockIds) {
       if (this.refCounter.contains(id) && this.refCounter.get(id) > 0) {
-        this.lastAccessedTimes[id - this.firstBlockId] = now;
+        this.tracker.setLastAccessed(id, now);
       }
     }
   }
@@ -266,36 +265,23 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
    * when they are cached and in use. Mirrors vLLM's `mark_blocks_as_computed`.
    */
   markBlocksAsComputed(blockIds: readonly BlockId[]): void {
-    if (this.numTouched === 0 && blockIds.length === 0) return; // most decode steps fill no block
-    const touched = this.touchedList;
-    for (let k = 0; k < this.numTouched; k++) {
-      const i = touched[k];
-      this.touchedListed[i] = 0;
-      if (this.touchedFlags[i] === 1) {
-        this.touchedFlags[i] = 0;
-        this.computedFlags[i] = 1;
-      }
-    }
-    this.numTouched = 0;
+    if (!this.tracker.hasTouched && blockIds.length === 0) return; // most decode steps fill no block
+    this.tracker.markTouchedComputed();
     for (const id of blockIds) {
       if (!this.refCounter.contains(id)) throw this.unknownId(id);
-      const i = id - this.firstBlockId;
-      if (this.index.hashOf(id) !== null && this.refCounter.get(id) > 0) {
-        this.touchedFlags[i] = 0;
-        this.computedFlags[i] = 1;
-      }
+      if (this.index.hashOf(id) !== null && this.refCounter.get(id) > 0) this.tracker.markComputed(id);
     }
   }
 
   blockIsComputed(blockId: BlockId): boolean {
     if (!this.refCounter.contains(blockId)) throw this.unknownId(blockId);
-    return this.computedFlags[blockId - this.firstBlockId] === 1;
+    return this.tracker.isComputed(blockId);
   }
 
   /** The last access time recorded for `blockId`, -1 if none since it was allocated. */
   getLastAccessed(blockId: BlockId): number {
     if (!this.refCounter.contains(blockId)) throw this.unknownId(blockId);
-    return this.lastAccessedTimes[blockId - this.firstBlockId];
+    return this.tracker.getLastAccessed(blockId);
   }
 
   /**
@@ -325,7 +311,7 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
     const out: BlockId[] = [];
     for (const h of blockHashes) {
       const id = this.lookupHash(h);
-      if (id < 0 || this.computedFlags[id - this.firstBlockId] !== 1) break;
+      if (id < 0 || !this.tracker.isComputed(id)) break;
       out.push(id);
     }
     return out;
@@ -351,8 +337,7 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
       this.unregister(id);
       this.hashlessStack[this.numHashless++] = id;
     }
-    this.touchedListed.fill(0);
-    this.numTouched = 0;
+    this.tracker.resetTouched();
     this.hits = 0;
     this.queries = 0;
     return true;
@@ -386,9 +371,9 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
       numBlocks: n,
       refCounts: this.refCounter.copyCounts(),
       cached,
-      computed: this.computedFlags.slice(),
+      computed: this.tracker.copyComputed(),
       evictionRank,
-      lastAccessed: this.lastAccessedTimes.slice(),
+      lastAccessed: this.tracker.copyLastAccessed(),
     };
   }
 
@@ -433,7 +418,8 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
 
   /** The cached block matching `h` (hash, parent, extra key and token ids), or -1. */
   private lookupHash(h: BlockHash): BlockId {
-    return h instanceof PromptBlockHash ? this.index.lookup(h.value, h.parent, h.source, h.start, h.extraHash)
+    return h instanceof PromptBlockHash
+      ? this.index.lookup(h.value, h.parent, h.source, h.start, h.extraHash)
       : this.index.lookup(h.value, h.parent, h.tokenIds, 0, h.extraHash);
   }
 
@@ -443,25 +429,20 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
     return block;
   }
 
-  private register(id: BlockId, hash: HashValue, parent: HashValue | null, tokens: ArrayLike<number>,
-    extraHash: string | null): void {
-    const i = id - this.firstBlockId;
+  private register(
+    id: BlockId,
+    hash: HashValue,
+    parent: HashValue | null,
+    tokens: ArrayLike<number>,
+    extraHash: string | null,
+  ): void {
     this.index.register(id, hash, parent, tokens, extraHash);
-    this.computedFlags[i] = 0;
-    if (this.touchedFlags[i] === 0) {
-      this.touchedFlags[i] = 1;
-      if (this.touchedListed[i] === 0) {
-        this.touchedListed[i] = 1;
-        this.touchedList[this.numTouched++] = i;
-      }
-    }
+    this.tracker.markTouched(id);
   }
 
   private unregister(id: BlockId): void {
-    const i = id - this.firstBlockId;
     this.index.unregister(id);
-    this.computedFlags[i] = 0;
-    this.touchedFlags[i] = 0;
+    this.tracker.clear(id);
   }
 
   /** Adds a reference to a cached block, reviving it from the evictor if it had none. */
@@ -480,19 +461,18 @@ export class PrefixCachingBlockAllocator extends RefCountedBlockAllocator<Prefix
       throw this.noFreeBlocks(1);
     }
     this.refCounter.incr(id);
-    this.lastAccessedTimes[id - this.firstBlockId] = -1;
+    this.tracker.setLastAccessed(id, -1);
     return id;
   }
 
   /** An id whose ref count just reached zero: evictable if it caches computed content, else plain free. */
   protected releaseId(id: BlockId): void {
-    const i = id - this.firstBlockId;
-    if (this.index.hashOf(id) !== null && this.computedFlags[i] === 1) {
+    if (this.index.hashOf(id) !== null && this.tracker.isComputed(id)) {
       this.evictor.add(id);
       return;
     }
     if (this.index.hashOf(id) !== null) this.unregister(id);
-    this.touchedFlags[i] = 0;
+    this.tracker.clearTouched(id);
     this.hashlessStack[this.numHashless++] = id;
   }
 }
