@@ -1,14 +1,14 @@
 // Quantized matrix products Y[m, n] = X[m, k] · Wᵀ (+ bias) on int8 dot products, W in one of ggml's block types.
 // X arrives quantized (quantizeActRow in _int8.ts). Each weight row is read once for all m rows of X: q8_0 rows are
 // used in place; other types are unpacked row by row into this thread's scratch (codes, sub-block scales and
-// offsets, 1.5·k bytes, kept in L1) and then dotted with every X row; one-row products of every type but q2_K/q3_K decode
-// blocks in registers instead (_fused_k.ts, _fused_legacy.ts). Mirrors ggml's ggml_vec_dot_*_q8_* kernels
+// offsets, 1.5·k bytes, kept in L1) and then dotted with every X row; one-row products decode blocks in registers instead
+// (_fused_k.ts, _fused_legacy.ts). Mirrors ggml's ggml_vec_dot_*_q8_* kernels
 // (ggml/src/ggml-cpu/arch/x86/quants.c) and its mul_mat row split (ggml/src/ggml-cpu/ggml-cpu.c).
 import { f16, nextGuided } from './_simd';
 import { actRowBytes, dotQ8Row, dotUnpacked } from './_int8';
 import { unpackQ4_0, unpackQ4_1, unpackQ5_0, unpackQ5_1 } from './_unpack_legacy';
 import { unpackQ2K, unpackQ3K, unpackQ4K, unpackQ5K, unpackQ6K } from './_unpack_k';
-import { dotQ45KRow, dotQ6KRow } from './_fused_k';
+import { dotQ23KRow, dotQ45KRow, dotQ6KRow } from './_fused_k';
 import { dotLegacyRow } from './_fused_legacy';
 
 export const DT_Q8_0: i32 = 3;
@@ -155,6 +155,10 @@ export function qmatmul(dtype: i32, out: usize, act: usize, w: usize, bias: usiz
         store<f32>(o, dotLegacyRow(DT_Q5_0, wr, act, k, 22) + b);
       } else if (m == 1 && dtype == DT_Q5_1) {
         store<f32>(o, dotLegacyRow(DT_Q5_1, wr, act, k, 24) + b);
+      } else if (m == 1 && dtype == DT_Q2_K) {
+        store<f32>(o, dotQ23KRow(wr, act, k, false) + b);
+      } else if (m == 1 && dtype == DT_Q3_K) {
+        store<f32>(o, dotQ23KRow(wr, act, k, true) + b);
       } else if (m == 1 && dtype == DT_Q4_K) {
         store<f32>(o, dotQ45KRow(wr, act, k, false) + b);
       } else if (m == 1 && dtype == DT_Q5_K) {
