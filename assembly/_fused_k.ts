@@ -1,9 +1,10 @@
-// One-row (decode) dot products of q4_K, q5_K and q6_K weight rows that decode each block in registers instead of unpacking the
+// One-row (decode) dot products of k-quant weight rows that decode each block in registers instead of unpacking the
 // row to scratch first: the unpack's stores and reloads cost more than the dot products themselves when the row is
 // used once. Mirrors ggml_vec_dot_q4_K_q8_K (ggml/src/ggml-cpu/arch/x86/quants.c): 6-bit scales and mins decoded
 // per super-block, integer sums per 32-value sub-block, mins applied through the activation block sums.
 import { f16 } from './_simd';
 import { isum4 } from './_int8';
+import { bitTo, scaleQ3K } from './_unpack_k';
 
 /** i16 lanes of pairwise a·u sums (a signed, u in [0, 127]); both builds give the same total per vector. */
 // @ts-ignore: decorator
@@ -129,6 +130,70 @@ import { isum4 } from './_int8';
       const yb = ybs + (<usize>((b << 4) + (n << 3)) << 2);
       macc = f32x4.add(macc, f32x4.mul(f32x4.mul(s0, d32), v128.load(yb)));
       macc = f32x4.add(macc, f32x4.mul(f32x4.mul(s1, d32), v128.load(yb, 16)));
+    }
+  }
+  const s = f32x4.sub(acc, macc);
+  const t = f32x4.add(s, v128.shuffle<f32>(s, s, 2, 3, 0, 1));
+  return f32x4.extract_lane(f32x4.add(t, v128.shuffle<f32>(t, t, 1, 0, 3, 2)), 0);
+}
+
+/** Four bytes at p widened to i32 lanes (unsigned). */
+// @ts-ignore: decorator
+@inline function u8x4(p: usize): v128 {
+  return i32x4.extend_low_i16x8_u(i16x8.extend_low_i8x16_u(v128.load32_zero(p)));
+}
+
+/**
+ * One q2_K (three = false) or q3_K (three = true) weight row against one signed-mode activation row in q8_K groups.
+ * q2_K: value d·(sc & 15)·u − dmin·(sc >> 4); q3_K: value d·(scale − 32)·(u − 4) with u = 2 low bits | 4·hmask bit
+ * (ggml_vec_dot_q2_K_q8_K, ggml_vec_dot_q3_K_q8_K).
+ */
+// @ts-ignore: decorator
+@inline export function dotQ23KRow(w: usize, act: usize, k: i32, three: bool): f32 {
+  const nb = k >> 8;
+  const bb: usize = three ? 110 : 84;
+  const dyp = act + (<usize>k << 1), ybs = dyp + (<usize>k >> 2);
+  const m3 = i8x16.splat(3);
+  let acc = f32x4.splat(0), macc = acc;
+  for (let b = 0; b < nb; b++) {
+    const bo = w + <usize>b * bb;
+    const d = f16(load<u16>(bo + (three ? 108 : 80)));
+    const ddy = f32x4.splat(d * load<f32>(dyp + (<usize>b << 6)));
+    const hm0 = three ? v128.load(bo) : m3, hm1 = three ? v128.load(bo, 16) : m3;
+    for (let n = 0; n < 2; n++) {
+      const q = bo + (three ? 32 : 16) + (<usize>n << 5);
+      const a0 = v128.load(q), a1 = v128.load(q, 16);
+      const an = act + (<usize>b << 8) + (<usize>n << 7);
+      let e0 = i32x4.splat(0), e1 = e0, e2 = e0, e3 = e0, e4 = e0, e5 = e0, e6 = e0, e7 = e0;
+      for (let j = 0; j < 4; j++) {
+        let c0 = v128.and(i8x16.shr_u(a0, 2 * j), m3), c1 = v128.and(i8x16.shr_u(a1, 2 * j), m3);
+        if (three) {
+          const bit: i32 = 1 << (4 * n + j);
+          c0 = v128.or(c0, bitTo(hm0, bit, 4));
+          c1 = v128.or(c1, bitTo(hm1, bit, 4));
+        }
+        const ap = an + (<usize>j << 5);
+        const x0 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(ap), c0));
+        const x1 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(ap, 16), c1));
+        if (j == 0) { e0 = x0; e1 = x1; } else if (j == 1) { e2 = x0; e3 = x1; } else if (j == 2) { e4 = x0; e5 = x1; } else { e6 = x0; e7 = x1; }
+      }
+      const yb = ybs + (<usize>((b << 4) + (n << 3)) << 2);
+      for (let h = 0; h < 2; h++) {
+        const t = f32x4.convert_i32x4_s(h == 0 ? isum4(e0, e1, e2, e3) : isum4(e4, e5, e6, e7));
+        const s0 = 8 * n + 4 * h;
+        let sc: v128, mn: v128;
+        if (three) {
+          sc = f32x4.convert_i32x4_s(i32x4(scaleQ3K(bo + 96, s0), scaleQ3K(bo + 96, s0 + 1), scaleQ3K(bo + 96, s0 + 2),
+            scaleQ3K(bo + 96, s0 + 3)));
+          mn = f32x4.mul(f32x4.splat(4 * d), sc);
+        } else {
+          const raw = u8x4(bo + <usize>s0);
+          sc = f32x4.convert_i32x4_s(v128.and(raw, i32x4.splat(15)));
+          mn = f32x4.mul(f32x4.splat(f16(load<u16>(bo, 82))), f32x4.convert_i32x4_s(i32x4.shr_u(raw, 4)));
+        }
+        acc = f32x4.add(acc, f32x4.mul(t, f32x4.mul(sc, ddy)));
+        macc = f32x4.add(macc, f32x4.mul(mn, v128.load(yb + (<usize>h << 4))));
+      }
     }
   }
   const s = f32x4.sub(acc, macc);

@@ -1,14 +1,14 @@
 // Quantized matrix products Y[m, n] = X[m, k] · Wᵀ (+ bias) on int8 dot products, W in one of ggml's block types.
 // X arrives quantized (quantizeActRow in _int8.ts). Each weight row is read once for all m rows of X: q8_0 rows are
 // used in place; other types are unpacked row by row into this thread's scratch (codes, sub-block scales and
-// offsets, 1.5·k bytes, kept in L1) and then dotted with every X row; one-row products of every type but q2_K/q3_K decode
-// blocks in registers instead (_fused_k.ts, _fused_legacy.ts). Mirrors ggml's ggml_vec_dot_*_q8_* kernels
+// offsets, 1.5·k bytes, kept in L1) and then dotted with every X row; one-row products decode blocks in registers instead
+// (_fused_k.ts, _fused_legacy.ts). Mirrors ggml's ggml_vec_dot_*_q8_* kernels
 // (ggml/src/ggml-cpu/arch/x86/quants.c) and its mul_mat row split (ggml/src/ggml-cpu/ggml-cpu.c).
 import { f16, nextGuided } from './_simd';
 import { actRowBytes, dotQ8Row, dotUnpacked } from './_int8';
 import { unpackQ4_0, unpackQ4_1, unpackQ5_0, unpackQ5_1 } from './_unpack_legacy';
 import { unpackQ2K, unpackQ3K, unpackQ4K, unpackQ5K, unpackQ6K } from './_unpack_k';
-import { dotQ45KRow, dotQ6KRow } from './_fused_k';
+import { dotQ23KRow, dotQ45KRow, dotQ6KRow } from './_fused_k';
 import { dotLegacyRow } from './_fused_legacy';
 
 export const DT_Q8_0: i32 = 3;
@@ -120,14 +120,34 @@ export function decodeQuantRow(dtype: i32, src: usize, dst: usize, k: i32, scrat
   return f16(load<u16>(p));
 }
 
+/** Weight rows unpacked side by side for products of several X rows (scratch: Q_BLOCK_ROWS · 1.5·k bytes). */
+const Q_BLOCK_ROWS: i32 = 8;
+
+/** x · one weight row of a quantized dtype, decoding the row's blocks in registers (one-row products). */
+// @ts-ignore: decorator
+@inline function oneRow(dtype: i32, wr: usize, act: usize, k: i32): f32 {
+  switch (dtype) {
+    case DT_Q8_0: return dotQ8Row(wr, act, k);
+    case DT_Q4_0: return dotLegacyRow(DT_Q4_0, wr, act, k, 18);
+    case DT_Q4_1: return dotLegacyRow(DT_Q4_1, wr, act, k, 20);
+    case DT_Q5_0: return dotLegacyRow(DT_Q5_0, wr, act, k, 22);
+    case DT_Q5_1: return dotLegacyRow(DT_Q5_1, wr, act, k, 24);
+    case DT_Q2_K: return dotQ23KRow(wr, act, k, false);
+    case DT_Q3_K: return dotQ23KRow(wr, act, k, true);
+    case DT_Q4_K: return dotQ45KRow(wr, act, k, false);
+    case DT_Q5_K: return dotQ45KRow(wr, act, k, true);
+    default: return dotQ6KRow(wr, act, k);
+  }
+}
+
 /** Weight rows per work item at least, and at most when few X rows stream the weights. */
 const Q_MIN_ROWS: i32 = 16;
 const Q_STREAM_ITEM_BYTES: i32 = 1048576;
 
 /**
  * out[m, n] = act[m] · wᵀ + bias for a quantized dtype. act: m quantized activation rows (actRowBytes(k) apart;
- * split mode for q8_0, signed mode otherwise). scratch: this thread's ≥ 1.5·k + 64 bytes. Threads take guided
- * items of weight rows from the shared counter.
+ * split mode for q8_0, signed mode otherwise). scratch: this thread's ≥ Q_BLOCK_ROWS · (1.5·k + 16) bytes. Threads
+ * take guided items of weight rows from the shared counter.
  */
 export function qmatmul(dtype: i32, out: usize, act: usize, w: usize, bias: usize, m: i32, n: i32, k: i32,
   scratch: usize, nt: i32): void {
@@ -135,35 +155,40 @@ export function qmatmul(dtype: i32, out: usize, act: usize, w: usize, bias: usiz
   const as = actRowBytes(k);
   const os = <usize>n << 2;
   const maxRows = max(Q_MIN_ROWS, <i32>(<usize>Q_STREAM_ITEM_BYTES / ws));
-  const dsc = scratch + <usize>k, msc = dsc + (<usize>k >> 2);
+  const ub = (<usize>(k + (k >> 1)) + 15) & ~<usize>15;
   for (;;) {
     const item = nextGuided(n, Q_MIN_ROWS, maxRows, 4, nt);
     const r0 = <i32>(item >> 32);
     if (r0 >= n) break;
     const r1 = min(n, r0 + <i32>(item & 0xffffffff));
-    for (let r = r0; r < r1; r++) {
-      const wr = w + <usize>r * ws;
-      const b: f32 = bias != 0 ? load<f32>(bias + (<usize>r << 2)) : 0;
-      const o = out + (<usize>r << 2);
-      if (dtype == DT_Q8_0) {
-        for (let i = 0; i < m; i++) store<f32>(o + <usize>i * os, dotQ8Row(wr, act + <usize>i * as, k) + b);
-      } else if (m == 1 && dtype == DT_Q4_0) {
-        store<f32>(o, dotLegacyRow(DT_Q4_0, wr, act, k, 18) + b);
-      } else if (m == 1 && dtype == DT_Q4_1) {
-        store<f32>(o, dotLegacyRow(DT_Q4_1, wr, act, k, 20) + b);
-      } else if (m == 1 && dtype == DT_Q5_0) {
-        store<f32>(o, dotLegacyRow(DT_Q5_0, wr, act, k, 22) + b);
-      } else if (m == 1 && dtype == DT_Q5_1) {
-        store<f32>(o, dotLegacyRow(DT_Q5_1, wr, act, k, 24) + b);
-      } else if (m == 1 && dtype == DT_Q4_K) {
-        store<f32>(o, dotQ45KRow(wr, act, k, false) + b);
-      } else if (m == 1 && dtype == DT_Q5_K) {
-        store<f32>(o, dotQ45KRow(wr, act, k, true) + b);
-      } else if (m == 1 && dtype == DT_Q6_K) {
-        store<f32>(o, dotQ6KRow(wr, act, k) + b);
-      } else {
-        unpackRow(dtype, wr, k, scratch);
-        for (let i = 0; i < m; i++) store<f32>(o + <usize>i * os, dotUnpacked(scratch, dsc, msc, act + <usize>i * as, k) + b);
+    if (m == 1) {
+      for (let r = r0; r < r1; r++) {
+        const b: f32 = bias != 0 ? load<f32>(bias + (<usize>r << 2)) : 0;
+        store<f32>(out + (<usize>r << 2), oneRow(dtype, w + <usize>r * ws, act, k) + b);
+      }
+      continue;
+    }
+    // Several X rows: blocks of up to Q_BLOCK_ROWS weight rows (unpacked side by side in scratch unless q8_0) meet
+    // every X row in turn, so each activation row is read once per block rather than once per weight row.
+    for (let r = r0; r < r1; r += Q_BLOCK_ROWS) {
+      const re = min(r1, r + Q_BLOCK_ROWS);
+      if (dtype != DT_Q8_0) {
+        for (let rr = r; rr < re; rr++) unpackRow(dtype, w + <usize>rr * ws, k, scratch + <usize>(rr - r) * ub);
+      }
+      for (let i = 0; i < m; i++) {
+        const a = act + <usize>i * as;
+        const o = out + <usize>i * os;
+        for (let rr = r; rr < re; rr++) {
+          let v: f32;
+          if (dtype == DT_Q8_0) {
+            v = dotQ8Row(w + <usize>rr * ws, a, k);
+          } else {
+            const u = scratch + <usize>(rr - r) * ub;
+            v = dotUnpacked(u, u + <usize>k, u + <usize>k + (<usize>k >> 2), a, k);
+          }
+          if (bias != 0) v += load<f32>(bias + (<usize>rr << 2));
+          store<f32>(o + (<usize>rr << 2), v);
+        }
       }
     }
   }

@@ -5,7 +5,7 @@ import { f16 } from './_simd';
 
 /** Bit `bit` of each byte of h → `val` in that byte (0 elsewhere). */
 // @ts-ignore: decorator
-@inline function bitTo(h: v128, bit: i32, val: i32): v128 {
+@inline export function bitTo(h: v128, bit: i32, val: i32): v128 {
   const b = i8x16.splat(<i8>bit);
   return v128.and(i8x16.eq(v128.and(h, b), b), i8x16.splat(<i8>val));
 }
@@ -96,7 +96,7 @@ export function unpackQ6K(src: usize, u: usize, dsc: usize, msc: usize): void {
 
 /** The 16 6-bit scales of block_q3_K (12 bytes at q, ggml's kmask1/kmask2 unpacking), each minus 32, at sub-block s. */
 // @ts-ignore: decorator
-@inline function scaleQ3K(q: usize, s: i32): i32 {
+@inline export function scaleQ3K(q: usize, s: i32): i32 {
   const low = s < 8 ? (<i32>load<u8>(q + (s & 7)) >> 0) & 15 : (<i32>load<u8>(q + (s & 7)) >> 4) & 15;
   const high = (<i32>load<u8>(q + 8 + (s & 3)) >> (2 * (s >> 2))) & 3;
   return (low | (high << 4)) - 32;
