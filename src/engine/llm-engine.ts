@@ -7,14 +7,20 @@ import type { Tokenizer } from '../model/tokenizer.js';
 import { resolveBeamSearchParams, type BeamSearchParamsInit } from './beam-search.js';
 import { createSequenceDetokenizer } from './detokenizer.js';
 import {
-  EngineConfigError, EngineStateError, InvalidRequestError, SamplingParamsError, StepFailedError,
+  EngineConfigError,
+  EngineStateError,
+  InvalidRequestError,
+  SamplingParamsError,
+  type StepFailedError,
 } from './errors.js';
-import { createKvStoreConnector, type KvStoreConnector, type KvStoreSettings } from './kv-store-connector.js';
+import { createKvStoreConnector, type KvStoreConnector } from './kv-store-connector.js';
+import { resolveEngineSettings, type AddRequestOptions, type LLMEngineOptions } from './llm-engine-options.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import { ModelInputBuilder, type SampledSequence } from './model-input-builder.js';
 import { OutputProcessor } from './output-processor.js';
 import { Pooler } from './pooler.js';
 import { PoolingParams, resolvePoolerConfig, type PoolerConfig, type PoolingParamsInit } from './pooling-params.js';
+import { resolvePromptInput, type PromptInput } from './prompt-input.js';
 import type { RequestOutput } from './request-output.js';
 import { RandomGenerator } from '../model/random-generator.js';
 import { checkSomeTokenAllowed, Sampler } from './sampler.js';
@@ -22,57 +28,15 @@ import { samplingRowOf } from './sampling-row.js';
 import { RequestOutputKind, SamplingParams, SamplingType, type SamplingParamsInit } from './sampling-params.js';
 import { Scheduler } from './scheduler.js';
 import type { SamplerOutput, SchedulerOutputs } from './scheduler-output.js';
-import { resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit } from './scheduler-config.js';
+import type { SchedulerConfig } from './scheduler-config.js';
 import { Sequence } from './sequence.js';
 import { SequenceGroup } from './sequence-group.js';
+import { failStep } from './step-failure.js';
 import { StructuredOutputManager } from './structured-output-manager.js';
-import type { SpecDecodeConfig } from './spec-decode-config.js';
 import { createSpecDecodeWorker, type SpecDecodeWorker } from './spec-decode-worker.js';
-import type { SpeculativeProposer } from './speculative-proposer.js';
 
-/** A prompt: text (tokenized by the engine) or token ids (with the text they came from, if known). */
-export type PromptInput = string | { readonly promptTokenIds: readonly number[]; readonly prompt?: string };
-
-/** Per-request options of {@link LLMEngine.addRequest}. */
-export interface AddRequestOptions {
-  /** ms on the `performance.now()` clock (default: now). */
-  readonly arrivalTime?: number;
-  /** Lower is served first under the priority policy (default 0). */
-  readonly priority?: number;
-}
-
-/** The parts an engine runs on and its settings. */
-export interface LLMEngineOptions {
-  readonly model: CausalLM;
-  readonly tokenizer: Tokenizer;
-  /** The KV memory; its block size and block counts size the block manager. */
-  readonly cacheEngine: CacheEngine;
-  /** Budgets and policies; maxModelLen defaults to the model's maxPositionEmbeddings. */
-  readonly scheduler?: Partial<SchedulerConfigInit>;
-  /** Share KV blocks of equal prompt prefixes (default true). xxhash64 hashing must be initialised (initHashing). */
-  readonly enablePrefixCaching?: boolean;
-  /** Fraction of compute-tier blocks kept free when admitting prompts (default 0.01). */
-  readonly watermark?: number;
-  /** Seed of the generator that unseeded random requests draw from (default 0). */
-  readonly seed?: number;
-  /** Most logprobs a request may ask for (default 20, as vLLM's max_logprobs). */
-  readonly maxLogprobs?: number;
-  /** The parsed model file (config, chat template, randomWeights flag), kept for the server. */
-  readonly modelSource?: ModelSource;
-  /** Pooling defaults of embedding requests (default: last-token pooling, L2-normalized). */
-  readonly poolerConfig?: Partial<PoolerConfig>;
-  /**
-   * Speculative decoding (vLLM's `speculative_config`): `--speculative-config` JSON text, its object, or a parsed
-   * config. Absent: no speculation.
-   */
-  readonly speculativeConfig?: SpecDecodeConfig | string | Readonly<Record<string, unknown>>;
-  /** The proposer for speculativeConfig (required for draft_model; ngram builds its own when absent). */
-  readonly speculativeProposer?: SpeculativeProposer;
-  /** Called once by {@link LLMEngine.close} (e.g. to stop the kernel backend's threads). */
-  readonly onClose?: () => Promise<void>;
-  /** A shared KV store replicas read prefix blocks from and write computed blocks to (needs prefix caching). */
-  readonly kvStore?: KvStoreSettings;
-}
+export type { AddRequestOptions, LLMEngineOptions } from './llm-engine-options.js';
+export type { PromptInput } from './prompt-input.js';
 
 /** A monotonic clock in ms. */
 const now = (): number => performance.now();
@@ -147,26 +111,15 @@ export class LLMEngine {
       throw new EngineConfigError(`the KV cache does not fit the model: ${(e as Error).message}`, { cause: e });
     }
     this.blockSize = this.cacheEngine.spec.blockSize;
-    const maxModelLen = options.scheduler?.maxModelLen ?? config.maxPositionEmbeddings;
-    if (maxModelLen > config.maxPositionEmbeddings) {
-      throw new EngineConfigError(`maxModelLen ${maxModelLen} is longer than the model's ` +
-        `${config.maxPositionEmbeddings} positions (maxPositionEmbeddings)`);
-    }
-    this.schedulerConfig = resolveSchedulerConfig({ ...options.scheduler, maxModelLen });
-    this.enablePrefixCaching = options.enablePrefixCaching ?? true;
-    if (this.enablePrefixCaching && this.schedulerConfig.enableChunkedPrefill &&
-      this.schedulerConfig.maxNumBatchedTokens % this.blockSize !== 0) {
-      throw new EngineConfigError(`with chunked prefill and prefix caching, maxNumBatchedTokens ` +
-        `(${this.schedulerConfig.maxNumBatchedTokens}) must be a multiple of the block size (${this.blockSize}) so ` +
-        'chunks end on block boundaries (vLLM\'s rule)');
-    }
-    const watermark = options.watermark ?? 0.01;
+    const settings = resolveEngineSettings(options, config, this.blockSize);
+    this.schedulerConfig = settings.schedulerConfig;
+    this.enablePrefixCaching = settings.enablePrefixCaching;
     try {
       this.blockManager = new BlockSpaceManager({
         blockSize: this.blockSize,
         numGpuBlocks: this.cacheEngine.numGpuBlocks,
         numCpuBlocks: this.cacheEngine.numCpuBlocks,
-        watermark,
+        watermark: settings.watermark,
         slidingWindow: config.slidingWindow ?? null,
         enableCaching: this.enablePrefixCaching,
       });
@@ -176,22 +129,38 @@ export class LLMEngine {
     this.vocabSize = config.vocabSize;
     this.eosTokenIds = config.eosTokenIds.length > 0 ? config.eosTokenIds : this.tokenizer.eosTokenIds;
     this.structuredOutputManager = new StructuredOutputManager({
-      tokenizer: this.tokenizer, vocabSize: this.vocabSize, eosTokenIds: this.eosTokenIds,
+      tokenizer: this.tokenizer,
+      vocabSize: this.vocabSize,
+      eosTokenIds: this.eosTokenIds,
     });
     this.outputProcessor = new OutputProcessor({
-      maxModelLen: this.schedulerConfig.maxModelLen, eosTokenIds: this.eosTokenIds, metrics: this.metrics,
-      newSeqId: () => this.nextSeqId++, decode: (ids) => this.tokenizer.decode(ids),
+      maxModelLen: this.schedulerConfig.maxModelLen,
+      eosTokenIds: this.eosTokenIds,
+      metrics: this.metrics,
+      newSeqId: () => this.nextSeqId++,
+      decode: (ids) => this.tokenizer.decode(ids),
       structuredOutputManager: this.structuredOutputManager,
     });
     this.kvStoreConnector = createKvStoreConnector(options.kvStore, this.enablePrefixCaching, {
-      blockManager: this.blockManager, cacheEngine: this.cacheEngine, metrics: this.metrics,
+      blockManager: this.blockManager,
+      cacheEngine: this.cacheEngine,
+      metrics: this.metrics,
       getBlockTable: (seq) => this.scheduler.getBlockTable(seq),
     });
-    this.specDecodeWorker = options.speculativeConfig === undefined ? null : createSpecDecodeWorker(
-      options.speculativeConfig, this.schedulerConfig.maxModelLen, config, options.speculativeProposer);
+    this.specDecodeWorker =
+      options.speculativeConfig === undefined
+        ? null
+        : createSpecDecodeWorker(
+            options.speculativeConfig,
+            this.schedulerConfig.maxModelLen,
+            config,
+            options.speculativeProposer,
+          );
     this.scheduler = new Scheduler(this.schedulerConfig, this.blockManager, {
-      blockSize: this.blockSize, numGpuBlocks: this.cacheEngine.numGpuBlocks,
-      enablePrefixCaching: this.enablePrefixCaching, outputProcessor: this.outputProcessor,
+      blockSize: this.blockSize,
+      numGpuBlocks: this.cacheEngine.numGpuBlocks,
+      enablePrefixCaching: this.enablePrefixCaching,
+      outputProcessor: this.outputProcessor,
       kvStoreGate: this.kvStoreConnector ?? undefined,
       onFreeSeq: this.specDecodeWorker === null ? undefined : (seq) => this.specDecodeWorker!.onSeqFreed(seq),
     });
@@ -200,13 +169,8 @@ export class LLMEngine {
       numGpuBlocks: this.cacheEngine.numGpuBlocks,
       getBlockTable: (seq) => this.scheduler.getBlockTable(seq),
     });
-    const seed = options.seed ?? 0;
-    if (!Number.isSafeInteger(seed)) throw new EngineConfigError(`seed must be an integer, got ${seed}`);
-    this.rng = new RandomGenerator(seed);
-    this.maxLogprobs = options.maxLogprobs ?? 20;
-    if (!Number.isSafeInteger(this.maxLogprobs) || this.maxLogprobs < 0) {
-      throw new EngineConfigError(`maxLogprobs must be a non-negative integer, got ${this.maxLogprobs}`);
-    }
+    this.rng = new RandomGenerator(settings.seed);
+    this.maxLogprobs = settings.maxLogprobs;
     this.modelSource = options.modelSource;
     this.onClose = options.onClose;
     this.poolerConfig = resolvePoolerConfig(options.poolerConfig);
@@ -231,19 +195,28 @@ export class LLMEngine {
    *   outside the vocabulary, or n / bestOf above maxNumSeqs; SamplingParamsError for invalid parameters or more
    *   logprobs than maxLogprobs.
    */
-  addRequest(requestId: string, prompt: PromptInput, params?: SamplingParams | SamplingParamsInit,
-    options: AddRequestOptions = {}): void {
+  addRequest(
+    requestId: string,
+    prompt: PromptInput,
+    params?: SamplingParams | SamplingParamsInit,
+    options: AddRequestOptions = {},
+  ): void {
     const p = SamplingParams.from(params);
     if (p.logprobs !== null && p.logprobs > this.maxLogprobs) {
-      throw new SamplingParamsError('logprobs', `cannot request more than ${this.maxLogprobs} logprobs, got ${p.logprobs}`);
+      throw new SamplingParamsError(
+        'logprobs',
+        `cannot request more than ${this.maxLogprobs} logprobs, got ${p.logprobs}`,
+      );
     }
     if (p.bestOf > this.schedulerConfig.maxNumSeqs) {
-      throw new InvalidRequestError(`bestOf (${p.bestOf}) is larger than maxNumSeqs ` +
-        `(${this.schedulerConfig.maxNumSeqs}): the request could never be scheduled`);
+      throw new InvalidRequestError(
+        `bestOf (${p.bestOf}) is larger than maxNumSeqs ` +
+          `(${this.schedulerConfig.maxNumSeqs}): the request could never be scheduled`,
+      );
     }
     checkSomeTokenAllowed(p, this.vocabSize, this.eosTokenIds);
-    const generator = p.samplingType === SamplingType.GREEDY ? null
-      : p.seed !== null ? new RandomGenerator(p.seed) : this.rng.spawn();
+    const generator =
+      p.samplingType === SamplingType.GREEDY ? null : p.seed !== null ? new RandomGenerator(p.seed) : this.rng.spawn();
     this.addGroup(requestId, prompt, p, options, generator, null);
   }
 
@@ -256,9 +229,14 @@ export class LLMEngine {
    * @throws as {@link addRequest}; SamplingParamsError for bad pooling parameters (a pooling type other than
    *   last / mean, dimensions other than the hidden size).
    */
-  addPoolingRequest(requestId: string, prompt: PromptInput, params: PoolingParams | PoolingParamsInit = {},
-    options: AddRequestOptions = {}): void {
-    const p = params instanceof PoolingParams ? params : new PoolingParams(params, this.poolerConfig, this.model.config.dim);
+  addPoolingRequest(
+    requestId: string,
+    prompt: PromptInput,
+    params: PoolingParams | PoolingParamsInit = {},
+    options: AddRequestOptions = {},
+  ): void {
+    const p =
+      params instanceof PoolingParams ? params : new PoolingParams(params, this.poolerConfig, this.model.config.dim);
     const sampling = new SamplingParams({ maxTokens: 1, temperature: 0, outputKind: RequestOutputKind.FINAL_ONLY });
     this.addGroup(requestId, prompt, sampling, options, null, null, p);
   }
@@ -268,12 +246,18 @@ export class LLMEngine {
    * only returned when it finishes; {@link getBeamSearchOutput} gives the ranked beams.
    * @throws as {@link addRequest}, and SamplingParamsError for bad beam options.
    */
-  addBeamSearchRequest(requestId: string, prompt: PromptInput, init: BeamSearchParamsInit,
-    options: AddRequestOptions = {}): void {
+  addBeamSearchRequest(
+    requestId: string,
+    prompt: PromptInput,
+    init: BeamSearchParamsInit,
+    options: AddRequestOptions = {},
+  ): void {
     const beam = resolveBeamSearchParams(init);
     if (beam.beamWidth > this.schedulerConfig.maxNumSeqs) {
-      throw new InvalidRequestError(`beamWidth (${beam.beamWidth}) is larger than maxNumSeqs ` +
-        `(${this.schedulerConfig.maxNumSeqs}): the request could never be scheduled`);
+      throw new InvalidRequestError(
+        `beamWidth (${beam.beamWidth}) is larger than maxNumSeqs ` +
+          `(${this.schedulerConfig.maxNumSeqs}): the request could never be scheduled`,
+      );
     }
     if (2 * beam.beamWidth > this.vocabSize) {
       throw new SamplingParamsError('beamWidth', `2 × beamWidth must not exceed the vocabulary (${this.vocabSize})`);
@@ -282,29 +266,20 @@ export class LLMEngine {
     this.addGroup(requestId, prompt, params, options, null, beam);
   }
 
-  private addGroup(requestId: string, prompt: PromptInput, params: SamplingParams, options: AddRequestOptions,
-    generator: RandomGenerator | null, beam: SequenceGroup['beamSearch'], pooling: PoolingParams | null = null): void {
+  private addGroup(
+    requestId: string,
+    prompt: PromptInput,
+    params: SamplingParams,
+    options: AddRequestOptions,
+    generator: RandomGenerator | null,
+    beam: SequenceGroup['beamSearch'],
+    pooling: PoolingParams | null = null,
+  ): void {
     if (this.closed) throw new EngineStateError('the engine is closed');
     if (typeof requestId !== 'string' || requestId.length === 0) {
       throw new InvalidRequestError('requestId must be a non-empty string');
     }
-    let tokenIds: readonly number[];
-    let text: string | undefined;
-    if (typeof prompt === 'string') {
-      text = prompt;
-      tokenIds = this.tokenizer.encode(prompt);
-    } else if (prompt !== null && typeof prompt === 'object' && Array.isArray(prompt.promptTokenIds)) {
-      tokenIds = prompt.promptTokenIds;
-      text = prompt.prompt;
-    } else {
-      throw new InvalidRequestError('a prompt is a string or { promptTokenIds: number[] }');
-    }
-    if (tokenIds.length === 0) throw new InvalidRequestError(`request ${requestId}: the prompt cannot be empty`);
-    for (const id of tokenIds) {
-      if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
-        throw new InvalidRequestError(`request ${requestId}: token id ${id} is outside the vocabulary [0, ${this.vocabSize})`);
-      }
-    }
+    const { tokenIds, text } = resolvePromptInput(requestId, prompt, this.tokenizer, this.vocabSize);
     const priority = options.priority ?? 0;
     if (typeof priority !== 'number' || !Number.isFinite(priority)) {
       throw new InvalidRequestError(`request ${requestId}: priority must be a finite number, got ${String(priority)}`);
@@ -313,8 +288,17 @@ export class LLMEngine {
     if (beam === null && pooling === null) {
       seq.detokenizer = createSequenceDetokenizer(this.tokenizer, tokenIds, params.skipSpecialTokens);
     }
-    const group = new SequenceGroup(requestId, [seq], options.arrivalTime ?? now(), params, priority,
-      this.nextArrivalIndex++, generator, beam, pooling);
+    const group = new SequenceGroup(
+      requestId,
+      [seq],
+      options.arrivalTime ?? now(),
+      params,
+      priority,
+      this.nextArrivalIndex++,
+      generator,
+      beam,
+      pooling,
+    );
     this.outputProcessor.addRequest(group);
     if (params.structuredOutputs !== null) this.structuredOutputManager.addRequest(requestId, params.structuredOutputs);
     this.scheduler.addSeqGroup(group);
@@ -399,7 +383,9 @@ export class LLMEngine {
   getStats(): EngineStats {
     this.kvStoreConnector?.syncCounters();
     const stats = this.metrics.snapshot({
-      ...this.scheduler.makeStats(), numGpuBlocks: this.numGpuBlocks, numCpuBlocks: this.numCpuBlocks,
+      ...this.scheduler.makeStats(),
+      numGpuBlocks: this.numGpuBlocks,
+      numCpuBlocks: this.numCpuBlocks,
     });
     const specDecoding = this.specDecodeWorker?.snapshot();
     return specDecoding === undefined ? stats : { ...stats, specDecoding };
@@ -434,27 +420,10 @@ export class LLMEngine {
     this.cacheEngine.copy(so.blocksToCopy);
   }
 
-  /**
-   * Aborts every request of a batch whose step threw and wraps the error. Aborting frees their blocks; blocks the
-   * failed step registered in the prefix cache were not marked computed yet, so freeing them also drops them from
-   * the cache and no later request reuses KV the step may have left half written.
-   */
+  /** Aborts the requests of a batch whose step threw and returns the error to throw (see {@link failStep}). */
   private failBatch(so: SchedulerOutputs, cause: unknown): StepFailedError {
-    return this.failGroups(so.scheduledSeqGroups.map((s) => s.seqGroup), cause);
-  }
-
-  /** {@link failBatch} for any groups (the running ones, when their drafts could not be proposed). */
-  private failGroups(groups: readonly SequenceGroup[], cause: unknown): StepFailedError {
-    const requestIds: string[] = [];
-    for (const g of groups) {
-      const id = g.requestId;
-      if (requestIds.includes(id)) continue;
-      requestIds.push(id);
-      this.abortRequest(id);
-    }
-    const reason = cause instanceof Error ? cause.message : String(cause);
-    return new StepFailedError(`the step computing requests ${requestIds.join(', ')} failed and they were aborted: ` +
-      `${reason}`, requestIds, { cause });
+    const groups = so.scheduledSeqGroups.map((s) => s.seqGroup);
+    return failStep(groups, cause, (id) => this.abortRequest(id));
   }
 
   /** Speculative decoding: the running sequences' drafts; a proposer that throws fails the running requests. */
@@ -463,7 +432,7 @@ export class LLMEngine {
     try {
       this.specDecodeWorker.proposeDrafts(this.scheduler.running);
     } catch (e) {
-      throw this.failGroups([...this.scheduler.running], e);
+      throw failStep([...this.scheduler.running], e, (id) => this.abortRequest(id));
     }
   }
 
@@ -471,10 +440,14 @@ export class LLMEngine {
   private sample(sampled: readonly SampledSequence[], logits: Float32Array): Omit<SamplerOutput, 'pooled'> {
     const masks = this.structuredOutputManager.grammarBitmask(sampled);
     const rows = sampled.map((s, i) => samplingRowOf(s, masks[i], this.eosTokenIds));
-    const results = sampled.length === 0 ? []
-      : this.specDecodeWorker !== null ? this.specDecodeWorker.sample(this.sampler, logits, sampled, rows,
-        (s) => this.structuredOutputManager.draftBitmasks(s.seqGroup.requestId, s.seq, s.draftTokenIds!))
-        : this.sampler.sample(logits, this.vocabSize, rows);
+    const results =
+      sampled.length === 0
+        ? []
+        : this.specDecodeWorker !== null
+          ? this.specDecodeWorker.sample(this.sampler, logits, sampled, rows, (s) =>
+              this.structuredOutputManager.draftBitmasks(s.seqGroup.requestId, s.seq, s.draftTokenIds!),
+            )
+          : this.sampler.sample(logits, this.vocabSize, rows);
     return { sampled, results, time: now() };
   }
 
@@ -496,4 +469,3 @@ export class LLMEngine {
     this.scheduler.assertNoLeakedBlocks();
   }
 }
-

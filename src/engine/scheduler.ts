@@ -4,13 +4,12 @@ import { EngineStateError } from './errors.js';
 import type { WaitingGate } from './kv-store-connector.js';
 import type { OutputProcessor } from './output-processor.js';
 import { PreemptionMode, type SchedulerConfig } from './scheduler-config.js';
+import { getNumNewTokens, lookaheadSlotsOf, newTokensOf, type NewTokensContext } from './scheduler-new-tokens.js';
 import { SchedulerQueues } from './scheduler-queues.js';
 import { SchedulingBudget } from './scheduling-budget.js';
 import { SequenceStatus, type Sequence } from './sequence.js';
 import type { SequenceGroup } from './sequence-group.js';
-import type {
-  NewTokens, RunningOutputs, ScheduledSequenceGroup, SchedulerOutputs, SwappedInOutputs,
-} from './scheduler-output.js';
+import type { RunningOutputs, ScheduledSequenceGroup, SchedulerOutputs, SwappedInOutputs } from './scheduler-output.js';
 
 import type { SchedulerBlockManager } from './scheduler-block-manager.js';
 
@@ -61,6 +60,7 @@ export class Scheduler extends SchedulerQueues {
   private readonly blockSize: number;
   private readonly numGpuBlocks: number;
   private readonly onFreeSeq: ((seq: Sequence) => void) | undefined;
+  private readonly tokens: NewTokensContext;
 
   // Per-step accumulators.
   private blocksToSwapIn: BlockPair[] = [];
@@ -77,6 +77,7 @@ export class Scheduler extends SchedulerQueues {
     this.blockSize = options.blockSize;
     this.numGpuBlocks = options.numGpuBlocks;
     this.onFreeSeq = options.onFreeSeq;
+    this.tokens = { blockManager, enablePrefixCaching: options.enablePrefixCaching, blockSize: options.blockSize };
   }
 
   /** Frees a sequence's blocks (no-op when it has none). */
@@ -137,7 +138,10 @@ export class Scheduler extends SchedulerQueues {
   }
 
   /** vLLM's `_schedule_default`: prefills alone when any can run (and nothing is swapped), else decodes + swap-ins. */
-  private scheduleDefault(budget: SchedulingBudget): { prefills: ScheduledSequenceGroup[]; decodes: ScheduledSequenceGroup[] } {
+  private scheduleDefault(budget: SchedulingBudget): {
+    prefills: ScheduledSequenceGroup[];
+    decodes: ScheduledSequenceGroup[];
+  } {
     for (const g of this.running) budget.addNumSeqs(g.requestId, g.getMaxNumRunningSeqs());
     let prefills: ScheduledSequenceGroup[] = [];
     if (this.swapped.length === 0) prefills = this.schedulePrefills(budget, false);
@@ -150,7 +154,9 @@ export class Scheduler extends SchedulerQueues {
     }
     this.waiting.unshift(...running.preempted);
     this.running = [
-      ...running.leftover, ...prefills.map((s) => s.seqGroup), ...running.decode.map((s) => s.seqGroup),
+      ...running.leftover,
+      ...prefills.map((s) => s.seqGroup),
+      ...running.decode.map((s) => s.seqGroup),
       ...swappedIn.decode.map((s) => s.seqGroup),
     ];
     this.swapped.push(...running.swappedOut);
@@ -164,7 +170,10 @@ export class Scheduler extends SchedulerQueues {
    * vLLM's `_schedule_chunked_prefill`: running groups first (decodes and prefill chunks), then swap-ins (when nothing
    * was preempted), then new prefills with the budget left — only when no swapped group should come back first.
    */
-  private scheduleChunkedPrefill(budget: SchedulingBudget): { prefills: ScheduledSequenceGroup[]; decodes: ScheduledSequenceGroup[] } {
+  private scheduleChunkedPrefill(budget: SchedulingBudget): {
+    prefills: ScheduledSequenceGroup[];
+    decodes: ScheduledSequenceGroup[];
+  } {
     if (this.config.policy === 'priority') this.schedulePriorityPreemption(budget);
     const running = this.scheduleRunning(budget, true);
     let swappedIn: SwappedInOutputs = { decode: [], prefill: [] };
@@ -175,8 +184,10 @@ export class Scheduler extends SchedulerQueues {
     this.waiting.unshift(...running.preempted);
     this.running = [
       ...running.leftover,
-      ...swappedIn.decode.map((s) => s.seqGroup), ...swappedIn.prefill.map((s) => s.seqGroup),
-      ...running.decode.map((s) => s.seqGroup), ...running.prefill.map((s) => s.seqGroup),
+      ...swappedIn.decode.map((s) => s.seqGroup),
+      ...swappedIn.prefill.map((s) => s.seqGroup),
+      ...running.decode.map((s) => s.seqGroup),
+      ...running.prefill.map((s) => s.seqGroup),
       ...prefills.map((s) => s.seqGroup),
     ];
     this.swapped.push(...running.swappedOut);
@@ -198,11 +209,11 @@ export class Scheduler extends SchedulerQueues {
     let tail = queue.length;
     while (head < tail) {
       const g = queue[head];
-      const { uncached, cached } = this.getNumNewTokens(g, SequenceStatus.RUNNING, enableChunking, budget);
+      const { uncached, cached } = getNumNewTokens(this.tokens, g, SequenceStatus.RUNNING, enableChunking, budget);
       if (uncached === 0 || (enableChunking && uncached > budget.remainingTokenBudget())) break;
       head++;
       const numNewTokens = newTokensOf(g, uncached + cached);
-      const lookahead = this.lookaheadSlotsOf(g, budget.remainingTokenBudget() - uncached, numNewTokens);
+      const lookahead = lookaheadSlotsOf(this.tokens, g, budget.remainingTokenBudget() - uncached, numNewTokens);
       let scheduled = true;
       while (!this.blockManager.canAppendSlots(g.blockView, lookahead, numNewTokens)) {
         budget.subtractNumBatchedTokens(g.requestId);
@@ -222,7 +233,10 @@ export class Scheduler extends SchedulerQueues {
       this.appendSlots(g, numNewTokens, lookahead);
       const isPrefill = g.isPrefill();
       const s: ScheduledSequenceGroup = {
-        seqGroup: g, tokenChunkSize: isPrefill ? uncached + cached : 1, numCachedTokens: isPrefill ? cached : 0, isPrefill,
+        seqGroup: g,
+        tokenChunkSize: isPrefill ? uncached + cached : 1,
+        numCachedTokens: isPrefill ? cached : 0,
+        isPrefill,
         numLookaheadSlots: lookahead,
       };
       (isPrefill ? out.prefill : out.decode).push(s);
@@ -238,7 +252,7 @@ export class Scheduler extends SchedulerQueues {
     const out: SwappedInOutputs = { decode: [], prefill: [] };
     while (this.swapped.length > 0) {
       const g = this.swapped[0];
-      const { uncached, cached } = this.getNumNewTokens(g, SequenceStatus.SWAPPED, enableChunking, budget);
+      const { uncached, cached } = getNumNewTokens(this.tokens, g, SequenceStatus.SWAPPED, enableChunking, budget);
       if (uncached === 0 || !budget.canSchedule(uncached, g.getMaxNumRunningSeqs())) break;
       // Blocks for this step's chunk count too: a prefill gets its slots chunk by chunk.
       const numNewTokens = newTokensOf(g, uncached + cached);
@@ -252,9 +266,12 @@ export class Scheduler extends SchedulerQueues {
       if (status === AllocStatus.NEVER) {
         this.swapped.shift();
         const blocks = this.numBlocksOf(g, SequenceStatus.SWAPPED);
-        this.ignore(g, `request ${g.requestId} was swapped out and can never be swapped back in: it needs ` +
-          `${blocks} KV-cache blocks and the compute tier holds ${this.numGpuBlocks} (block size ${this.blockSize}); ` +
-          'raise the KV cache memory or lower maxTokens');
+        this.ignore(
+          g,
+          `request ${g.requestId} was swapped out and can never be swapped back in: it needs ` +
+            `${blocks} KV-cache blocks and the compute tier holds ${this.numGpuBlocks} (block size ${this.blockSize}); ` +
+            'raise the KV cache memory or lower maxTokens',
+        );
         continue;
       }
       this.swapped.shift();
@@ -263,7 +280,10 @@ export class Scheduler extends SchedulerQueues {
       this.appendSlots(g, numNewTokens);
       const isPrefill = g.isPrefill();
       (isPrefill ? out.prefill : out.decode).push({
-        seqGroup: g, tokenChunkSize: isPrefill ? uncached + cached : 1, numCachedTokens: isPrefill ? cached : 0, isPrefill,
+        seqGroup: g,
+        tokenChunkSize: isPrefill ? uncached + cached : 1,
+        numCachedTokens: isPrefill ? cached : 0,
+        isPrefill,
       });
       budget.addNumBatchedTokens(g.requestId, uncached, cached);
       budget.addNumSeqs(g.requestId, g.getMaxNumRunningSeqs());
@@ -278,22 +298,32 @@ export class Scheduler extends SchedulerQueues {
   private schedulePrefills(budget: SchedulingBudget, enableChunking: boolean): ScheduledSequenceGroup[] {
     const scheduled: ScheduledSequenceGroup[] = [];
     const promptLimit = enableChunking
-      ? this.config.maxModelLen : Math.min(this.config.maxModelLen, this.config.maxNumBatchedTokens);
+      ? this.config.maxModelLen
+      : Math.min(this.config.maxModelLen, this.config.maxNumBatchedTokens);
     while (this.waiting.length > 0) {
       const g = this.waiting[0];
       if (this.swapped.length > 0 && this.compare(g, this.swapped[0]) > 0) break;
       const waitingSeqs = g.getSeqs(SequenceStatus.WAITING);
       if (waitingSeqs.length !== 1) {
-        throw new EngineStateError(`waiting group ${g.requestId} has ${waitingSeqs.length} waiting sequences; ` +
-          'a waiting group holds exactly one (its prompt, or its single sequence after a recompute)');
+        throw new EngineStateError(
+          `waiting group ${g.requestId} has ${waitingSeqs.length} waiting sequences; ` +
+            'a waiting group holds exactly one (its prompt, or its single sequence after a recompute)',
+        );
       }
       const seq = waitingSeqs[0];
       if (seq.getLen() > promptLimit) {
         this.waiting.shift();
-        const what = seq.getOutputLen() > 0 ? `sequence (${seq.getPromptLen()} prompt + ${seq.getOutputLen()} ` +
-          'generated tokens)' : `prompt of ${seq.getLen()} tokens`;
-        this.ignore(g, `request ${g.requestId}: ${what} is longer than the limit of ${promptLimit} tokens ` +
-          (promptLimit === this.config.maxModelLen ? `(maxModelLen)` : '(maxNumBatchedTokens without chunked prefill)'));
+        const what =
+          seq.getOutputLen() > 0
+            ? `sequence (${seq.getPromptLen()} prompt + ${seq.getOutputLen()} ` + 'generated tokens)'
+            : `prompt of ${seq.getLen()} tokens`;
+        this.ignore(
+          g,
+          `request ${g.requestId}: ${what} is longer than the limit of ${promptLimit} tokens ` +
+            (promptLimit === this.config.maxModelLen
+              ? `(maxModelLen)`
+              : '(maxNumBatchedTokens without chunked prefill)'),
+        );
         continue;
       }
       const status = this.blockManager.canAllocate(g.blockView, 0);
@@ -301,12 +331,15 @@ export class Scheduler extends SchedulerQueues {
       if (status === AllocStatus.NEVER) {
         this.waiting.shift();
         const blocks = Math.ceil(seq.getLen() / this.blockSize);
-        this.ignore(g, `request ${g.requestId}: its ${seq.getLen()} tokens need ${blocks} KV-cache blocks but the ` +
-          `compute tier holds ${this.numGpuBlocks} (block size ${this.blockSize}, minus the watermark); ` +
-          'raise the KV cache memory or shorten the prompt');
+        this.ignore(
+          g,
+          `request ${g.requestId}: its ${seq.getLen()} tokens need ${blocks} KV-cache blocks but the ` +
+            `compute tier holds ${this.numGpuBlocks} (block size ${this.blockSize}, minus the watermark); ` +
+            'raise the KV cache memory or shorten the prompt',
+        );
         continue;
       }
-      const { uncached, cached } = this.getNumNewTokens(g, SequenceStatus.WAITING, enableChunking, budget);
+      const { uncached, cached } = getNumNewTokens(this.tokens, g, SequenceStatus.WAITING, enableChunking, budget);
       const numNewSeqs = g.getMaxNumRunningSeqs();
       if (uncached === 0 || !budget.canSchedule(uncached, numNewSeqs)) break;
       this.waiting.shift();
@@ -336,7 +369,13 @@ export class Scheduler extends SchedulerQueues {
     while (this.running.length > 0 && this.compare(this.running[this.running.length - 1], g) > 0) {
       const status = this.blockManager.canAllocate(g.blockView, 0);
       if (status === AllocStatus.NEVER) break;
-      const { uncached } = this.getNumNewTokens(g, SequenceStatus.WAITING, this.config.enableChunkedPrefill, budget);
+      const { uncached } = getNumNewTokens(
+        this.tokens,
+        g,
+        SequenceStatus.WAITING,
+        this.config.enableChunkedPrefill,
+        budget,
+      );
       if (status === AllocStatus.OK && uncached > 0 && budget.canSchedule(uncached, g.getMaxNumRunningSeqs())) break;
       const victim = this.running.pop()!;
       budget.subtractNumBatchedTokens(victim.requestId);
@@ -350,52 +389,6 @@ export class Scheduler extends SchedulerQueues {
   }
 
   /**
-   * Tokens a group would run now: one per decoding sequence, or the uncomputed prompt tokens, of which the
-   * prefix-cached ones (new prompts only) are returned apart and not counted against the budget; at least one
-   * token is always computed (a full cache hit recomputes the last token). With chunking, a single-sequence
-   * prefill is cut to the budget left (to whole blocks with prefix caching, so a chunk never ends mid-block).
-   * vLLM 0.7's `_get_num_new_uncached_and_cached_tokens` + `_chunk_new_tokens_to_schedule`.
-   */
-  private getNumNewTokens(g: SequenceGroup, status: SequenceStatus, enableChunking: boolean,
-    budget: SchedulingBudget): NewTokens {
-    let uncached = 0;
-    let cached = 0;
-    const seqs = g.getSeqs(status);
-    for (const seq of seqs) {
-      if (!seq.isPrefill()) {
-        uncached += 1;
-        continue;
-      }
-      const computed = seq.getNumComputedTokens();
-      const all = seq.getLen() - computed;
-      if (!this.enablePrefixCaching || status !== SequenceStatus.WAITING) {
-        uncached += all;
-        continue;
-      }
-      const hit = Math.max(0, Math.min(this.blockManager.getNumCachedTokens(seq.blockView), seq.getLen()) - computed);
-      uncached += all - hit;
-      cached += hit;
-    }
-    if (cached > 0 && g.poolingParams?.poolingType === 'mean') {
-      // Mean pooling needs the hidden state of every prompt position: prefix-cache hits are recomputed (their
-      // blocks are still shared; the recompute writes the same K/V into them, as a full hit's last token does).
-      uncached += cached;
-      cached = 0;
-    }
-    if (uncached === 0 && cached > 0) {
-      uncached = 1;
-      cached -= 1;
-    }
-    if (enableChunking && seqs.length === 1 && seqs[0].isPrefill()) {
-      const remaining = budget.remainingTokenBudget();
-      if (uncached > remaining) {
-        uncached = this.enablePrefixCaching ? Math.floor(remaining / this.blockSize) * this.blockSize : remaining;
-      }
-    }
-    return { uncached, cached };
-  }
-
-  /**
    * Appends slots for every running sequence's `numNewTokens` new tokens (undefined: all its unseen tokens) and
    * `numLookaheadSlots` more; copy-on-write pairs go to blocksToCopy.
    */
@@ -404,19 +397,6 @@ export class Scheduler extends SchedulerQueues {
       const cows = this.blockManager.appendSlots(seq.blockView, numLookaheadSlots, numNewTokens);
       for (const c of cows) this.blocksToCopy.push(c);
     }
-  }
-
-  /**
-   * Lookahead slots for a decoding group's draft tokens (the longest draft among its running sequences), cut to the
-   * token budget left (`room` tokens) and to 0 when the blocks they need are not free: speculation never preempts.
-   */
-  private lookaheadSlotsOf(g: SequenceGroup, room: number, numNewTokens: number | undefined): number {
-    if (g.isPrefill()) return 0;
-    const seqs = g.getSeqs(SequenceStatus.RUNNING);
-    let n = 0;
-    for (const seq of seqs) n = Math.max(n, seq.specTokenIds.length);
-    n = Math.min(n, Math.floor(room / Math.max(1, seqs.length)));
-    return n > 0 && this.blockManager.canAppendSlots(g.blockView, n, numNewTokens) ? n : 0;
   }
 
   /** vLLM's `_preempt`: picks the mode and preempts; a group that can be neither recomputed nor swapped is aborted. */
@@ -438,7 +418,8 @@ export class Scheduler extends SchedulerQueues {
           seq.status = SequenceStatus.FINISHED_ABORTED;
           this.freeSeq(seq);
         }
-        g.error = `request ${g.requestId} had to be preempted but its ${runningSeqs.length} sequences can only be ` +
+        g.error =
+          `request ${g.requestId} had to be preempted but its ${runningSeqs.length} sequences can only be ` +
           'swapped, and the swap tier has no room; raise the swap space or the KV cache memory';
         this.ignored.push(g);
         return;
@@ -487,12 +468,4 @@ function pushNewPairs(into: BlockPair[], pairs: readonly BlockPair[]): void {
   for (const p of pairs) {
     if (!into.some((q) => q[0] === p[0] && q[1] === p[1])) into.push(p);
   }
-}
-
-/**
- * Tokens each of the group's sequences gets slots for this step, as the block manager's `numNewTokens`: a prefill's
- * `chunk` (its table holds its computed tokens), undefined for a decode (every unseen token: one per sequence).
- */
-function newTokensOf(g: SequenceGroup, chunk: number): number | undefined {
-  return g.isPrefill() ? chunk : undefined;
 }
