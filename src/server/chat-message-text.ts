@@ -13,7 +13,7 @@ export function messageText(m: ChatMessage, index: number): string {
   for (const [j, part] of m.content.entries()) {
     if (part.type !== 'text') {
       throw new BadRequestError(
-        `messages[${index}].content[${j}] is a "${part.type}" part; only text parts are ` + 'supported',
+        `messages[${index}].content[${j}] is a "${part.type}" part; only text parts are supported`,
         `messages[${index}].content`,
       );
     }
