@@ -1,19 +1,31 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import {
-  DuplicateRequestError, EngineConfigError, EngineStateError, InvalidRequestError, RequestAbortedError,
-  SamplingParams, SamplingParamsError, type AsyncLLMEngine, type LLMEngine, type RequestOutput, type RequestOutputKind,
-  type SamplingParamsInit, type StructuredOutputsParams,
+  DuplicateRequestError,
+  EngineConfigError,
+  EngineStateError,
+  InvalidRequestError,
+  RequestAbortedError,
+  SamplingParams,
+  SamplingParamsError,
+  type AsyncLLMEngine,
+  type LLMEngine,
+  type RequestOutput,
 } from '../engine/index.js';
 import {
-  chatTemplateContext, templateSpecialTokens, type ChatMessage as TemplateMessage,
+  chatTemplateContext,
+  templateSpecialTokens,
+  type ChatMessage as TemplateMessage,
 } from '../model/chat-template.js';
 import { ChatTemplateError, ChatTemplateLimitError, ChatTemplateMissingError } from '../model/errors.js';
 import type { ModelSource } from '../model/model-source.js';
 import type { PreprocessPool } from '../model/preprocess-pool.js';
 import type { Tokenizer } from '../model/tokenizer.js';
+import { messageText } from './chat-message-text.js';
 import { BadRequestError, NotFoundError, OpenAIError, ServiceUnavailableError } from './errors.js';
 import type { ChatMessage, SamplingRequestFields } from './protocol.js';
 import { RequestLimits } from './request-limits.js';
+import { checkTokenIds, requestParamName, samplingParamsInit, type SamplingExtra } from './sampling-request.js';
+import { engineFingerprint } from './system-fingerprint.js';
 import { templateMessages, type ToolCallingOptions } from './tool-calls-request.js';
 
 /** Everything the request handlers share. */
@@ -41,14 +53,6 @@ const INLINE_TOKENIZE_CHARS = 4096;
 
 /** Token lists up to this length are detokenized on the event loop; longer ones in the preprocess pool. */
 const INLINE_DETOKENIZE_TOKENS = 4096;
-
-/** camelCase SamplingParams field → the request field that sets it. */
-const PARAM_NAMES: Readonly<Record<string, string>> = {
-  n: 'n', bestOf: 'best_of', presencePenalty: 'presence_penalty', frequencyPenalty: 'frequency_penalty',
-  repetitionPenalty: 'repetition_penalty', temperature: 'temperature', topP: 'top_p', topK: 'top_k', minP: 'min_p',
-  seed: 'seed', stop: 'stop', stopTokenIds: 'stop_token_ids', ignoreEos: 'ignore_eos', maxTokens: 'max_tokens',
-  minTokens: 'min_tokens', logprobs: 'logprobs', skipSpecialTokens: 'skip_special_tokens', logitBias: 'logit_bias',
-};
 
 /**
  * The state request handlers share: the engine, the tokenizer, the served names, the chat template, and the set of
@@ -169,8 +173,12 @@ export class ServingContext {
   checkModel(model: string | null | undefined): void {
     if (model === undefined || model === null) return;
     if (!this.servedModelNames.includes(model)) {
-      throw new NotFoundError(`The model \`${model}\` does not exist. This server serves ` +
-        `${this.servedModelNames.map((n) => `\`${n}\``).join(', ')}.`, 'model', 'model_not_found');
+      throw new NotFoundError(
+        `The model \`${model}\` does not exist. This server serves ` +
+          `${this.servedModelNames.map((n) => `\`${n}\``).join(', ')}.`,
+        'model',
+        'model_not_found',
+      );
     }
   }
 
@@ -191,12 +199,7 @@ export class ServingContext {
    * @throws BadRequestError when one lies outside the vocabulary.
    */
   checkTokenIds(ids: readonly number[], param: string): void {
-    for (const id of ids) {
-      if (id >= this.vocabSize) {
-        throw new BadRequestError(`token id ${id} in "${param}" is outside this model's vocabulary [0, ${this.vocabSize})`,
-          param);
-      }
-    }
+    checkTokenIds(ids, param, this.vocabSize);
   }
 
   /**
@@ -205,19 +208,31 @@ export class ServingContext {
    * `promptParam` is the request field that held the prompt (`prompt` or `messages`).
    * @throws BadRequestError (code context_length_exceeded) when prompt + output exceed maxModelLen.
    */
-  resolveMaxTokens(promptLen: number, requested: number | null | undefined, defaultMax: number | null,
-    param: string, promptParam: 'prompt' | 'messages'): number {
+  resolveMaxTokens(
+    promptLen: number,
+    requested: number | null | undefined,
+    defaultMax: number | null,
+    param: string,
+    promptParam: 'prompt' | 'messages',
+  ): number {
     const left = this.maxModelLen - promptLen;
     if (left <= 0) {
-      throw new BadRequestError(`This model's maximum context length is ${this.maxModelLen} tokens. However, your ` +
-        `prompt has ${promptLen} tokens, leaving no room for a completion. Please shorten the ${promptParam}.`,
-      promptParam, 'context_length_exceeded');
+      throw new BadRequestError(
+        `This model's maximum context length is ${this.maxModelLen} tokens. However, your ` +
+          `prompt has ${promptLen} tokens, leaving no room for a completion. Please shorten the ${promptParam}.`,
+        promptParam,
+        'context_length_exceeded',
+      );
     }
     if (requested === undefined || requested === null) return defaultMax === null ? left : Math.min(defaultMax, left);
     if (promptLen + requested > this.maxModelLen) {
-      throw new BadRequestError(`This model's maximum context length is ${this.maxModelLen} tokens. However, you ` +
-        `requested ${promptLen + requested} tokens (${promptLen} in the prompt, ${requested} in the completion). ` +
-        `Please reduce the length of the prompt or ${param}.`, param, 'context_length_exceeded');
+      throw new BadRequestError(
+        `This model's maximum context length is ${this.maxModelLen} tokens. However, you ` +
+          `requested ${promptLen + requested} tokens (${promptLen} in the prompt, ${requested} in the completion). ` +
+          `Please reduce the length of the prompt or ${param}.`,
+        param,
+        'context_length_exceeded',
+      );
     }
     return requested;
   }
@@ -227,49 +242,8 @@ export class ServingContext {
    * output kind).
    * @throws BadRequestError naming the request field when a value is invalid or unsupported.
    */
-  samplingParams(req: SamplingRequestFields, extra: {
-    maxTokens: number; logprobs: number | null; outputKind: RequestOutputKind; bestOf?: number | null;
-    structuredOutputs?: StructuredOutputsParams | null;
-  }): SamplingParams {
-    if (req.stream_options !== undefined && req.stream_options !== null && req.stream !== true) {
-      throw new BadRequestError('stream_options is only allowed when stream is true', 'stream_options');
-    }
-    if (req.logit_bias !== undefined && req.logit_bias !== null) {
-      for (const key of Object.keys(req.logit_bias)) {
-        const id = Number(key);
-        if (!Number.isSafeInteger(id) || id < 0 || id >= this.vocabSize) {
-          throw new BadRequestError(`logit_bias key ${JSON.stringify(key)} is not a token id of this model ` +
-            `(0 … ${this.vocabSize - 1})`, 'logit_bias');
-        }
-      }
-    }
-    if (req.stop_token_ids !== undefined && req.stop_token_ids !== null) this.checkTokenIds(req.stop_token_ids, 'stop_token_ids');
-    const init: SamplingParamsInit = {
-      n: req.n ?? 1,
-      bestOf: extra.bestOf ?? undefined,
-      presencePenalty: req.presence_penalty ?? 0,
-      frequencyPenalty: req.frequency_penalty ?? 0,
-      repetitionPenalty: req.repetition_penalty ?? 1,
-      temperature: req.temperature ?? 1,
-      topP: req.top_p ?? 1,
-      topK: req.top_k ?? -1,
-      minP: req.min_p ?? 0,
-      seed: req.seed ?? null,
-      stop: req.stop ?? null,
-      stopTokenIds: req.stop_token_ids ?? null,
-      ignoreEos: req.ignore_eos ?? false,
-      maxTokens: extra.maxTokens,
-      minTokens: Math.min(req.min_tokens ?? 0, extra.maxTokens),
-      logprobs: extra.logprobs,
-      skipSpecialTokens: req.skip_special_tokens ?? true,
-      logitBias: req.logit_bias ?? null,
-      outputKind: extra.outputKind,
-      structuredOutputs: extra.structuredOutputs ?? null,
-    };
-    if (req.min_tokens !== undefined && req.min_tokens !== null && req.min_tokens > extra.maxTokens) {
-      throw new BadRequestError(`min_tokens (${req.min_tokens}) must not exceed max_tokens (${extra.maxTokens})`,
-        'min_tokens');
-    }
+  samplingParams(req: SamplingRequestFields, extra: SamplingExtra): SamplingParams {
+    const init = samplingParamsInit(req, extra, this.vocabSize);
     try {
       return new SamplingParams(init);
     } catch (err) {
@@ -287,23 +261,37 @@ export class ServingContext {
    *   fails or hits a limit, the result is too long, a message holds a non-text part, or a tool call's arguments in
    *   the history are not JSON.
    */
-  async renderChat(messages: readonly ChatMessage[], options: {
-    addGenerationPrompt: boolean; chatTemplate?: string | null; variables?: Record<string, unknown> | null;
-    tools?: readonly unknown[];
-  }): Promise<{ prompt: string; tokenIds: number[] }> {
+  async renderChat(
+    messages: readonly ChatMessage[],
+    options: {
+      addGenerationPrompt: boolean;
+      chatTemplate?: string | null;
+      variables?: Record<string, unknown> | null;
+      tools?: readonly unknown[];
+    },
+  ): Promise<{ prompt: string; tokenIds: number[] }> {
     const fromRequest = options.chatTemplate ?? undefined;
     if (fromRequest !== undefined && !this.trustRequestChatTemplate) {
-      throw new BadRequestError('this server does not accept chat templates in requests ("chat_template"); remove ' +
-        'it to use the server\'s template, or start the server with --trust-request-chat-template to allow them',
-      'chat_template', 'chat_template_not_trusted');
+      throw new BadRequestError(
+        'this server does not accept chat templates in requests ("chat_template"); remove ' +
+          "it to use the server's template, or start the server with --trust-request-chat-template to allow them",
+        'chat_template',
+        'chat_template_not_trusted',
+      );
     }
     const plain = templateMessages(messages.map((m, i): TemplateMessage => ({ ...m, content: messageText(m, i) })));
     const source = fromRequest ?? this.chatTemplateOverride ?? this.source.chatTemplate;
     try {
       if (source === undefined || source.trim() === '') throw new ChatTemplateMissingError(this.modelName);
-      const context = chatTemplateContext(plain, {
-        addGenerationPrompt: options.addGenerationPrompt, variables: options.variables ?? undefined, tools: options.tools,
-      }, this.specialTokens);
+      const context = chatTemplateContext(
+        plain,
+        {
+          addGenerationPrompt: options.addGenerationPrompt,
+          variables: options.variables ?? undefined,
+          tools: options.tools,
+        },
+        this.specialTokens,
+      );
       const prompt = await this.preprocess.render(source, context, this.limits.maxPromptChars);
       const [tokenIds] = await this.encode([prompt], false, 'messages');
       return { prompt, tokenIds };
@@ -339,8 +327,12 @@ export class ServingContext {
    * the consumer stops early.
    * @throws OpenAIError: 400 for invalid parameters or prompt, 503 while shutting down.
    */
-  start(requestId: string, prompt: { promptTokenIds: readonly number[]; prompt?: string }, params: SamplingParams,
-    priority: number | undefined): AsyncGenerator<RequestOutput> {
+  start(
+    requestId: string,
+    prompt: { promptTokenIds: readonly number[]; prompt?: string },
+    params: SamplingParams,
+    priority: number | undefined,
+  ): AsyncGenerator<RequestOutput> {
     this.checkAccepting();
     let outputs: AsyncGenerator<RequestOutput>;
     try {
@@ -373,9 +365,14 @@ export class ServingContext {
    * {@link start} for several prompts at once: if one is refused, those already queued are aborted before the
    * error is thrown.
    */
-  startAll(requests: ReadonlyArray<{
-    requestId: string; prompt: { promptTokenIds: readonly number[]; prompt?: string }; params: SamplingParams;
-  }>, priority: number | undefined): AsyncGenerator<RequestOutput>[] {
+  startAll(
+    requests: ReadonlyArray<{
+      requestId: string;
+      prompt: { promptTokenIds: readonly number[]; prompt?: string };
+      params: SamplingParams;
+    }>,
+    priority: number | undefined,
+  ): AsyncGenerator<RequestOutput>[] {
     const started: AsyncGenerator<RequestOutput>[] = [];
     try {
       for (const r of requests) started.push(this.start(r.requestId, r.prompt, r.params, priority));
@@ -407,62 +404,41 @@ export class ServingContext {
   toOpenAIError(err: unknown): OpenAIError | undefined {
     if (err instanceof OpenAIError) return err;
     if (err instanceof SamplingParamsError) {
-      return new BadRequestError(err.message, PARAM_NAMES[err.field] ?? err.field);
+      return new BadRequestError(err.message, requestParamName(err.field));
     }
-    if (err instanceof InvalidRequestError || err instanceof DuplicateRequestError || err instanceof EngineConfigError) {
+    if (
+      err instanceof InvalidRequestError ||
+      err instanceof DuplicateRequestError ||
+      err instanceof EngineConfigError
+    ) {
       return new BadRequestError(err.message);
     }
     if (err instanceof ChatTemplateMissingError) {
-      return new BadRequestError(`${err.message}. Start the server with --chat-template` +
-        `${this.trustRequestChatTemplate ? ', or send "chat_template" in the request' : ''}.`, 'messages',
-      'chat_template_missing');
+      return new BadRequestError(
+        `${err.message}. Start the server with --chat-template` +
+          `${this.trustRequestChatTemplate ? ', or send "chat_template" in the request' : ''}.`,
+        'messages',
+        'chat_template_missing',
+      );
     }
     if (err instanceof ChatTemplateLimitError) {
-      return new BadRequestError(err.limit === 'output'
-        ? `${err.message}: a prompt for this model (maximum context length ${this.maxModelLen} tokens) is at most ` +
-          `${this.limits.maxPromptChars} characters`
-        : `${err.message} (the ${err.limit} limit every chat template renders under)`, 'messages',
-      'chat_template_limit');
+      return new BadRequestError(
+        err.limit === 'output'
+          ? `${err.message}: a prompt for this model (maximum context length ${this.maxModelLen} tokens) is at most ` +
+              `${this.limits.maxPromptChars} characters`
+          : `${err.message} (the ${err.limit} limit every chat template renders under)`,
+        'messages',
+        'chat_template_limit',
+      );
     }
     if (err instanceof ChatTemplateError) return new BadRequestError(err.message, 'messages', 'chat_template_error');
     if (err instanceof RequestAbortedError || err instanceof EngineStateError) {
-      return new ServiceUnavailableError(this.closing || this.engine.isClosed
-        ? `the server is shutting down: ${err.message}` : `the engine cannot serve requests: ${err.message}`);
+      return new ServiceUnavailableError(
+        this.closing || this.engine.isClosed
+          ? `the server is shutting down: ${err.message}`
+          : `the engine cannot serve requests: ${err.message}`,
+      );
     }
     return undefined;
   }
-}
-
-/** `fp_` + the first 10 hex digits of a SHA-256 over the engine's model and configuration (see systemFingerprint). */
-function engineFingerprint(engine: LLMEngine): string {
-  const source = engine.modelSource;
-  const config = engine.model.config;
-  const sc = engine.schedulerConfig;
-  const described = JSON.stringify({
-    model: source?.path, format: source?.format, architecture: config.architecture, numLayers: config.numLayers,
-    dim: config.dim, numHeads: config.numHeads, numKvHeads: config.numKvHeads, vocabSize: config.vocabSize,
-    blockSize: engine.blockSize, cacheDtype: engine.cacheEngine.spec.cacheDtype, maxModelLen: sc.maxModelLen,
-    maxNumSeqs: sc.maxNumSeqs, maxNumBatchedTokens: sc.maxNumBatchedTokens,
-    enableChunkedPrefill: sc.enableChunkedPrefill, enablePrefixCaching: engine.enablePrefixCaching,
-  });
-  return `fp_${createHash('sha256').update(described).digest('hex').slice(0, 10)}`;
-}
-
-/** The text of a message: a string, null (''), or text parts joined by newlines. */
-function messageText(m: ChatMessage, index: number): string {
-  if (m.content === undefined || m.content === null) return '';
-  if (typeof m.content === 'string') return m.content;
-  const texts: string[] = [];
-  for (const [j, part] of m.content.entries()) {
-    if (part.type !== 'text') {
-      throw new BadRequestError(`messages[${index}].content[${j}] is a "${part.type}" part; only text parts are ` +
-        'supported', `messages[${index}].content`);
-    }
-    if (typeof part.text !== 'string') {
-      throw new BadRequestError(`messages[${index}].content[${j}] is a text part without "text"`,
-        `messages[${index}].content`);
-    }
-    texts.push(part.text);
-  }
-  return texts.join('\n');
 }
