@@ -3,6 +3,7 @@ import { CacheEngine, makeKvCacheSpec } from '../cache/index.js';
 import { maxConcurrency } from '../core/index.js';
 import { DEFAULT_KV_CACHE_MEMORY } from '../engine/index.js';
 import type { KvCacheDType } from '../kernels/backend.js';
+import { relaxedSimdSupported } from '../kernels/wasm-module.js';
 import { readModelSource, totalTensorBytes } from '../model/read-model-source.js';
 import { formatBytes } from '../server/format-bytes.js';
 import { defaultModelPath } from './default-model.js';
@@ -51,6 +52,8 @@ export interface ModelInfo {
   numCpuBlocks: number;
   maxModelLen: number;
   maxConcurrency: number;
+  /** The SIMD build the wasm kernels would run here: relaxed (int8 dot products) or plain. */
+  kernels: 'relaxed' | 'plain';
 }
 
 /**
@@ -87,6 +90,7 @@ async function modelInfo(modelPath: string, opts: InfoCliOptions): Promise<Model
     blockSize: opts.blockSize, cacheDtype, kvBytesPerBlock: blockBytes, kvBytesPerToken: blockBytes / opts.blockSize,
     kvCacheMemory, numGpuBlocks, numCpuBlocks, maxModelLen,
     maxConcurrency: maxConcurrency(numGpuBlocks, opts.blockSize, maxModelLen),
+    kernels: (await relaxedSimdSupported()) ? 'relaxed' : 'plain',
   };
 }
 
@@ -109,6 +113,7 @@ function modelInfoLines(i: ModelInfo): string[] {
       ` → blocks that fit: ${n(i.numGpuBlocks)} GPU blocks (${n(i.numGpuBlocks * i.blockSize)} tokens), ` +
       `${n(i.numCpuBlocks)} CPU (swap) blocks`,
     `Maximum concurrency for ${n(i.maxModelLen)} tokens per request: ${i.maxConcurrency.toFixed(2)}x`,
+    `kernels: wasm, ${i.kernels === 'relaxed' ? 'relaxed SIMD (int8 dot products)' : 'plain SIMD (no relaxed SIMD here)'}`,
   ];
 }
 

@@ -4,6 +4,7 @@ import { basename, extname } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { maxConcurrency } from '../core/index.js';
 import { AsyncLLMEngine, DEFAULT_KV_CACHE_MEMORY, type EngineArgs, type LLMEngine } from '../engine/index.js';
+import type { KernelBackend } from '../kernels/backend.js';
 import { resolveChatTemplate } from '../model/chat-template.js';
 import { LlamaModel } from '../model/llama-model.js';
 import { PreprocessPool, type ChatTemplateLimits } from '../model/preprocess-pool.js';
@@ -264,7 +265,7 @@ export function summarize(engine: LLMEngine, options: EngineArgs, servedModelNam
     headSize: config.headSize,
     vocabSize: config.vocabSize,
     weightBytes: llama?.weights.bytes ?? totalTensorBytes(source),
-    backend: llama?.backend.kind ?? options.backend ?? 'wasm',
+    backend: llama === undefined ? (options.backend ?? 'wasm') : backendLabel(llama.backend),
     threads: llama?.backend.threads ?? options.threads ?? availableParallelism(),
     blockSize: engine.blockSize,
     blockBytes: engine.cacheEngine.blockBytes,
@@ -284,4 +285,13 @@ export function summarize(engine: LLMEngine, options: EngineArgs, servedModelNam
     randomWeights: source.randomWeights === true,
     arenaBytes: llama?.backend.arena.bytesUsed,
   };
+}
+
+/**
+ * The kernel backend as the startup log names it: `reference`, or `wasm` with the SIMD build that runs
+ * (`relaxed SIMD (int8 dot products)` or `plain SIMD`).
+ */
+function backendLabel(backend: KernelBackend): string {
+  if (!('simd' in backend)) return backend.kind;
+  return `${backend.kind}, ${backend.simd === 'relaxed' ? 'relaxed SIMD (int8 dot products)' : 'plain SIMD'}`;
 }

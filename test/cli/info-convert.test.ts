@@ -26,6 +26,7 @@ describe('pagellm info', () => {
     expect(r.stdout).toContain(`KV bytes per block: ${blockBytes.toLocaleString('en-US')}`);
     expect(r.stdout).toContain(`blocks that fit: ${blocks.toLocaleString('en-US')} GPU blocks`);
     expect(r.stdout).toContain(`Maximum concurrency for 512 tokens per request: ${concurrency.toFixed(2)}x`);
+    expect(r.stdout).toContain('kernels: wasm, relaxed SIMD (int8 dot products)');
     // Weights: every float of the checkpoint's tensors (embedding, attention, FFN, norms), 4 bytes each.
     const L = STORIES.layers;
     const kvDim = STORIES.kvHeads * headSize;

@@ -11,7 +11,7 @@ describe('pagellm serve', () => {
     const { proc, url, log } = await startServe(['--kv-cache-memory', '10MiB', '--block-size', '16']);
     const startup = log();
     expect(startup).toMatch(/model: stories260K \(llama2c, llama: 5 layers/);
-    expect(startup).toMatch(/weights: 1015\.75 KiB \(1,040,128 bytes\); kernels: wasm, 1 thread/);
+    expect(startup).toMatch(/weights: 1015\.75 KiB \(1,040,128 bytes\); kernels: wasm, relaxed SIMD \(int8 dot products\), 1 thread/);
     // 10 MiB / 20,480 bytes per block = 512 blocks of 16 tokens; 512 / ⌈512 / 16⌉ = 16 requests of 512 tokens.
     expect(startup).toMatch(/KV cache: block size 16 tokens, 20,480 bytes per block \(fp32\); # GPU blocks: 512 \(10\.00 MiB, 8,192 tokens\), # CPU blocks: 0/);
     expect(startup).toMatch(/KV budget: 10\.00 MiB, swap space 0 B/);

@@ -85,7 +85,7 @@ describe('the npm package', () => {
   });
 
   it('packs dist/, the kernels, the command and the README, and nothing of the sources, tests or benchmarks', () => {
-    for (const path of ['package.json', 'README.md', 'bin/pagellm.mjs', 'build/kernels.wasm', 'dist/index.js',
+    for (const path of ['package.json', 'README.md', 'bin/pagellm.mjs', 'build/kernels.wasm', 'build/kernels-relaxed.wasm', 'dist/index.js',
       'dist/index.d.ts', 'dist/server/index.js', 'dist/server/index.d.ts', 'dist/core/index.js', 'dist/core/index.d.ts',
       'dist/cli/main.js', 'dist/kernels/kernel-worker.mjs', 'dist/web/assets/index.html', 'dist/web/assets/dashboard.js']) {
       expect(packedFiles).toContain(path);
