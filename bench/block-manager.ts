@@ -23,7 +23,13 @@ import { writeFileSync } from 'node:fs';
 import { makeServingTrace, SERVING_TRACE_DEFAULTS, type ServingTraceOptions } from './serving-trace.js';
 import { BenchSequence, parseTrace, replay, type ReplayResult } from './trace-replay.js';
 import {
-  AllocStatus, BlockHasher, BlockSpaceManager, BlockTable, CpuGpuBlockAllocator, initHashing, SequenceStatus,
+  AllocStatus,
+  BlockHasher,
+  BlockSpaceManager,
+  BlockTable,
+  CpuGpuBlockAllocator,
+  initHashing,
+  SequenceStatus,
   type HashAlgorithm,
 } from '../src/core/index.js';
 import { assertHashAlgorithm } from '../src/core/hashing.js';
@@ -60,7 +66,10 @@ const BS = 16;
 function tableAppendsPerSecond(): number {
   const numTokens = 2_000_000;
   const alloc = CpuGpuBlockAllocator.create({
-    allocatorType: 'naive', numGpuBlocks: numTokens / BS + 16, numCpuBlocks: 0, blockSize: BS,
+    allocatorType: 'naive',
+    numGpuBlocks: numTokens / BS + 16,
+    numCpuBlocks: 0,
+    blockSize: BS,
   });
   const table = new BlockTable(BS, alloc);
   const tokens = randomTokens(numTokens);
@@ -77,7 +86,10 @@ function managerAppendsPerSecond(enableCaching: boolean): number {
   const numSeqs = 64;
   const steps = 16_000;
   const m = new BlockSpaceManager({
-    blockSize: BS, numGpuBlocks: numSeqs * ((steps + 64) / BS + 2), numCpuBlocks: 0, enableCaching,
+    blockSize: BS,
+    numGpuBlocks: numSeqs * ((steps + 64) / BS + 2),
+    numCpuBlocks: 0,
+    enableCaching,
   });
   const seqs: BenchSequence[] = [];
   for (let i = 0; i < numSeqs; i++) {
@@ -133,7 +145,10 @@ function decodeStepMs(enableCaching: boolean): { median: number; p90: number } {
   const numSeqs = 256;
   const steps = 400;
   const m = new BlockSpaceManager({
-    blockSize: BS, numGpuBlocks: numSeqs * ((512 + steps) / BS + 4), numCpuBlocks: 0, enableCaching,
+    blockSize: BS,
+    numGpuBlocks: numSeqs * ((512 + steps) / BS + 4),
+    numCpuBlocks: 0,
+    enableCaching,
   });
   const seqs: BenchSequence[] = [];
   for (let i = 0; i < numSeqs; i++) {
@@ -173,7 +188,10 @@ function makeExampleTrace(): string {
   rng = 2024;
   const system = randomTokens(48);
   const lines: string[] = [];
-  interface Live { seq: number; left: number }
+  interface Live {
+    seq: number;
+    left: number;
+  }
   const live: Live[] = [];
   let nextSeq = 1;
   let pending = 12;
@@ -210,8 +228,12 @@ function makeExampleTrace(): string {
 
 /** The `--make-trace` flags that ask for a serving trace (bench/serving-trace.ts), and the option each sets. */
 const SERVING_TRACE_FLAGS: readonly (readonly [string, keyof ServingTraceOptions])[] = [
-  ['--requests', 'requests'], ['--running', 'running'], ['--prompt-mean', 'promptMean'],
-  ['--output-mean', 'outputMean'], ['--shared-prefix', 'sharedPrefixTokens'], ['--seed', 'seed'],
+  ['--requests', 'requests'],
+  ['--running', 'running'],
+  ['--prompt-mean', 'promptMean'],
+  ['--output-mean', 'outputMean'],
+  ['--shared-prefix', 'sharedPrefixTokens'],
+  ['--seed', 'seed'],
 ];
 
 function argValue(args: string[], name: string): string | undefined {
@@ -270,14 +292,20 @@ async function main(): Promise<void> {
     const cpuMs = median(results.map((r) => r.cpuMs));
     const r0 = results[0];
     console.log(`trace ${trace}: ${numOps} ops ${JSON.stringify(parsed.counts)}`);
-    console.log(`  block size ${opts.blockSize}, ${opts.numGpuBlocks} GPU blocks, caching ` +
-      `${opts.enableCaching ? `on (${opts.hashAlgorithm ?? 'murmur3x2'})` : 'off'}`);
-    console.log(`  wall ${fmt(ms, 3)} ms, CPU ${fmt(cpuMs, 3)} ms (medians of ${repeat} warm replays): ` +
-      `${fmt((ms * 1e6) / numOps, 1)} ns per operation (CPU ${fmt((cpuMs * 1e6) / numOps, 1)} ns); ` +
-      `first (cold) replay ${fmt(cold.ms, 3)} ms`);
-    console.log(`  refused: ${r0.refusedAllocations} allocations, ${r0.refusedAppends} appends; ` +
-      `peak ${r0.peakUsedGpuBlocks} GPU blocks in use; ${r0.copies} copy-on-writes; ` +
-      `prefix-cache hit rate ${r0.hitRate < 0 ? 'n/a' : fmt(r0.hitRate * 100, 1) + '%'}`);
+    console.log(
+      `  block size ${opts.blockSize}, ${opts.numGpuBlocks} GPU blocks, caching ` +
+        `${opts.enableCaching ? `on (${opts.hashAlgorithm ?? 'murmur3x2'})` : 'off'}`,
+    );
+    console.log(
+      `  wall ${fmt(ms, 3)} ms, CPU ${fmt(cpuMs, 3)} ms (medians of ${repeat} warm replays): ` +
+        `${fmt((ms * 1e6) / numOps, 1)} ns per operation (CPU ${fmt((cpuMs * 1e6) / numOps, 1)} ns); ` +
+        `first (cold) replay ${fmt(cold.ms, 3)} ms`,
+    );
+    console.log(
+      `  refused: ${r0.refusedAllocations} allocations, ${r0.refusedAppends} appends; ` +
+        `peak ${r0.peakUsedGpuBlocks} GPU blocks in use; ${r0.copies} copy-on-writes; ` +
+        `prefix-cache hit rate ${r0.hitRate < 0 ? 'n/a' : fmt(r0.hitRate * 100, 1) + '%'}`,
+    );
     return;
   }
   const runs = intArg(args, '--runs', 5);
@@ -289,7 +317,9 @@ async function main(): Promise<void> {
   if (!args.includes('--decode-step')) standardFigures(runs);
   for (const caching of [false, true]) {
     const r = medianOf(runs, 1, () => decodeStepMs(caching).median);
-    console.log(`decode step, 256 running sequences (caching ${caching ? 'on ' : 'off'}): ${fmt(r * 1000, 2)} µs median`);
+    console.log(
+      `decode step, 256 running sequences (caching ${caching ? 'on ' : 'off'}): ${fmt(r * 1000, 2)} µs median`,
+    );
   }
 }
 
@@ -327,9 +357,17 @@ function standardFigures(runs: number): void {
     const v = medianOf(runs, 1, () => managerAppendsPerSecond(caching));
     console.log(`single-token appends/s  BlockSpaceManager.appendSlots (caching ${caching ? 'on ' : 'off'}) ${fmt(v)}`);
   }
-  for (const [caching, shared] of [[false, false], [true, false], [true, true]] as const) {
+  for (const [caching, shared] of [
+    [false, false],
+    [true, false],
+    [true, true],
+  ] as const) {
     const v = medianOf(runs, 1, () => lifecyclesPerSecond(caching, shared));
-    const what = caching ? (shared ? 'caching on, shared prompt ' : 'caching on, distinct prompts') : 'caching off                 ';
+    const what = caching
+      ? shared
+        ? 'caching on, shared prompt '
+        : 'caching on, distinct prompts'
+      : 'caching off                 ';
     console.log(`request lifecycles/s (512 prompt + 512 decode, ${what})  ${fmt(v)}`);
   }
 }

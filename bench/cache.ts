@@ -55,7 +55,9 @@ async function swapBench(): Promise<void> {
   const outS = time(9, () => engine.swapOut(scattered));
   const inS = time(9, () => engine.swapIn(back));
   const copy = time(9, () => engine.copy(cow));
-  console.log(`swap/copy of ${n} blocks × ${engine.blockBytes} B (${(bytes / 2 ** 20).toFixed(0)} MiB, ${spec.numLayers} layers × K,V):`);
+  console.log(
+    `swap/copy of ${n} blocks × ${engine.blockBytes} B (${(bytes / 2 ** 20).toFixed(0)} MiB, ${spec.numLayers} layers × K,V):`,
+  );
   console.log(`  plain memcpy (Uint8Array.set)     ${memcpy.toFixed(2)} ms  ${gbps(memcpy)} GB/s`);
   console.log(`  memcpy heap → arena (shared)      ${toShared.toFixed(2)} ms  ${gbps(toShared)} GB/s`);
   console.log(`  memcpy arena (shared) → heap      ${fromShared.toFixed(2)} ms  ${gbps(fromShared)} GB/s`);
@@ -79,8 +81,10 @@ function metadataBench(): void {
   });
   const builder = new AttentionMetadataBuilder({ blockSize, numGpuBlocks: 20000 });
   const ms = time(201, () => builder.build(seqs));
-  console.log(`AttentionMetadataBuilder.build, ${numSeqs} decode sequences of ~1,000 tokens (~64 blocks each): ` +
-    `${(ms * 1e3).toFixed(0)} µs per step`);
+  console.log(
+    `AttentionMetadataBuilder.build, ${numSeqs} decode sequences of ~1,000 tokens (~64 blocks each): ` +
+      `${(ms * 1e3).toFixed(0)} µs per step`,
+  );
 }
 
 type Layout = 'blockHeadSlot' | 'blockSlotHead' | 'vllmV0';
@@ -89,9 +93,21 @@ type Layout = 'blockHeadSlot' | 'blockSlotHead' | 'vllmV0';
  * Decode attention for numSeqs sequences × ctx tokens over one layer, query heads grouped per KV head (each K/V row
  * read once per group). Returns a checksum so the work is not optimised away.
  */
-function attention(layout: Layout, k: Float32Array, v: Float32Array, q: Float32Array, out: Float32Array,
-  tables: Int32Array, numSeqs: number, ctx: number, maxBlocks: number, kvHeads: number, group: number, d: number,
-  bs: number): number {
+function attention(
+  layout: Layout,
+  k: Float32Array,
+  v: Float32Array,
+  q: Float32Array,
+  out: Float32Array,
+  tables: Int32Array,
+  numSeqs: number,
+  ctx: number,
+  maxBlocks: number,
+  kvHeads: number,
+  group: number,
+  d: number,
+  bs: number,
+): number {
   const X = 4; // vLLM v0: 16 bytes of f32 per K "x" vector
   const logits = new Float32Array(group * ctx);
   const acc = new Float32Array(group * d);
@@ -144,7 +160,8 @@ function attention(layout: Layout, k: Float32Array, v: Float32Array, q: Float32A
             for (let i = 0; i < d; i++) acc[g * d + i] += p * v[base + i * bs];
           }
         } else {
-          const base = layout === 'blockHeadSlot' ? ((blk * kvHeads + h) * bs + slot) * d : ((blk * bs + slot) * kvHeads + h) * d;
+          const base =
+            layout === 'blockHeadSlot' ? ((blk * kvHeads + h) * bs + slot) * d : ((blk * bs + slot) * kvHeads + h) * d;
           for (let g = 0; g < group; g++) {
             const p = logits[g * ctx + t];
             for (let i = 0; i < d; i++) acc[g * d + i] += p * v[base + i];
@@ -183,16 +200,21 @@ function layoutBench(): void {
   const data = layouts.map((layout) => {
     const k = new Float32Array(elems);
     const v = new Float32Array(elems);
-    for (let blk = 0; blk < numBlocks; blk++) for (let h = 0; h < kvHeads; h++) for (let slot = 0; slot < bs; slot++) {
-      for (let i = 0; i < d; i++) {
-        const kk = layout === 'blockHeadSlot' ? ((blk * kvHeads + h) * bs + slot) * d + i
-          : layout === 'blockSlotHead' ? ((blk * bs + slot) * kvHeads + h) * d + i
-            : (blk * kvHeads + h) * d * bs + ((i >> 2) * bs + slot) * 4 + (i & 3);
-        const vv = layout === 'vllmV0' ? (blk * kvHeads + h) * d * bs + i * bs + slot : kk;
-        k[kk] = val(blk, h, slot, i);
-        v[vv] = val(blk, h, slot, i) * 0.5;
-      }
-    }
+    for (let blk = 0; blk < numBlocks; blk++)
+      for (let h = 0; h < kvHeads; h++)
+        for (let slot = 0; slot < bs; slot++) {
+          for (let i = 0; i < d; i++) {
+            const kk =
+              layout === 'blockHeadSlot'
+                ? ((blk * kvHeads + h) * bs + slot) * d + i
+                : layout === 'blockSlotHead'
+                  ? ((blk * bs + slot) * kvHeads + h) * d + i
+                  : (blk * kvHeads + h) * d * bs + ((i >> 2) * bs + slot) * 4 + (i & 3);
+            const vv = layout === 'vllmV0' ? (blk * kvHeads + h) * d * bs + i * bs + slot : kk;
+            k[kk] = val(blk, h, slot, i);
+            v[vv] = val(blk, h, slot, i) * 0.5;
+          }
+        }
     return { layout, k, v, out: new Float32Array(q.length), times: [] as number[], check: 0 };
   });
   // Interleaved, rotating order: load from other processes hits every layout alike.
@@ -208,12 +230,16 @@ function layoutBench(): void {
   const checks = data.map((e) => e.check);
   const kvBytes = 2 * elems * 4;
   const base = median(data[0].times);
-  console.log(`decode attention layout, ${numSeqs} seqs × ${ctx} ctx, ${kvHeads} KV heads × ${group} q/group, head ${d}, ` +
-    `block ${bs}, f32, plain JS, 1 thread (median of ${reps}, interleaved):`);
+  console.log(
+    `decode attention layout, ${numSeqs} seqs × ${ctx} ctx, ${kvHeads} KV heads × ${group} q/group, head ${d}, ` +
+      `block ${bs}, f32, plain JS, 1 thread (median of ${reps}, interleaved):`,
+  );
   for (const e of data) {
     const ms = median(e.times);
-    console.log(`  ${e.layout.padEnd(14)} ${ms.toFixed(1).padStart(7)} ms  (${(kvBytes / 1e9 / (ms / 1e3)).toFixed(2)} GB/s ` +
-      `of K/V, ${(ms / base).toFixed(2)}× ${data[0].layout})`);
+    console.log(
+      `  ${e.layout.padEnd(14)} ${ms.toFixed(1).padStart(7)} ms  (${(kvBytes / 1e9 / (ms / 1e3)).toFixed(2)} GB/s ` +
+        `of K/V, ${(ms / base).toFixed(2)}× ${data[0].layout})`,
+    );
   }
   if (!checks.every((c) => Math.abs(c - checks[0]) < 1e-3 * Math.max(1, Math.abs(checks[0])))) {
     throw new Error(`layouts disagree: ${checks.join(', ')}`);
@@ -318,7 +344,11 @@ export function attend(layout: i32, k: usize, v: usize, q: usize, out: usize, ta
 
 async function wasmLayoutBench(): Promise<void> {
   const { binary, stderr, error } = await compileString(LAYOUT_KERNEL, {
-    optimizeLevel: 3, runtime: 'stub', noAssert: true, enable: ['simd'], importMemory: true,
+    optimizeLevel: 3,
+    runtime: 'stub',
+    noAssert: true,
+    enable: ['simd'],
+    importMemory: true,
   });
   if (error || !binary) throw new Error(`AssemblyScript compile failed: ${stderr.toString()}`);
   const numSeqs = 64;
@@ -334,7 +364,11 @@ async function wasmLayoutBench(): Promise<void> {
   const qLen = numSeqs * kvHeads * group * d;
   // Memory map (bytes): scratch from 1 MiB, then tables, q, three outputs, then K and V of each layout.
   let top = 1 << 20;
-  const take = (bytes: number) => { const at = top; top += Math.ceil(bytes / 64) * 64; return at; };
+  const take = (bytes: number) => {
+    const at = top;
+    top += Math.ceil(bytes / 64) * 64;
+    return at;
+  };
   const logitsAt = take(group * ctx * 4);
   const accAt = take(group * d * 4);
   const partAt = take(group * bs * 16);
@@ -345,7 +379,14 @@ async function wasmLayoutBench(): Promise<void> {
   const vAt = [0, 1, 2].map(() => take(tensorBytes));
   const memory = new WebAssembly.Memory({ initial: Math.ceil(top / 65536) + 1 });
   const module = new WebAssembly.Module(binary as Uint8Array<ArrayBuffer>);
-  const instance = new WebAssembly.Instance(module, { env: { memory, abort: () => { throw new Error('abort'); } } });
+  const instance = new WebAssembly.Instance(module, {
+    env: {
+      memory,
+      abort: () => {
+        throw new Error('abort');
+      },
+    },
+  });
   const attend = instance.exports.attend as (...a: number[]) => void;
   const f32 = new Float32Array(memory.buffer);
   const i32 = new Int32Array(memory.buffer);
@@ -358,27 +399,52 @@ async function wasmLayoutBench(): Promise<void> {
   }
   i32.set(ids, tablesAt / 4);
   for (let i = 0; i < qLen; i++) f32[qAt / 4 + i] = Math.sin(i);
-  for (let blk = 0; blk < numBlocks; blk++) for (let h = 0; h < kvHeads; h++) for (let slot = 0; slot < bs; slot++) {
-    for (let i = 0; i < d; i++) {
-      const val = Math.cos(blk * 7 + h * 3 + slot * 0.1 + i * 0.01);
-      const l0 = ((blk * kvHeads + h) * bs + slot) * d + i;
-      const l1 = ((blk * bs + slot) * kvHeads + h) * d + i;
-      const k2 = (blk * kvHeads + h) * d * bs + ((i >> 2) * bs + slot) * 4 + (i & 3);
-      const v2 = (blk * kvHeads + h) * d * bs + i * bs + slot;
-      f32[kAt[0] / 4 + l0] = val; f32[vAt[0] / 4 + l0] = val * 0.5;
-      f32[kAt[1] / 4 + l1] = val; f32[vAt[1] / 4 + l1] = val * 0.5;
-      f32[kAt[2] / 4 + k2] = val; f32[vAt[2] / 4 + v2] = val * 0.5;
-    }
-  }
-  const names = ['[block][kvHead][slot][dim] (pagellm)', '[block][slot][kvHead][dim] (vLLM V1)',
-    'K [block][kvHead][dim/4][slot][4], V [block][kvHead][dim][slot] (vLLM v0)'];
+  for (let blk = 0; blk < numBlocks; blk++)
+    for (let h = 0; h < kvHeads; h++)
+      for (let slot = 0; slot < bs; slot++) {
+        for (let i = 0; i < d; i++) {
+          const val = Math.cos(blk * 7 + h * 3 + slot * 0.1 + i * 0.01);
+          const l0 = ((blk * kvHeads + h) * bs + slot) * d + i;
+          const l1 = ((blk * bs + slot) * kvHeads + h) * d + i;
+          const k2 = (blk * kvHeads + h) * d * bs + ((i >> 2) * bs + slot) * 4 + (i & 3);
+          const v2 = (blk * kvHeads + h) * d * bs + i * bs + slot;
+          f32[kAt[0] / 4 + l0] = val;
+          f32[vAt[0] / 4 + l0] = val * 0.5;
+          f32[kAt[1] / 4 + l1] = val;
+          f32[vAt[1] / 4 + l1] = val * 0.5;
+          f32[kAt[2] / 4 + k2] = val;
+          f32[vAt[2] / 4 + v2] = val * 0.5;
+        }
+      }
+  const names = [
+    '[block][kvHead][slot][dim] (pagellm)',
+    '[block][slot][kvHead][dim] (vLLM V1)',
+    'K [block][kvHead][dim/4][slot][4], V [block][kvHead][dim][slot] (vLLM v0)',
+  ];
   const times: number[][] = [[], [], []];
   const reps = 11;
   for (let r = -1; r < reps; r++) {
     for (let j = 0; j < 3; j++) {
       const l = (r + 3 + j) % 3;
       const t0 = performance.now();
-      attend(l, kAt[l], vAt[l], qAt, outAt[l], tablesAt, numSeqs, ctx, maxBlocks, kvHeads, group, d, bs, logitsAt, accAt, partAt);
+      attend(
+        l,
+        kAt[l],
+        vAt[l],
+        qAt,
+        outAt[l],
+        tablesAt,
+        numSeqs,
+        ctx,
+        maxBlocks,
+        kvHeads,
+        group,
+        d,
+        bs,
+        logitsAt,
+        accAt,
+        partAt,
+      );
       if (r >= 0) times[l].push(performance.now() - t0);
     }
   }
@@ -387,16 +453,21 @@ async function wasmLayoutBench(): Promise<void> {
     for (let i = 0; i < qLen; i++) {
       const a = f32[outAt[0] / 4 + i];
       const b = f32[outAt[l] / 4 + i];
-      if (Math.abs(a - b) > 1e-4 * Math.max(1, Math.abs(a))) throw new Error(`layout ${l} differs at ${i}: ${a} vs ${b}`);
+      if (Math.abs(a - b) > 1e-4 * Math.max(1, Math.abs(a)))
+        throw new Error(`layout ${l} differs at ${i}: ${a} vs ${b}`);
     }
   }
-  console.log(`decode attention layout, ${numSeqs} seqs × ${ctx} ctx, ${kvHeads} KV heads × ${group} q/group, head ${d}, ` +
-    `block ${bs}, f32, WebAssembly SIMD, 1 thread (median of ${reps}, interleaved):`);
+  console.log(
+    `decode attention layout, ${numSeqs} seqs × ${ctx} ctx, ${kvHeads} KV heads × ${group} q/group, head ${d}, ` +
+      `block ${bs}, f32, WebAssembly SIMD, 1 thread (median of ${reps}, interleaved):`,
+  );
   const base = median(times[0]);
   times.forEach((ts, l) => {
     const ms = median(ts);
-    console.log(`  ${ms.toFixed(1).padStart(6)} ms  ${(2 * tensorBytes / 1e9 / (ms / 1e3)).toFixed(2)} GB/s of K/V  ` +
-      `${(ms / base).toFixed(2)}×  ${names[l]}`);
+    console.log(
+      `  ${ms.toFixed(1).padStart(6)} ms  ${((2 * tensorBytes) / 1e9 / (ms / 1e3)).toFixed(2)} GB/s of K/V  ` +
+        `${(ms / base).toFixed(2)}×  ${names[l]}`,
+    );
   });
 }
 

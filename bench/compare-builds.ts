@@ -21,7 +21,9 @@ const opt = (name: string, dflt: string) => {
 };
 const files = args.filter((a, i) => !a.startsWith('--') && (i === 0 || !args[i - 1].startsWith('--')));
 if (files.length < 2) {
-  console.error('usage: npx tsx bench/compare-builds.ts a.wasm b.wasm [more.wasm] [--threads N] [--dtype f32] [--shapes KxN:M,...]');
+  console.error(
+    'usage: npx tsx bench/compare-builds.ts a.wasm b.wasm [more.wasm] [--threads N] [--dtype f32] [--shapes KxN:M,...]',
+  );
   process.exit(2);
 }
 const threads = Number(opt('threads', '1'));
@@ -30,8 +32,11 @@ const shapes = opt('shapes', '576x49152:16,576x49152:64,576x1536:16').split(',')
 const rounds = Number(opt('rounds', '9'));
 const sampleMs = 40;
 
-const backends = await Promise.all(files.map(async (f) =>
-  WasmBackend.create({ threads, participation: 'all', module: await WebAssembly.compile(readFileSync(f)) })));
+const backends = await Promise.all(
+  files.map(async (f) =>
+    WasmBackend.create({ threads, participation: 'all', module: await WebAssembly.compile(readFileSync(f)) }),
+  ),
+);
 
 const name = (f: string) => f.split('/').pop() ?? f;
 console.log(`${threads} thread(s), ${dtype} weights; per shape [in×out]:rows and build: median GFLOP/s [best]`);
@@ -57,10 +62,18 @@ for (const spec of shapes) {
       }
     }
   }
-  const stats = timeRoundRobin(runs.map((r) => r.call), rounds, sampleMs);
+  const stats = timeRoundRobin(
+    runs.map((r) => r.call),
+    rounds,
+    sampleMs,
+  );
   const flops = 2 * m * n * k;
-  const cells = stats.map((st, i) => `${name(files[i])} ${(flops / st.med / 1e6).toFixed(1)} [${(flops / st.min / 1e6).toFixed(1)}]`);
-  console.log(`[${k}×${n}] m=${m}: ${cells.join(' | ')} | last/first ${(stats[0].med / stats[stats.length - 1].med).toFixed(2)}×`);
+  const cells = stats.map(
+    (st, i) => `${name(files[i])} ${(flops / st.med / 1e6).toFixed(1)} [${(flops / st.min / 1e6).toFixed(1)}]`,
+  );
+  console.log(
+    `[${k}×${n}] m=${m}: ${cells.join(' | ')} | last/first ${(stats[0].med / stats[stats.length - 1].med).toFixed(2)}×`,
+  );
   for (const r of runs) r.be.arena.reset(r.mark);
 }
 for (const be of backends) await be.close();

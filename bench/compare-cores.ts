@@ -32,8 +32,11 @@ async function loadSide(root: string, trace: string, opts: Record<string, unknow
   const replayMod = (await import(url('bench/trace-replay.ts'))) as typeof import('./trace-replay.js');
   await core.initHashing();
   const parsed = replayMod.parseTrace(trace);
-  const m = new core.BlockSpaceManager({ ...(opts as { blockSize: number; numGpuBlocks: number }), numCpuBlocks: 0,
-    watermark: 0 });
+  const m = new core.BlockSpaceManager({
+    ...(opts as { blockSize: number; numGpuBlocks: number }),
+    numCpuBlocks: 0,
+    watermark: 0,
+  });
   const n = parsed.kinds.length;
   return { name: root, run: () => (replayMod.replay(parsed, m).cpuMs * 1e6) / n };
 }
@@ -64,8 +67,11 @@ async function main(): Promise<void> {
   for (let r = 0; r < rounds; r++) {
     for (let k = 0; k < 2; k++) samples[(k + r) % 2].push(sides[(k + r) % 2].run()); // alternate who goes first
   }
-  console.log(`${trace}, caching ${opts.enableCaching ? 'on' : 'off'}${afterHash === undefined ? '' :
-    ` (after: ${afterHash})`}, ${rounds} alternated rounds, CPU ns per op:`);
+  console.log(
+    `${trace}, caching ${opts.enableCaching ? 'on' : 'off'}${
+      afterHash === undefined ? '' : ` (after: ${afterHash})`
+    }, ${rounds} alternated rounds, CPU ns per op:`,
+  );
   sides.forEach((side, k) => {
     console.log(`  ${side.name}: median ${median(samples[k]).toFixed(1)}, min ${Math.min(...samples[k]).toFixed(1)}`);
   });

@@ -43,8 +43,20 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { LlamaLogLevel, getLlama, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
-import { SHAREGPT_LIKE_DEFAULTS, sampleRequestLengths, summarize, type RequestLengths } from '../src/benchmark/index.js';
+import {
+  LlamaLogLevel,
+  getLlama,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
+} from 'node-llama-cpp';
+import {
+  SHAREGPT_LIKE_DEFAULTS,
+  sampleRequestLengths,
+  summarize,
+  type RequestLengths,
+} from '../src/benchmark/index.js';
 import { createLLMEngine, RequestOutputKind } from '../src/engine/index.js';
 import { KernelError } from '../src/kernels/errors.js';
 import { CONVERT_DTYPES, type ConvertDType } from '../src/model/quant-mixture.js';
@@ -72,9 +84,11 @@ const { values: args } = parseArgs({
   },
 });
 const dtypes = args.dtypes!.split(',') as ConvertDType[];
-for (const d of dtypes) if (!(CONVERT_DTYPES as readonly string[]).includes(d)) throw new Error(`--dtypes: unknown ${d}`);
+for (const d of dtypes)
+  if (!(CONVERT_DTYPES as readonly string[]).includes(d)) throw new Error(`--dtypes: unknown ${d}`);
 const shape = args.shape!;
-if (shape !== 'smollm2-135m' && shape !== 'qwen3-0.6b') throw new Error(`--shape must be smollm2-135m or qwen3-0.6b, got ${shape}`);
+if (shape !== 'smollm2-135m' && shape !== 'qwen3-0.6b')
+  throw new Error(`--shape must be smollm2-135m or qwen3-0.6b, got ${shape}`);
 const singleStream = args['single-stream']!;
 const threads = Number(args.threads);
 const numPrompts = Number(args['num-prompts']);
@@ -86,7 +100,8 @@ const lengthScale = Number(args['length-scale']);
 const seed = Number(args.seed);
 const engines = singleStream ? ['pagellm', 'llama-contexts'] : args.engines!.split(',');
 if (kvDtype !== 'f16' && kvDtype !== 'f32') throw new Error(`--kv-dtype must be f16 or f32, got ${kvDtype}`);
-if (maxModelLen % 256 !== 0) throw new Error('--max-model-len must be a multiple of 256 (llama.cpp pads contexts to 256)');
+if (maxModelLen % 256 !== 0)
+  throw new Error('--max-model-len must be a multiple of 256 (llama.cpp pads contexts to 256)');
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const shapeDir = join(sharedDir(), 'models/smollm2-135m-instruct-tokenizer');
@@ -97,12 +112,27 @@ const FIRST_ORDINARY_ID = 100;
 function shapeConfigPath(): string {
   if (shape === 'smollm2-135m') return join(shapeDir, 'config.json');
   const path = join(tmpdir(), 'pagellm-bench-qwen3-0.6b-shape.json');
-  writeFileSync(path, JSON.stringify({
-    architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', hidden_size: 1024, intermediate_size: 3072,
-    num_hidden_layers: 28, num_attention_heads: 16, num_key_value_heads: 8, head_dim: 128, vocab_size: 49152,
-    max_position_embeddings: 40960, rms_norm_eps: 1e-6, rope_theta: 1000000, tie_word_embeddings: true,
-    hidden_act: 'silu', bos_token_id: 1, eos_token_id: 2,
-  }));
+  writeFileSync(
+    path,
+    JSON.stringify({
+      architectures: ['Qwen3ForCausalLM'],
+      model_type: 'qwen3',
+      hidden_size: 1024,
+      intermediate_size: 3072,
+      num_hidden_layers: 28,
+      num_attention_heads: 16,
+      num_key_value_heads: 8,
+      head_dim: 128,
+      vocab_size: 49152,
+      max_position_embeddings: 40960,
+      rms_norm_eps: 1e-6,
+      rope_theta: 1000000,
+      tie_word_embeddings: true,
+      hidden_act: 'silu',
+      bos_token_id: 1,
+      eos_token_id: 2,
+    }),
+  );
   return path;
 }
 
@@ -117,7 +147,13 @@ function kvBytesPerToken(): number {
 function modelPath(dtype: ConvertDType): string {
   const path = join(tmpdir(), `pagellm-bench-${shape === 'smollm2-135m' ? 'smollm2-135m' : shape}-${dtype}.gguf`);
   if (!existsSync(path)) {
-    createRandomModel({ configPath: shapeConfigPath(), tokenizerPath: join(shapeDir, 'tokenizer.json'), dtype, seed: 1, outPath: path });
+    createRandomModel({
+      configPath: shapeConfigPath(),
+      tokenizerPath: join(shapeDir, 'tokenizer.json'),
+      dtype,
+      seed: 1,
+      outPath: path,
+    });
   }
   return path;
 }
@@ -178,16 +214,26 @@ class InFlightTracker {
 
 async function runPagellm(path: string, dtype: string, reqs: readonly Req[], kvBytes: number): Promise<RunResult> {
   const engine = await createLLMEngine({
-    model: path, blockSize, kvCacheMemory: kvBytes, kvCacheDtype: kvDtype === 'f16' ? 'fp16' : 'fp32',
-    maxModelLen, threads, seed,
+    model: path,
+    blockSize,
+    kvCacheMemory: kvBytes,
+    kvCacheDtype: kvDtype === 'f16' ? 'fp16' : 'fp32',
+    maxModelLen,
+    threads,
+    seed,
   });
   try {
     const usedBytes = engine.numGpuBlocks * engine.cacheEngine.blockBytes;
     const tracker = new InFlightTracker();
     const t0 = performance.now();
-    reqs.forEach((r, i) => engine.addRequest(`r${i}`, { promptTokenIds: r.promptIds },
-      { temperature: 0, maxTokens: r.outputLen, ignoreEos: true, outputKind: RequestOutputKind.FINAL_ONLY },
-      { arrivalTime: t0 }));
+    reqs.forEach((r, i) =>
+      engine.addRequest(
+        `r${i}`,
+        { promptTokenIds: r.promptIds },
+        { temperature: 0, maxTokens: r.outputLen, ignoreEos: true, outputKind: RequestOutputKind.FINAL_ONLY },
+        { arrivalTime: t0 },
+      ),
+    );
     const ttft: number[] = [];
     const e2e: number[] = [];
     const tpot: number[] = [];
@@ -212,9 +258,18 @@ async function runPagellm(path: string, dtype: string, reqs: readonly Req[], kvB
     const means = tracker.means(makespan);
     const s = engine.getStats();
     return {
-      engine: `pagellm (paged, block ${blockSize})`, dtype, kvBytes: usedBytes, makespanMs: makespan, outputTokens,
-      ttftMs: ttft, e2eMs: e2e, tpotMs: tpot, meanInFlight: means.all, meanInFlightWhileWaiting: means.whileWaiting,
-      peakInFlight: tracker.peak, preemptions: s.numPreemptionsRecompute + s.numPreemptionsSwap,
+      engine: `pagellm (paged, block ${blockSize})`,
+      dtype,
+      kvBytes: usedBytes,
+      makespanMs: makespan,
+      outputTokens,
+      ttftMs: ttft,
+      e2eMs: e2e,
+      tpotMs: tpot,
+      meanInFlight: means.all,
+      meanInFlightWhileWaiting: means.whileWaiting,
+      peakInFlight: tracker.peak,
+      preemptions: s.numPreemptionsRecompute + s.numPreemptionsSwap,
     };
   } finally {
     await engine.close();
@@ -222,8 +277,10 @@ async function runPagellm(path: string, dtype: string, reqs: readonly Req[], kvB
 }
 
 /** Serves `reqs` with one worker per sequence, each taking the next request from a shared queue. */
-async function serveWithSequences(sequences: readonly LlamaContextSequence[], reqs: readonly Req[]):
-  Promise<Omit<RunResult, 'engine' | 'dtype' | 'kvBytes'>> {
+async function serveWithSequences(
+  sequences: readonly LlamaContextSequence[],
+  reqs: readonly Req[],
+): Promise<Omit<RunResult, 'engine' | 'dtype' | 'kvBytes'>> {
   const tracker = new InFlightTracker();
   let next = 0;
   let busy = 0;
@@ -259,8 +316,15 @@ async function serveWithSequences(sequences: readonly LlamaContextSequence[], re
   const makespan = performance.now() - t0;
   const means = tracker.means(makespan);
   return {
-    makespanMs: makespan, outputTokens, ttftMs: ttft, e2eMs: e2e, tpotMs: tpot, meanInFlight: means.all,
-    meanInFlightWhileWaiting: means.whileWaiting, peakInFlight: tracker.peak, preemptions: null,
+    makespanMs: makespan,
+    outputTokens,
+    ttftMs: ttft,
+    e2eMs: e2e,
+    tpotMs: tpot,
+    meanInFlight: means.all,
+    meanInFlightWhileWaiting: means.whileWaiting,
+    peakInFlight: tracker.peak,
+    preemptions: null,
   };
 }
 
@@ -269,7 +333,11 @@ const kvLogLines: string[] = [];
 let llamaPromise: Promise<Llama> | undefined;
 function llamaCpu(): Promise<Llama> {
   llamaPromise ??= getLlama({
-    gpu: false, build: 'never', skipDownload: true, progressLogs: false, maxThreads: threads,
+    gpu: false,
+    build: 'never',
+    skipDownload: true,
+    progressLogs: false,
+    maxThreads: threads,
     logLevel: LlamaLogLevel.info,
     logger: (_level, message) => {
       if (/KV buffer size/.test(message)) kvLogLines.push(message.trim());
@@ -288,13 +356,22 @@ function loggedKvBytes(from: number): number {
   return Math.round(mib * 1024 * 1024);
 }
 
-async function runLlama(model: LlamaModel, dtype: string, reqs: readonly Req[], mode: 'contexts' | 'sequences'):
-  Promise<RunResult> {
+async function runLlama(
+  model: LlamaModel,
+  dtype: string,
+  reqs: readonly Req[],
+  mode: 'contexts' | 'sequences',
+): Promise<RunResult> {
   const kvType: 'F16' | 'F32' = kvDtype === 'f16' ? 'F16' : 'F32';
   const base = {
-    contextSize: maxModelLen, threads, batchSize: 512, flashAttention: 'auto' as const,
-    experimentalKvCacheKeyType: kvType, experimentalKvCacheValueType: kvType,
-    failedCreationRemedy: false as const, ignoreMemorySafetyChecks: true,
+    contextSize: maxModelLen,
+    threads,
+    batchSize: 512,
+    flashAttention: 'auto' as const,
+    experimentalKvCacheKeyType: kvType,
+    experimentalKvCacheValueType: kvType,
+    failedCreationRemedy: false as const,
+    ignoreMemorySafetyChecks: true,
   };
   const before = kvLogLines.length;
   const contexts: LlamaContext[] = [];
@@ -305,15 +382,22 @@ async function runLlama(model: LlamaModel, dtype: string, reqs: readonly Req[], 
       contexts.push(await model.createContext({ ...base, sequences: llamaSeqs }));
     }
     for (const c of contexts) {
-      if (c.contextSize !== maxModelLen) throw new Error(`llama.cpp made a context of ${c.contextSize} tokens, not ${maxModelLen}`);
+      if (c.contextSize !== maxModelLen)
+        throw new Error(`llama.cpp made a context of ${c.contextSize} tokens, not ${maxModelLen}`);
     }
-    const sequences = mode === 'contexts' ? contexts.map((c) => c.getSequence())
-      : Array.from({ length: llamaSeqs }, () => contexts[0].getSequence());
+    const sequences =
+      mode === 'contexts'
+        ? contexts.map((c) => c.getSequence())
+        : Array.from({ length: llamaSeqs }, () => contexts[0].getSequence());
     const r = await serveWithSequences(sequences, reqs);
     return {
-      engine: mode === 'contexts' ? `llama.cpp, context per sequence (${llamaSeqs} × ${maxModelLen})`
-        : `llama.cpp, one context, ${llamaSeqs} sequences × ${maxModelLen}`,
-      dtype, kvBytes: loggedKvBytes(before), ...r,
+      engine:
+        mode === 'contexts'
+          ? `llama.cpp, context per sequence (${llamaSeqs} × ${maxModelLen})`
+          : `llama.cpp, one context, ${llamaSeqs} sequences × ${maxModelLen}`,
+      dtype,
+      kvBytes: loggedKvBytes(before),
+      ...r,
     };
   } finally {
     for (const c of contexts) await c.dispose();
@@ -322,10 +406,15 @@ async function runLlama(model: LlamaModel, dtype: string, reqs: readonly Req[], 
 
 /** Table rows of a single-stream run: prefill tok/s (prompt / TTFT) and decode tok/s (1 / TPOT) per engine. */
 function singleStreamRows(results: readonly RunResult[], promptLen: number): string[] {
-  const rows = ['| weights | engine | prefill tok/s | decode tok/s | TTFT ms | TPOT ms |', '| --- | --- | ---: | ---: | ---: | ---: |'];
+  const rows = [
+    '| weights | engine | prefill tok/s | decode tok/s | TTFT ms | TPOT ms |',
+    '| --- | --- | ---: | ---: | ---: | ---: |',
+  ];
   for (const r of results) {
-    rows.push(`| ${r.dtype} | ${r.engine} | ${fmt(promptLen / (r.ttftMs[0] / 1000))} | ${fmt(1000 / r.tpotMs[0])} | ` +
-      `${fmt(r.ttftMs[0], 0)} | ${fmt(r.tpotMs[0], 2)} |`);
+    rows.push(
+      `| ${r.dtype} | ${r.engine} | ${fmt(promptLen / (r.ttftMs[0] / 1000))} | ${fmt(1000 / r.tpotMs[0])} | ` +
+        `${fmt(r.ttftMs[0], 0)} | ${fmt(r.tpotMs[0], 2)} |`,
+    );
   }
   return rows;
 }
@@ -337,9 +426,13 @@ function fmt(x: number, d = 1): string {
 async function main(): Promise<void> {
   const d = SHAREGPT_LIKE_DEFAULTS;
   const spec = {
-    kind: 'sharegpt-like' as const, numPrompts, ...d,
-    inputMean: d.inputMean * lengthScale, outputMean: d.outputMean * lengthScale,
-    maxInputLen: Math.round(d.maxInputLen * lengthScale), maxOutputLen: Math.round(d.maxOutputLen * lengthScale),
+    kind: 'sharegpt-like' as const,
+    numPrompts,
+    ...d,
+    inputMean: d.inputMean * lengthScale,
+    outputMean: d.outputMean * lengthScale,
+    maxInputLen: Math.round(d.maxInputLen * lengthScale),
+    maxOutputLen: Math.round(d.maxOutputLen * lengthScale),
   };
   const rng = new SeededNormal(seed);
   const lengths: RequestLengths[] = singleStream
@@ -347,23 +440,32 @@ async function main(): Promise<void> {
     : sampleRequestLengths(spec, rng);
   const vocab = 49152;
   const reqs: Req[] = lengths.map((l) => ({
-    ...l, promptIds: Array.from({ length: l.inputLen }, () => FIRST_ORDINARY_ID + Math.floor(rng.uniform() * (vocab - FIRST_ORDINARY_ID))),
+    ...l,
+    promptIds: Array.from(
+      { length: l.inputLen },
+      () => FIRST_ORDINARY_ID + Math.floor(rng.uniform() * (vocab - FIRST_ORDINARY_ID)),
+    ),
   }));
   const tooLong = reqs.filter((r) => r.inputLen + r.outputLen > maxModelLen - 1);
-  if (tooLong.length > 0) throw new Error(`${tooLong.length} requests need ≥ ${maxModelLen} tokens; raise --max-model-len`);
+  if (tooLong.length > 0)
+    throw new Error(`${tooLong.length} requests need ≥ ${maxModelLen} tokens; raise --max-model-len`);
   const kvTokenBytes = kvBytesPerToken();
   const kvBytes = llamaSeqs * maxModelLen * kvTokenBytes;
   const sumIn = lengths.reduce((a, l) => a + l.inputLen, 0);
   const sumOut = lengths.reduce((a, l) => a + l.outputLen, 0);
   const header = [
-    `pagellm bench/compare-llama-cpp (${shape} shape): ` + (singleStream
-      ? `single stream, one request of ${sumIn} prompt + ${sumOut} output tokens`
-      : `${numPrompts} sharegpt-like requests (${sumIn} prompt + ${sumOut} output tokens, ` +
-        `mean ${(sumIn / numPrompts).toFixed(1)} + ${(sumOut / numPrompts).toFixed(1)}; length scale ${lengthScale}; seed ${seed}), ` +
-        'all arriving at t = 0') + ', greedy, EOS ignored',
+    `pagellm bench/compare-llama-cpp (${shape} shape): ` +
+      (singleStream
+        ? `single stream, one request of ${sumIn} prompt + ${sumOut} output tokens`
+        : `${numPrompts} sharegpt-like requests (${sumIn} prompt + ${sumOut} output tokens, ` +
+          `mean ${(sumIn / numPrompts).toFixed(1)} + ${(sumOut / numPrompts).toFixed(1)}; length scale ${lengthScale}; seed ${seed}), ` +
+          'all arriving at t = 0') +
+      ', greedy, EOS ignored',
     `KV memory ${(kvBytes / 2 ** 20).toFixed(1)} MiB (${kvDtype}) on every engine = llama.cpp's ${llamaSeqs} sequences × ` +
       `${maxModelLen} tokens × ${kvTokenBytes} B/token; ${threads} thread(s) each; load average before: ` +
-      loadavg().map((x) => x.toFixed(2)).join(' '),
+      loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' '),
   ];
   for (const h of header) console.log(h);
 
@@ -374,7 +476,9 @@ async function main(): Promise<void> {
       try {
         const r = await runPagellm(path, dtype, reqs, kvBytes);
         results.push(r);
-        console.log(`${dtype} ${r.engine}: ${fmt(r.outputTokens / (r.makespanMs / 1000))} tok/s, in flight ${fmt(r.meanInFlightWhileWaiting)}`);
+        console.log(
+          `${dtype} ${r.engine}: ${fmt(r.outputTokens / (r.makespanMs / 1000))} tok/s, in flight ${fmt(r.meanInFlightWhileWaiting)}`,
+        );
       } catch (e) {
         // A kernel backend without this weight type refuses it with a KernelError (the engine's step error carries it
         // as its cause): report and go on with llama.cpp.
@@ -392,42 +496,54 @@ async function main(): Promise<void> {
           if (!engines.includes(`llama-${mode}`)) continue;
           const r = await runLlama(model, dtype, reqs, mode);
           results.push(r);
-          console.log(`${dtype} ${r.engine}: ${fmt(r.outputTokens / (r.makespanMs / 1000))} tok/s, in flight ${fmt(r.meanInFlightWhileWaiting)}`);
+          console.log(
+            `${dtype} ${r.engine}: ${fmt(r.outputTokens / (r.makespanMs / 1000))} tok/s, in flight ${fmt(r.meanInFlightWhileWaiting)}`,
+          );
         }
       } finally {
         await model.dispose();
       }
     }
   }
-  const loadAfter = loadavg().map((x) => x.toFixed(2)).join(' ');
+  const loadAfter = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
 
-  const rows: string[] = singleStream ? singleStreamRows(results, sumIn) : [
-    '| weights | engine | KV bytes | output tok/s | makespan s | in flight while queued (mean) | in flight, whole run (mean / peak) | ' +
-      'TTFT ms mean / median / P99 | TPOT ms mean / median / P99 | E2E s mean / median / P99 | preemptions |',
-    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-  ];
+  const rows: string[] = singleStream
+    ? singleStreamRows(results, sumIn)
+    : [
+        '| weights | engine | KV bytes | output tok/s | makespan s | in flight while queued (mean) | in flight, whole run (mean / peak) | ' +
+          'TTFT ms mean / median / P99 | TPOT ms mean / median / P99 | E2E s mean / median / P99 | preemptions |',
+        '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+      ];
   for (const r of singleStream ? [] : results) {
     const t = summarize(r.ttftMs);
     const p = summarize(r.tpotMs);
     const e = summarize(r.e2eMs.map((x) => x / 1000));
-    rows.push(`| ${r.dtype} | ${r.engine} | ${(r.kvBytes / 2 ** 20).toFixed(1)} MiB | ${fmt(r.outputTokens / (r.makespanMs / 1000))} | ` +
-      `${fmt(r.makespanMs / 1000)} | ${fmt(r.meanInFlightWhileWaiting)} | ${fmt(r.meanInFlight)} / ${r.peakInFlight} | ` +
-      `${fmt(t.mean, 0)} / ${fmt(t.median, 0)} / ${fmt(t.percentiles['99'], 0)} | ` +
-      `${fmt(p.mean)} / ${fmt(p.median)} / ${fmt(p.percentiles['99'])} | ` +
-      `${fmt(e.mean)} / ${fmt(e.median)} / ${fmt(e.percentiles['99'])} | ${r.preemptions ?? 'n/a'} |`);
+    rows.push(
+      `| ${r.dtype} | ${r.engine} | ${(r.kvBytes / 2 ** 20).toFixed(1)} MiB | ${fmt(r.outputTokens / (r.makespanMs / 1000))} | ` +
+        `${fmt(r.makespanMs / 1000)} | ${fmt(r.meanInFlightWhileWaiting)} | ${fmt(r.meanInFlight)} / ${r.peakInFlight} | ` +
+        `${fmt(t.mean, 0)} / ${fmt(t.median, 0)} / ${fmt(t.percentiles['99'], 0)} | ` +
+        `${fmt(p.mean)} / ${fmt(p.median)} / ${fmt(p.percentiles['99'])} | ` +
+        `${fmt(e.mean)} / ${fmt(e.median)} / ${fmt(e.percentiles['99'])} | ${r.preemptions ?? 'n/a'} |`,
+    );
   }
   const ratios: string[] = [];
   for (const dtype of singleStream ? [] : dtypes) {
     const pg = results.find((r) => r.dtype === dtype && r.engine.startsWith('pagellm'));
     if (pg === undefined) continue;
     for (const l of results.filter((r) => r.dtype === dtype && r.engine.startsWith('llama'))) {
-      ratios.push(`- ${dtype}, pagellm vs ${l.engine}: ${(pg.meanInFlightWhileWaiting / l.meanInFlightWhileWaiting).toFixed(2)}× ` +
-        `the sequences in flight while requests queue, ${((pg.outputTokens / pg.makespanMs) / (l.outputTokens / l.makespanMs)).toFixed(2)}× ` +
-        'the output-token throughput');
+      ratios.push(
+        `- ${dtype}, pagellm vs ${l.engine}: ${(pg.meanInFlightWhileWaiting / l.meanInFlightWhileWaiting).toFixed(2)}× ` +
+          `the sequences in flight while requests queue, ${(pg.outputTokens / pg.makespanMs / (l.outputTokens / l.makespanMs)).toFixed(2)}× ` +
+          'the output-token throughput',
+      );
     }
   }
-  const command = `npx tsx bench/compare-llama-cpp.ts --dtypes ${dtypes.join(',')} --shape ${shape} --threads ${threads} ` +
-    (singleStream ? `--single-stream --prompt-len ${sumIn} --output-len ${sumOut} `
+  const command =
+    `npx tsx bench/compare-llama-cpp.ts --dtypes ${dtypes.join(',')} --shape ${shape} --threads ${threads} ` +
+    (singleStream
+      ? `--single-stream --prompt-len ${sumIn} --output-len ${sumOut} `
       : `--num-prompts ${numPrompts} --llama-seqs ${llamaSeqs} `) +
     `--max-model-len ${maxModelLen} --kv-dtype ${kvDtype} --block-size ${blockSize} --length-scale ${lengthScale} --seed ${seed}`;
   const block = [

@@ -82,13 +82,20 @@ async function measureCopyBandwidth(threads: number): Promise<number> {
       Atomics.add(c, 1, 1);
       Atomics.notify(c, 1);
     }`;
-  const workers = Array.from({ length: threads - 1 }, (_, i) =>
-    new Worker(workerCode, { eval: true, workerData: { src, dst, ctl: ctl.buffer, index: i + 1, share, n } }));
+  const workers = Array.from(
+    { length: threads - 1 },
+    (_, i) => new Worker(workerCode, { eval: true, workerData: { src, dst, ctl: ctl.buffer, index: i + 1, share, n } }),
+  );
   // Blocking this thread (Atomics.wait) before a worker has started would stall its start-up: wait for each first.
-  await Promise.all(workers.map((w) => new Promise<void>((resolve, reject) => {
-    w.once('message', () => resolve());
-    w.once('error', reject);
-  })));
+  await Promise.all(
+    workers.map(
+      (w) =>
+        new Promise<void>((resolve, reject) => {
+          w.once('message', () => resolve());
+          w.once('error', reject);
+        }),
+    ),
+  );
   const a = new Uint8Array(src);
   const b = new Uint8Array(dst);
   const copyOnce = (round: number): void => {
@@ -98,7 +105,8 @@ async function measureCopyBandwidth(threads: number): Promise<number> {
       Atomics.notify(ctl, 2 * i);
     }
     b.set(a.subarray(0, Math.min(n, share)), 0);
-    for (let done = Atomics.load(ctl, 1); done < threads - 1; done = Atomics.load(ctl, 1)) Atomics.wait(ctl, 1, done, 1000);
+    for (let done = Atomics.load(ctl, 1); done < threads - 1; done = Atomics.load(ctl, 1))
+      Atomics.wait(ctl, 1, done, 1000);
   };
   copyOnce(1);
   const times: number[] = [];
@@ -116,20 +124,38 @@ async function measureCopyBandwidth(threads: number): Promise<number> {
 }
 
 /** A batch of `seqs` through the metadata builder, with token ids cycling over a fixed pattern. */
-function makeBatch(builder: AttentionMetadataBuilder, seqs: ScheduledSequence[], numPrefills: number, vocab: number, step: number): ForwardBatch {
+function makeBatch(
+  builder: AttentionMetadataBuilder,
+  seqs: ScheduledSequence[],
+  numPrefills: number,
+  vocab: number,
+  step: number,
+): ForwardBatch {
   const md = builder.build(seqs);
   const tokenIds = new Int32Array(md.numTokens);
   for (let i = 0; i < md.numTokens; i++) tokenIds[i] = (i * 7919 + step * 104729) % vocab;
   const sampleIndices = new Int32Array(md.numSeqs);
   for (let s = 0; s < md.numSeqs; s++) sampleIndices[s] = md.queryStartLoc[s + 1] - 1;
   return {
-    tokenIds, positions: md.positions, slotMapping: md.slotMapping, numTokens: md.numTokens, numSeqs: md.numSeqs,
-    numPrefills, queryStartLoc: md.queryStartLoc, seqLens: md.seqLens, blockTables: md.blockTables,
-    maxBlocksPerSeq: md.maxBlocksPerSeq, sampleIndices,
+    tokenIds,
+    positions: md.positions,
+    slotMapping: md.slotMapping,
+    numTokens: md.numTokens,
+    numSeqs: md.numSeqs,
+    numPrefills,
+    queryStartLoc: md.queryStartLoc,
+    seqLens: md.seqLens,
+    blockTables: md.blockTables,
+    maxBlocksPerSeq: md.maxBlocksPerSeq,
+    sampleIndices,
   };
 }
 
-function benchBatch(backend: KernelBackend, model: LlamaModel, batch: number): { prefillTps: number; decodeMs: number } {
+function benchBatch(
+  backend: KernelBackend,
+  model: LlamaModel,
+  batch: number,
+): { prefillTps: number; decodeMs: number } {
   const c = model.config;
   const maxLen = promptLen + steps + 1;
   const blocksPerSeq = Math.ceil(maxLen / blockSize);
@@ -137,9 +163,13 @@ function benchBatch(backend: KernelBackend, model: LlamaModel, batch: number): {
   try {
     const cache = new CacheEngine(
       { numLayers: c.numLayers, numKvHeads: c.numKvHeads, headSize: c.headSize, blockSize, cacheDtype: 'fp32' },
-      backend, { numGpuBlocks: batch * blocksPerSeq, numCpuBlocks: 0 });
+      backend,
+      { numGpuBlocks: batch * blocksPerSeq, numCpuBlocks: 0 },
+    );
     const builder = new AttentionMetadataBuilder({ blockSize, numGpuBlocks: batch * blocksPerSeq });
-    const tables = Array.from({ length: batch }, (_, s) => Array.from({ length: blocksPerSeq }, (_, j) => s * blocksPerSeq + j));
+    const tables = Array.from({ length: batch }, (_, s) =>
+      Array.from({ length: blocksPerSeq }, (_, j) => s * blocksPerSeq + j),
+    );
 
     // Prefill: warm-up once (fills caches, grows buffers), then time 3 runs, keep the median.
     const prefillSeqs = tables.map((blockTable) => ({ blockTable, contextLen: 0, seqLen: promptLen }));
@@ -168,16 +198,24 @@ function benchBatch(backend: KernelBackend, model: LlamaModel, batch: number): {
 
 async function main(): Promise<void> {
   const bw = await measureCopyBandwidth(threads);
-  console.log(`pagellm bench/forward: random-weight SmolLM2-135M shape, wasm backend, ${threads} thread(s), ` +
-    `prompt ${promptLen} tokens/seq, ${steps} decode steps, block size ${blockSize}, attention ${args.attention}`);
-  console.log(`plain-copy bandwidth (TypedArray.set of 256 MiB on ${threads} thread(s), read + written bytes): ` +
-    `${(bw / 1e9).toFixed(1)} GB/s`);
+  console.log(
+    `pagellm bench/forward: random-weight SmolLM2-135M shape, wasm backend, ${threads} thread(s), ` +
+      `prompt ${promptLen} tokens/seq, ${steps} decode steps, block size ${blockSize}, attention ${args.attention}`,
+  );
+  console.log(
+    `plain-copy bandwidth (TypedArray.set of 256 MiB on ${threads} thread(s), read + written bytes): ` +
+      `${(bw / 1e9).toFixed(1)} GB/s`,
+  );
   for (const dtype of dtypes) {
     const path = join(tmpdir(), `pagellm-bench-smollm2-135m-${dtype}.gguf`);
     if (args.fresh || !existsSync(path)) {
       const t = performance.now();
       createRandomModel({
-        configPath: join(shapeDir, 'config.json'), tokenizerPath: join(shapeDir, 'tokenizer.json'), dtype, seed: 1, outPath: path,
+        configPath: join(shapeDir, 'config.json'),
+        tokenizerPath: join(shapeDir, 'tokenizer.json'),
+        dtype,
+        seed: 1,
+        outPath: path,
       });
       console.log(`created ${path} in ${((performance.now() - t) / 1000).toFixed(1)} s`);
     }
@@ -188,24 +226,34 @@ async function main(): Promise<void> {
       const { model, weightBytes } = await loadModel(path, {
         backend,
         model: {
-          maxNumTokens: Math.max(...batches) * promptLen, maxNumSampled: Math.max(...batches), maxPositions: 4096, profile: args.profile,
-          attentionMode: args.attention as AttentionMode, ...(fuse !== undefined ? { fuseUpToTokens: fuse } : {}),
+          maxNumTokens: Math.max(...batches) * promptLen,
+          maxNumSampled: Math.max(...batches),
+          maxPositions: 4096,
+          profile: args.profile,
+          attentionMode: args.attention as AttentionMode,
+          ...(fuse !== undefined ? { fuseUpToTokens: fuse } : {}),
         },
       });
       const limitMs = (weightBytes / bw) * 1000;
-      console.log(`\n${dtype}: ${(weightBytes / 1e6).toFixed(1)} MB of weights, loaded in ${((performance.now() - t) / 1000).toFixed(1)} s; ` +
-        `bandwidth-bound decode step >= ${limitMs.toFixed(1)} ms`);
+      console.log(
+        `\n${dtype}: ${(weightBytes / 1e6).toFixed(1)} MB of weights, loaded in ${((performance.now() - t) / 1000).toFixed(1)} s; ` +
+          `bandwidth-bound decode step >= ${limitMs.toFixed(1)} ms`,
+      );
       console.log('batch | prefill tok/s | decode ms/step | decode tok/s | bandwidth-bound decode tok/s');
       for (const batch of batches) {
         const r = benchBatch(backend, model, batch);
         const decodeTps = (batch * 1000) / r.decodeMs;
         const limitTps = (batch * 1000) / limitMs;
-        console.log(`${String(batch).padStart(5)} | ${r.prefillTps.toFixed(0).padStart(13)} | ${r.decodeMs.toFixed(1).padStart(14)} | ` +
-          `${decodeTps.toFixed(1).padStart(12)} | ${limitTps.toFixed(1).padStart(10)} (${limitMs.toFixed(1)} ms/step)`);
+        console.log(
+          `${String(batch).padStart(5)} | ${r.prefillTps.toFixed(0).padStart(13)} | ${r.decodeMs.toFixed(1).padStart(14)} | ` +
+            `${decodeTps.toFixed(1).padStart(12)} | ${limitTps.toFixed(1).padStart(10)} (${limitMs.toFixed(1)} ms/step)`,
+        );
         if (args.profile) {
           const total = [...model.profile.values()].reduce((a, b) => a + b, 0);
-          const parts = [...model.profile.entries()].sort((a, b) => b[1] - a[1])
-            .map(([k, v]) => `${k} ${(v / steps).toFixed(2)}`).join(', ');
+          const parts = [...model.profile.entries()]
+            .sort((a, b) => b[1] - a[1])
+            .map(([k, v]) => `${k} ${(v / steps).toFixed(2)}`)
+            .join(', ');
           console.log(`        decode ms/step by op (${(total / steps).toFixed(1)} total): ${parts}`);
         }
       }

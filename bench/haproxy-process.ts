@@ -11,8 +11,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './free-port.js';
 
 /** The haproxy binary: $PAGELLM_HAPROXY, else Debian's. */
-export const HAPROXY = process.env.PAGELLM_HAPROXY ??
-  ['/usr/sbin/haproxy', '/usr/bin/haproxy', '/usr/local/sbin/haproxy'].find((p) => existsSync(p)) ?? '/usr/sbin/haproxy';
+export const HAPROXY =
+  process.env.PAGELLM_HAPROXY ??
+  ['/usr/sbin/haproxy', '/usr/bin/haproxy', '/usr/local/sbin/haproxy'].find((p) => existsSync(p)) ??
+  '/usr/sbin/haproxy';
 
 /** The deployment's HAProxy configuration. */
 export const DEPLOY_HAPROXY_CFG = fileURLToPath(new URL('../deploy/haproxy.cfg', import.meta.url));
@@ -34,13 +36,19 @@ export type Balance = 'deploy' | 'roundrobin';
  * is the deployment's own text.
  * @throws Error when the file no longer has a line this rewrites.
  */
-export function loopbackHaproxyConfig(text: string, ports: { http: number; stats: number },
-  replicas: readonly HaproxyReplica[], balance: Balance): string {
+export function loopbackHaproxyConfig(
+  text: string,
+  ports: { http: number; stats: number },
+  replicas: readonly HaproxyReplica[],
+  balance: Balance,
+): string {
   const rewrites: Array<[RegExp, string]> = [
     [/^(\s*)bind :8080$/m, `$1bind 127.0.0.1:${ports.http}`],
     [/^(\s*)bind :8404$/m, `$1bind 127.0.0.1:${ports.stats}`],
-    [/^(\s*)server-template .*$/m,
-      replicas.map((r) => `    server ${r.name} 127.0.0.1:${r.port} agent-port ${r.agentPort}`).join('\n')],
+    [
+      /^(\s*)server-template .*$/m,
+      replicas.map((r) => `    server ${r.name} 127.0.0.1:${r.port} agent-port ${r.agentPort}`).join('\n'),
+    ],
   ];
   if (balance === 'roundrobin') rewrites.push([/^(\s*)balance hash .*$/m, '$1balance roundrobin']);
   let out = text;
@@ -67,8 +75,11 @@ export interface HaproxyProcess {
  * log goes to `dir`/haproxy-<balance>.log); resolves once its stats page answers.
  * @throws Error with haproxy's stderr when it exits at startup or its stats page does not answer within 60 s.
  */
-export async function startHaproxy(dir: string, replicas: readonly HaproxyReplica[], balance: Balance):
-  Promise<HaproxyProcess> {
+export async function startHaproxy(
+  dir: string,
+  replicas: readonly HaproxyReplica[],
+  balance: Balance,
+): Promise<HaproxyProcess> {
   const ports = { http: await freePort(), stats: await freePort() };
   const cfg = join(dir, `haproxy-${balance}.cfg`);
   writeFileSync(cfg, loopbackHaproxyConfig(readFileSync(DEPLOY_HAPROXY_CFG, 'utf8'), ports, replicas, balance));
@@ -107,14 +118,19 @@ export async function startHaproxy(dir: string, replicas: readonly HaproxyReplic
     }
   }
 
-  await waitUntil(async () => (await fetch(statsUrl)).ok, 60_000, 'haproxy\'s stats page');
+  await waitUntil(async () => (await fetch(statsUrl)).ok, 60_000, "haproxy's stats page");
   return {
     url: `http://127.0.0.1:${ports.http}`,
     serverStates,
-    waitAllUp: (names, timeoutMs = 120_000) => waitUntil(async () => {
-      const states = await serverStates();
-      return names.every((n) => states.get(n)?.status === 'UP' && states.get(n)?.weight === '100');
-    }, timeoutMs, `${names.join(', ')} UP in haproxy with weight 100`),
+    waitAllUp: (names, timeoutMs = 120_000) =>
+      waitUntil(
+        async () => {
+          const states = await serverStates();
+          return names.every((n) => states.get(n)?.status === 'UP' && states.get(n)?.weight === '100');
+        },
+        timeoutMs,
+        `${names.join(', ')} UP in haproxy with weight 100`,
+      ),
     async stop(): Promise<void> {
       if (proc.exitCode === null) proc.kill('SIGTERM');
       await exited;

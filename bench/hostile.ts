@@ -42,7 +42,12 @@ interface Attack {
 }
 
 /** Sends exact bytes on a raw socket and resolves with the status of the first response line. */
-function rawRequest(url: string, lines: readonly string[], body = '', drip?: { bytes: string; everyMs: number }): Promise<number> {
+function rawRequest(
+  url: string,
+  lines: readonly string[],
+  body = '',
+  drip?: { bytes: string; everyMs: number },
+): Promise<number> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve) => {
     const socket = connect(Number(port), hostname);
@@ -74,34 +79,82 @@ function rawRequest(url: string, lines: readonly string[], body = '', drip?: { b
   });
 }
 
-async function post(url: string, path: string, body: unknown, headers: Record<string, string> = JSON_AUTH): Promise<number> {
-  const r = await fetch(`${url}${path}`, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+async function post(
+  url: string,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = JSON_AUTH,
+): Promise<number> {
+  const r = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers,
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
   await r.arrayBuffer();
   return r.status;
 }
 
 const chatWith = (template: string): unknown => ({
-  model: 'stories260K', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4, chat_template: template,
+  model: 'stories260K',
+  messages: [{ role: 'user', content: 'Hi' }],
+  max_tokens: 4,
+  chat_template: template,
 });
 
 const ATTACKS: readonly Attack[] = [
-  { name: 'template: range(10**9)|length', limitS: RENDER_TIMEOUT_S,
-    run: (url) => post(url, '/v1/chat/completions', chatWith('{{ range(10**9)|length }}')) },
-  { name: 'template: 90,000 × 90,000 nested loops', limitS: RENDER_TIMEOUT_S,
-    run: (url) => post(url, '/v1/chat/completions',
-      chatWith('{% for i in range(90000) %}{% for j in range(90000) %}{% endfor %}{% endfor %}x')) },
-  { name: 'template: string doubled to 2^23', limitS: RENDER_TIMEOUT_S,
-    run: (url) => post(url, '/tokenize', { model: 'stories260K', messages: [{ role: 'user', content: 'Hi' }],
-      chat_template: "{% set s = namespace(v='ab') %}{% for i in range(23) %}{% set s.v = s.v + s.v %}{% endfor %}{{ s.v }}" }) },
-  { name: 'auth bypass: /%76%31/completions, no key', limitS: 0,
+  {
+    name: 'template: range(10**9)|length',
+    limitS: RENDER_TIMEOUT_S,
+    run: (url) => post(url, '/v1/chat/completions', chatWith('{{ range(10**9)|length }}')),
+  },
+  {
+    name: 'template: 90,000 × 90,000 nested loops',
+    limitS: RENDER_TIMEOUT_S,
+    run: (url) =>
+      post(
+        url,
+        '/v1/chat/completions',
+        chatWith('{% for i in range(90000) %}{% for j in range(90000) %}{% endfor %}{% endfor %}x'),
+      ),
+  },
+  {
+    name: 'template: string doubled to 2^23',
+    limitS: RENDER_TIMEOUT_S,
+    run: (url) =>
+      post(url, '/tokenize', {
+        model: 'stories260K',
+        messages: [{ role: 'user', content: 'Hi' }],
+        chat_template:
+          "{% set s = namespace(v='ab') %}{% for i in range(23) %}{% set s.v = s.v + s.v %}{% endfor %}{{ s.v }}",
+      }),
+  },
+  {
+    name: 'auth bypass: /%76%31/completions, no key',
+    limitS: 0,
     run: (url) => {
       const body = '{"prompt":"Hi","max_tokens":3}';
-      return rawRequest(url, ['POST /%76%31/completions HTTP/1.1', `Host: ${new URL(url).host}`,
-        'Content-Type: application/json', `Content-Length: ${body.length}`, 'Connection: close'], body);
-    } },
-  { name: 'auth bypass: absolute-form target, no key', limitS: 0,
-    run: (url) => rawRequest(url, ['GET http://x/v1/models HTTP/1.1', `Host: ${new URL(url).host}`, 'Connection: close']) },
-  { name: 'no key: /metrics, /tokenize, /dashboard/api', limitS: 0,
+      return rawRequest(
+        url,
+        [
+          'POST /%76%31/completions HTTP/1.1',
+          `Host: ${new URL(url).host}`,
+          'Content-Type: application/json',
+          `Content-Length: ${body.length}`,
+          'Connection: close',
+        ],
+        body,
+      );
+    },
+  },
+  {
+    name: 'auth bypass: absolute-form target, no key',
+    limitS: 0,
+    run: (url) =>
+      rawRequest(url, ['GET http://x/v1/models HTTP/1.1', `Host: ${new URL(url).host}`, 'Connection: close']),
+  },
+  {
+    name: 'no key: /metrics, /tokenize, /dashboard/api',
+    limitS: 0,
     run: async (url) => {
       const s = await Promise.all([
         fetch(`${url}/metrics`).then((r) => r.status),
@@ -109,21 +162,71 @@ const ATTACKS: readonly Attack[] = [
         fetch(`${url}/dashboard/api/snapshot`).then((r) => r.status),
       ]);
       return s.every((x) => x === 401) ? 401 : Math.max(...s.filter((x) => x !== 401));
-    } },
+    },
+  },
   // Just under the 4 MiB body limit, so it is the prompt check that refuses it (a bigger body gets 413 unread).
-  { name: 'prompt of 4 MB', limitS: 0,
-    run: (url) => post(url, '/v1/completions', { model: 'stories260K', prompt: 'Once upon a time '.repeat(4_000_000 / 17), max_tokens: 4 }) },
-  { name: '20,000 prompts × n = 128', limitS: 0,
-    run: (url) => post(url, '/v1/completions', { model: 'stories260K', prompt: Array(20_000).fill('Hi'), n: 128, max_tokens: 16 }) },
-  { name: 'cross-site text/plain POST', limitS: 0,
-    run: (url) => post(url, '/v1/completions', '{"prompt":"Hi","max_tokens":3}', { ...AUTH, 'content-type': 'text/plain' }) },
-  { name: 'DNS rebinding: Host evil.example', limitS: 0,
-    run: (url) => rawRequest(url, ['GET /v1/models HTTP/1.1', 'Host: evil.example', `Authorization: Bearer ${KEY}`, 'Connection: close']) },
-  { name: 'slow body: a byte every second', limitS: BODY_TIMEOUT_S,
-    run: (url) => rawRequest(url, ['POST /v1/completions HTTP/1.1', `Host: ${new URL(url).host}`, `Authorization: Bearer ${KEY}`,
-      'Content-Type: application/json', 'Content-Length: 1000', 'Connection: close'], '{', { bytes: '"prompt":"Hi"'.padEnd(999, ' '), everyMs: 1000 }) },
-  { name: 'huge header (64 KiB)', limitS: 0,
-    run: (url) => rawRequest(url, ['GET /health HTTP/1.1', `Host: ${new URL(url).host}`, `X-Big: ${'a'.repeat(64 * 1024)}`, 'Connection: close']) },
+  {
+    name: 'prompt of 4 MB',
+    limitS: 0,
+    run: (url) =>
+      post(url, '/v1/completions', {
+        model: 'stories260K',
+        prompt: 'Once upon a time '.repeat(4_000_000 / 17),
+        max_tokens: 4,
+      }),
+  },
+  {
+    name: '20,000 prompts × n = 128',
+    limitS: 0,
+    run: (url) =>
+      post(url, '/v1/completions', { model: 'stories260K', prompt: Array(20_000).fill('Hi'), n: 128, max_tokens: 16 }),
+  },
+  {
+    name: 'cross-site text/plain POST',
+    limitS: 0,
+    run: (url) =>
+      post(url, '/v1/completions', '{"prompt":"Hi","max_tokens":3}', { ...AUTH, 'content-type': 'text/plain' }),
+  },
+  {
+    name: 'DNS rebinding: Host evil.example',
+    limitS: 0,
+    run: (url) =>
+      rawRequest(url, [
+        'GET /v1/models HTTP/1.1',
+        'Host: evil.example',
+        `Authorization: Bearer ${KEY}`,
+        'Connection: close',
+      ]),
+  },
+  {
+    name: 'slow body: a byte every second',
+    limitS: BODY_TIMEOUT_S,
+    run: (url) =>
+      rawRequest(
+        url,
+        [
+          'POST /v1/completions HTTP/1.1',
+          `Host: ${new URL(url).host}`,
+          `Authorization: Bearer ${KEY}`,
+          'Content-Type: application/json',
+          'Content-Length: 1000',
+          'Connection: close',
+        ],
+        '{',
+        { bytes: '"prompt":"Hi"'.padEnd(999, ' '), everyMs: 1000 },
+      ),
+  },
+  {
+    name: 'huge header (64 KiB)',
+    limitS: 0,
+    run: (url) =>
+      rawRequest(url, [
+        'GET /health HTTP/1.1',
+        `Host: ${new URL(url).host}`,
+        `X-Big: ${'a'.repeat(64 * 1024)}`,
+        'Connection: close',
+      ]),
+  },
 ];
 
 /** The p-quantile of a list of numbers (NaN when empty). */
@@ -155,11 +258,22 @@ class PhaseSamples {
 }
 
 async function main(): Promise<void> {
-  const args = ['--threads', String(values.threads),
-    '--kv-cache-memory', '16MiB', '--disable-log-stats', '--api-key', KEY,
-    '--chat-template', "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
-    '--trust-request-chat-template', '--chat-template-timeout', String(RENDER_TIMEOUT_S * 1000),
-    '--request-timeout', String(BODY_TIMEOUT_S)];
+  const args = [
+    '--threads',
+    String(values.threads),
+    '--kv-cache-memory',
+    '16MiB',
+    '--disable-log-stats',
+    '--api-key',
+    KEY,
+    '--chat-template',
+    '{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}',
+    '--trust-request-chat-template',
+    '--chat-template-timeout',
+    String(RENDER_TIMEOUT_S * 1000),
+    '--request-timeout',
+    String(BODY_TIMEOUT_S),
+  ];
   if (values.model !== undefined) args.push('--model', values.model);
   const server = await startServeProcess(args);
   const { proc, url } = server;
@@ -183,9 +297,17 @@ async function main(): Promise<void> {
     for (let k = 0; running; k++) {
       try {
         const r = await fetch(`${url}/v1/completions`, {
-          method: 'POST', headers: JSON_AUTH,
-          body: JSON.stringify({ model: 'stories260K', prompt: `Once upon a time ${i}`, max_tokens: 48, temperature: 0.8,
-            seed: i * 1000 + k, stream: true, ignore_eos: true }),
+          method: 'POST',
+          headers: JSON_AUTH,
+          body: JSON.stringify({
+            model: 'stories260K',
+            prompt: `Once upon a time ${i}`,
+            max_tokens: 48,
+            temperature: 0.8,
+            seed: i * 1000 + k,
+            stream: true,
+            ignore_eos: true,
+          }),
         });
         if (r.status !== 200) throw new Error(`HTTP ${r.status}`);
         const reader = r.body!.getReader();
@@ -194,7 +316,10 @@ async function main(): Promise<void> {
           const { done, value } = await reader.read();
           if (done) break;
           const now = performance.now();
-          const events = new TextDecoder().decode(value).split('\n\n').filter((e) => e.startsWith('data: {')).length;
+          const events = new TextDecoder()
+            .decode(value)
+            .split('\n\n')
+            .filter((e) => e.startsWith('data: {')).length;
           for (let e = 0; e < events; e++) {
             if (!Number.isNaN(last)) samples.add(samples.itl, e === 0 ? now - last : 0);
             last = now;
@@ -237,31 +362,42 @@ async function main(): Promise<void> {
   await new Promise((r) => (server.exitCode() === null ? proc.on('exit', r) : r(null)));
 
   const fmt = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : String(x));
-  const base = { health: quantile(samples.health.get('baseline') ?? [], 0.99), itl: quantile(samples.itl.get('baseline') ?? [], 0.99) };
-  const rows = [`${'phase'.padEnd(44)} ${'status'.padStart(6)} ${'answer ms'.padStart(10)} ${'limit s'.padStart(7)} ` +
-    `${'/health p99'.padStart(11)} ${'ITL p99'.padStart(8)} ${'RSS MiB'.padStart(8)}  verdict`];
-  rows.push(`${'baseline (no attack)'.padEnd(44)} ${''.padStart(6)} ${''.padStart(10)} ${''.padStart(7)} ` +
-    `${fmt(base.health).padStart(11)} ${fmt(base.itl).padStart(8)} ${(baselineRss / MiB).toFixed(1).padStart(8)}`);
+  const base = {
+    health: quantile(samples.health.get('baseline') ?? [], 0.99),
+    itl: quantile(samples.itl.get('baseline') ?? [], 0.99),
+  };
+  const rows = [
+    `${'phase'.padEnd(44)} ${'status'.padStart(6)} ${'answer ms'.padStart(10)} ${'limit s'.padStart(7)} ` +
+      `${'/health p99'.padStart(11)} ${'ITL p99'.padStart(8)} ${'RSS MiB'.padStart(8)}  verdict`,
+  ];
+  rows.push(
+    `${'baseline (no attack)'.padEnd(44)} ${''.padStart(6)} ${''.padStart(10)} ${''.padStart(7)} ` +
+      `${fmt(base.health).padStart(11)} ${fmt(base.itl).padStart(8)} ${(baselineRss / MiB).toFixed(1).padStart(8)}`,
+  );
   let allMet = alive;
   for (const r of results) {
     const h = quantile(samples.health.get(r.name) ?? [], 0.99);
     const itl = quantile(samples.itl.get(r.name) ?? [], 0.99);
     const ok = r.status >= 400 && r.status < 500 && r.ms <= (r.limitS + 1) * 1000 && h < 100 && itl <= 2 * base.itl;
     allMet &&= ok;
-    rows.push(`${r.name.padEnd(44)} ${String(r.status).padStart(6)} ${fmt(r.ms).padStart(10)} ${String(r.limitS).padStart(7)} ` +
-      `${fmt(h).padStart(11)} ${fmt(itl).padStart(8)} ${(r.rss / MiB).toFixed(1).padStart(8)}  ${ok ? 'met' : 'MISSED'}`);
+    rows.push(
+      `${r.name.padEnd(44)} ${String(r.status).padStart(6)} ${fmt(r.ms).padStart(10)} ${String(r.limitS).padStart(7)} ` +
+        `${fmt(h).padStart(11)} ${fmt(itl).padStart(8)} ${(r.rss / MiB).toFixed(1).padStart(8)}  ${ok ? 'met' : 'MISSED'}`,
+    );
   }
   const rssOk = afterRss <= baselineRss * 1.1;
   allMet &&= rssOk;
-  process.stdout.write([
-    `hostile: ${values.clients} good streaming clients (${goodFailures} failed requests), ${ATTACKS.length} attacks, ` +
-      `server ${alive ? 'alive' : 'EXITED'} at the end`,
-    ...rows,
-    `RSS: baseline ${(baselineRss / MiB).toFixed(1)} MiB, 5 s after the last attack ${(after5Rss / MiB).toFixed(1)} MiB, ` +
-      `20 s after ${(afterRss / MiB).toFixed(1)} MiB ` +
-      `(${rssOk ? 'within' : 'MORE than'} 10%)`,
-    `targets: ${allMet ? 'all met' : 'some MISSED'} (4xx within 1 s of the limit, /health p99 < 100 ms, ITL p99 ≤ 2× baseline)`,
-  ].join('\n') + '\n');
+  process.stdout.write(
+    [
+      `hostile: ${values.clients} good streaming clients (${goodFailures} failed requests), ${ATTACKS.length} attacks, ` +
+        `server ${alive ? 'alive' : 'EXITED'} at the end`,
+      ...rows,
+      `RSS: baseline ${(baselineRss / MiB).toFixed(1)} MiB, 5 s after the last attack ${(after5Rss / MiB).toFixed(1)} MiB, ` +
+        `20 s after ${(afterRss / MiB).toFixed(1)} MiB ` +
+        `(${rssOk ? 'within' : 'MORE than'} 10%)`,
+      `targets: ${allMet ? 'all met' : 'some MISSED'} (4xx within 1 s of the limit, /health p99 < 100 ms, ITL p99 ≤ 2× baseline)`,
+    ].join('\n') + '\n',
+  );
 }
 
 main().catch((e: unknown) => {

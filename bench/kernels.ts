@@ -36,9 +36,23 @@ const isQuant = (dtype: WeightDType) => WEIGHT_LAYOUTS[dtype].blockValues > 1;
  * multiples of 256: Qwen3-0.6B's (1024, 3072, 151936 vocab). Quantized types take the full vocab so that their
  * one-row product reads more than L3. */
 function shapesOf(dtype: WeightDType): Array<[number, number]> {
-  if (!isQuant(dtype)) return [[576, 1536], [1536, 576], [576, 49152]];
-  if (WEIGHT_LAYOUTS[dtype].blockValues === 256) return [[1024, 3072], [3072, 1024], [1024, 151936]];
-  return [[576, 1536], [1536, 576], [576, 151936]];
+  if (!isQuant(dtype))
+    return [
+      [576, 1536],
+      [1536, 576],
+      [576, 49152],
+    ];
+  if (WEIGHT_LAYOUTS[dtype].blockValues === 256)
+    return [
+      [1024, 3072],
+      [3072, 1024],
+      [1024, 151936],
+    ];
+  return [
+    [576, 1536],
+    [1536, 576],
+    [576, 151936],
+  ];
 }
 
 /**
@@ -56,17 +70,32 @@ function benchWeight(be: WasmBackend, dtype: WeightDType, n: number, k: number, 
   let a = seed >>> 0;
   for (let i = 0; i < bytes; i += 4) {
     a = (Math.imul(a, 1664525) + 1013904223) >>> 0;
-    data[i] = a; data[i + 1] = a >>> 8; data[i + 2] = a >>> 16; data[i + 3] = a >>> 24;
+    data[i] = a;
+    data[i + 1] = a >>> 8;
+    data[i + 2] = a >>> 16;
+    data[i + 3] = a >>> 24;
   }
   const { blockBytes } = WEIGHT_LAYOUTS[dtype];
   const fields = SCALE_FIELDS[dtype as keyof typeof SCALE_FIELDS] ?? [];
-  for (let b = 0; b < bytes; b += blockBytes) for (const f of fields) { data[b + f] = 0x00; data[b + f + 1] = 0x20; }
+  for (let b = 0; b < bytes; b += blockBytes)
+    for (const f of fields) {
+      data[b + f] = 0x00;
+      data[b + f + 1] = 0x20;
+    }
   return { dtype, rows: n, cols: k, data };
 }
 
 /** Byte offsets of the f16 scale fields in each quantized block (ggml-common.h). */
 const SCALE_FIELDS = {
-  q4_0: [0], q4_1: [0, 2], q5_0: [0], q5_1: [0, 2], q8_0: [0], q2_K: [80, 82], q3_K: [108], q4_K: [0, 2], q5_K: [0, 2],
+  q4_0: [0],
+  q4_1: [0, 2],
+  q5_0: [0],
+  q5_1: [0, 2],
+  q8_0: [0],
+  q2_K: [80, 82],
+  q3_K: [108],
+  q4_K: [0, 2],
+  q5_K: [0, 2],
   q6_K: [208],
 } as const;
 /**
@@ -79,7 +108,8 @@ async function create(threads: number, warmMs = quick ? 200 : 1000): Promise<Was
   const mark = be.arena.mark();
   const [m, n, k] = [16, 1536, 576];
   const w = encodeWeight(new Float32Array(n * k).fill(0.01), n, k, 'f32', be.arena.allocBytes(n * k * 4));
-  const x = be.arena.allocF32(m * k).fill(1), out = be.arena.allocF32(m * n);
+  const x = be.arena.allocF32(m * k).fill(1),
+    out = be.arena.allocF32(m * n);
   for (const t0 = performance.now(); performance.now() - t0 < warmMs;) be.matmul(out, x, w, m);
   be.arena.reset(mark);
   return be;
@@ -113,11 +143,14 @@ let copyRwGbs = NaN;
 
 async function bandwidth(): Promise<number> {
   const bytes = 256 << 20;
-  const src = new Uint8Array(bytes).fill(1), dst = new Uint8Array(bytes);
+  const src = new Uint8Array(bytes).fill(1),
+    dst = new Uint8Array(bytes);
   const copyMs = time(() => dst.set(src), 300);
   copyRwGbs = (2 * bytes) / copyMs / 1e6;
-  console.log(`memory: plain copy (Uint8Array.set, 256 MiB, 1 thread): ${(bytes / copyMs / 1e6).toFixed(1)} GB/s copied ` +
-    `(${((2 * bytes) / copyMs / 1e6).toFixed(1)} GB/s read+write)`);
+  console.log(
+    `memory: plain copy (Uint8Array.set, 256 MiB, 1 thread): ${(bytes / copyMs / 1e6).toFixed(1)} GB/s copied ` +
+      `(${((2 * bytes) / copyMs / 1e6).toFixed(1)} GB/s read+write)`,
+  );
   let best = 0;
   for (const threads of threadList) {
     const be = await create(threads);
@@ -135,8 +168,10 @@ async function bandwidth(): Promise<number> {
 async function matmuls(readBw: number): Promise<void> {
   for (const threads of threadList) {
     const be = await create(threads);
-    console.log(`\nmatmul, ${threads} thread(s), ${be.simd} SIMD build: shape [in×out], weight bytes, then per rows m: ms, ` +
-      'GFLOP/s (GOP/s of int8 products for quantized types), weight GB/s');
+    console.log(
+      `\nmatmul, ${threads} thread(s), ${be.simd} SIMD build: shape [in×out], weight bytes, then per rows m: ms, ` +
+        'GFLOP/s (GOP/s of int8 products for quantized types), weight GB/s',
+    );
     for (const dtype of dtypes) {
       for (const [k, n] of shapesOf(dtype)) {
         const mark = be.arena.mark();
@@ -147,7 +182,8 @@ async function matmuls(readBw: number): Promise<void> {
           fill(x, m);
           const out = be.arena.allocF32(m * n);
           const ms = time(() => be.matmul(out, x, w, m));
-          const gf = (t: number) => (2 * m * n * k) / t / 1e6, gb = (t: number) => w.data.length / t / 1e6;
+          const gf = (t: number) => (2 * m * n * k) / t / 1e6,
+            gb = (t: number) => w.data.length / t / 1e6;
           line += ` m=${m}: ${ms.toFixed(3)} ms ${fmt(gf(ms))} ${isQuant(dtype) ? 'GOP/s' : 'GF/s'} ${fmt(gb(ms))} GB/s |`;
         }
         console.log(line);
@@ -156,7 +192,9 @@ async function matmuls(readBw: number): Promise<void> {
     }
     await be.close();
   }
-  console.log(`(read bandwidth for comparison: ${readBw.toFixed(1)} GB/s; one-row products on weights > L3 (${L3_BYTES / 2 ** 20} MiB) should reach ≥ 70%)`);
+  console.log(
+    `(read bandwidth for comparison: ${readBw.toFixed(1)} GB/s; one-row products on weights > L3 (${L3_BYTES / 2 ** 20} MiB) should reach ≥ 70%)`,
+  );
 }
 
 /**
@@ -173,7 +211,8 @@ async function matmulTargets(): Promise<void> {
   const stream = be.arena.allocBytes(streamBytes).fill(1);
   cells.push({
     call: () => be.streamRead(stream),
-    report: (ms, best) => `wasm read stream (256 MiB, ${threads} threads, timed with the cells below): ` +
+    report: (ms, best) =>
+      `wasm read stream (256 MiB, ${threads} threads, timed with the cells below): ` +
       `${(streamBytes / ms / 1e6).toFixed(1)} GB/s [best ${(streamBytes / best / 1e6).toFixed(1)}]`,
   });
   const pct = (v: number, of: number) => (Number.isFinite(of) ? `${((100 * v) / of).toFixed(0)}%` : '?');
@@ -187,19 +226,27 @@ async function matmulTargets(): Promise<void> {
         const x = be.arena.allocF32(m * k);
         fill(x, m);
         const out = be.arena.allocF32(m * n);
-        const gf = (t: number) => (2 * m * n * k) / t / 1e6, gb = (t: number) => bytes / t / 1e6;
-        const report = m === 1
-          ? (ms: number, best: number, readGbs: number) => `one-row ${dtype} [${k}×${n}] ` +
-            `(${(bytes / 2 ** 20).toFixed(0)} MiB > L3), ${threads} threads: ${gb(ms).toFixed(1)} GB/s [best ` +
-            `${gb(best).toFixed(1)}] = ${pct(gb(ms), readGbs)} of the read stream, ${pct(gb(ms), copyRwGbs)} of the ` +
-            `plain copy's read+write (target ≥ 70%)`
-          : (ms: number, best: number) => `batched f32 [${k}×${n}] m=${m}, ${threads} threads: ${gf(ms).toFixed(1)} ` +
-            `GFLOP/s [best ${gf(best).toFixed(1)}] (target ≥ 70)`;
+        const gf = (t: number) => (2 * m * n * k) / t / 1e6,
+          gb = (t: number) => bytes / t / 1e6;
+        const report =
+          m === 1
+            ? (ms: number, best: number, readGbs: number) =>
+                `one-row ${dtype} [${k}×${n}] ` +
+                `(${(bytes / 2 ** 20).toFixed(0)} MiB > L3), ${threads} threads: ${gb(ms).toFixed(1)} GB/s [best ` +
+                `${gb(best).toFixed(1)}] = ${pct(gb(ms), readGbs)} of the read stream, ${pct(gb(ms), copyRwGbs)} of the ` +
+                `plain copy's read+write (target ≥ 70%)`
+            : (ms: number, best: number) =>
+                `batched f32 [${k}×${n}] m=${m}, ${threads} threads: ${gf(ms).toFixed(1)} ` +
+                `GFLOP/s [best ${gf(best).toFixed(1)}] (target ≥ 70)`;
         cells.push({ call: () => be.matmul(out, x, w, m), report });
       }
     }
   }
-  const stats = timeRoundRobin(cells.map((c) => c.call), 9, SAMPLE_MS);
+  const stats = timeRoundRobin(
+    cells.map((c) => c.call),
+    9,
+    SAMPLE_MS,
+  );
   const readGbs = streamBytes / stats[0].med / 1e6;
   cells.forEach((c, i) => summary.push(c.report(stats[i].med, stats[i].min, readGbs)));
   await be.close();
@@ -212,7 +259,9 @@ async function matmulTargets(): Promise<void> {
 async function int8CpuTime(): Promise<void> {
   const quantTypes = dtypes.filter((d) => isQuant(d) || d === 'f32'); // f32 as the baseline (GFLOP/s)
   const [k, n] = [1024, 3072];
-  console.log(`\nint8 matmul [${k}×${n}], 1 thread, CPU time per call (best of 15 × 5 calls): GOP/s at m rows; m=5/m=1 cost`);
+  console.log(
+    `\nint8 matmul [${k}×${n}], 1 thread, CPU time per call (best of 15 × 5 calls): GOP/s at m rows; m=5/m=1 cost`,
+  );
   for (const flavor of ['plain', 'relaxed'] as const) {
     const be = await WasmBackend.create({ simd: flavor });
     for (const dtype of quantTypes) {
@@ -232,11 +281,15 @@ async function int8CpuTime(): Promise<void> {
         }
         ms[m] = best;
       }
-      const cells = [1, 5, 16, 64].map((m) => `m=${m}: ${ms[m].toFixed(3)} ms ${fmt((2 * m * n * k) / ms[m] / 1e6)}`).join(' |');
+      const cells = [1, 5, 16, 64]
+        .map((m) => `m=${m}: ${ms[m].toFixed(3)} ms ${fmt((2 * m * n * k) / ms[m] / 1e6)}`)
+        .join(' |');
       console.log(`${be.simd.padEnd(7)} ${dtype.padEnd(5)} ${cells} | 5/1: ${(ms[5] / ms[1]).toFixed(2)}×`);
       if (flavor === 'relaxed') {
-        summary.push(`int8 ${dtype} [${k}×${n}] 1 thread (CPU time): ${((2 * n * k) / ms[1] / 1e6).toFixed(1)} GOP/s at m=1, ` +
-          `${((2 * 64 * n * k) / ms[64] / 1e6).toFixed(1)} at m=64; 5 rows cost ${(ms[5] / ms[1]).toFixed(2)}× one`);
+        summary.push(
+          `int8 ${dtype} [${k}×${n}] 1 thread (CPU time): ${((2 * n * k) / ms[1] / 1e6).toFixed(1)} GOP/s at m=1, ` +
+            `${((2 * 64 * n * k) / ms[64] / 1e6).toFixed(1)} at m=64; 5 rows cost ${(ms[5] / ms[1]).toFixed(2)}× one`,
+        );
       }
       be.arena.reset(mark);
     }
@@ -245,61 +298,112 @@ async function int8CpuTime(): Promise<void> {
 }
 
 async function attention(): Promise<void> {
-  const numSeqs = 64, ctx = 1024, numHeads = 9, numKvHeads = 3, headSize = 64, blockSize = 16;
+  const numSeqs = 64,
+    ctx = 1024,
+    numHeads = 9,
+    numKvHeads = 3,
+    headSize = 64,
+    blockSize = 16;
   for (const threads of threadList) {
     const be = await create(threads);
-    console.log(`\npaged attention decode, ${threads} thread(s): ${numSeqs} seqs × ${ctx} context, ${numHeads} heads / ` +
-      `${numKvHeads} KV heads × ${headSize}, block ${blockSize}, blocks placed in random order`);
+    console.log(
+      `\npaged attention decode, ${threads} thread(s): ${numSeqs} seqs × ${ctx} context, ${numHeads} heads / ` +
+        `${numKvHeads} KV heads × ${headSize}, block ${blockSize}, blocks placed in random order`,
+    );
     for (const dtype of ['fp32', 'fp16', 'int8'] as KvCacheDType[]) {
       const mark = be.arena.mark();
       const run = (bs: number, permute: boolean) => {
         const blocksPerSeq = ctx / bs;
         const numBlocks = numSeqs * blocksPerSeq;
         const n = numBlocks * numKvHeads * bs * headSize;
-        const alloc = () => (dtype === 'fp32' ? be.arena.allocF32(n) : dtype === 'fp16' ? be.arena.allocU16(n) : be.arena.allocI8(n));
+        const alloc = () =>
+          dtype === 'fp32' ? be.arena.allocF32(n) : dtype === 'fp16' ? be.arena.allocU16(n) : be.arena.allocI8(n);
         const cache = {
-          dtype, numBlocks, numKvHeads, blockSize: bs, headSize, k: alloc(), v: alloc(),
-          ...(dtype === 'int8' ? { kScale: be.arena.allocF32(numBlocks * numKvHeads).fill(0.01), vScale: be.arena.allocF32(numBlocks * numKvHeads).fill(0.01) } : {}),
+          dtype,
+          numBlocks,
+          numKvHeads,
+          blockSize: bs,
+          headSize,
+          k: alloc(),
+          v: alloc(),
+          ...(dtype === 'int8'
+            ? {
+                kScale: be.arena.allocF32(numBlocks * numKvHeads).fill(0.01),
+                vScale: be.arena.allocF32(numBlocks * numKvHeads).fill(0.01),
+              }
+            : {}),
         };
-        if (dtype === 'fp32') { fill(cache.k as Float32Array, 1); fill(cache.v as Float32Array, 2); }
-        else if (dtype === 'fp16') { (cache.k as Uint16Array).fill(0x2e66); (cache.v as Uint16Array).fill(0x3266); }
-        else { (cache.k as Int8Array).fill(3); (cache.v as Int8Array).fill(-5); }
+        if (dtype === 'fp32') {
+          fill(cache.k as Float32Array, 1);
+          fill(cache.v as Float32Array, 2);
+        } else if (dtype === 'fp16') {
+          (cache.k as Uint16Array).fill(0x2e66);
+          (cache.v as Uint16Array).fill(0x3266);
+        } else {
+          (cache.k as Int8Array).fill(3);
+          (cache.v as Int8Array).fill(-5);
+        }
         // Block tables: a random permutation of all blocks (paged) or block s for sequence s (contiguous).
         const ids = Int32Array.from({ length: numBlocks }, (_, i) => i);
-        if (permute) for (let i = numBlocks - 1; i > 0; i--) { const j = (i * 7919 + 13) % (i + 1); [ids[i], ids[j]] = [ids[j], ids[i]]; }
+        if (permute)
+          for (let i = numBlocks - 1; i > 0; i--) {
+            const j = (i * 7919 + 13) % (i + 1);
+            [ids[i], ids[j]] = [ids[j], ids[i]];
+          }
         const tables = be.arena.allocI32(numBlocks);
         tables.set(ids);
         const query = be.arena.allocF32(numSeqs * numHeads * headSize);
         fill(query, 3);
         const input: PagedAttentionInput = {
-          out: be.arena.allocF32(numSeqs * numHeads * headSize), query, cache, blockTables: tables, maxBlocksPerSeq: blocksPerSeq,
-          seqLens: be.arena.allocI32(numSeqs).fill(ctx), numSeqs, numHeads, numKvHeads, headSize, scale: 1 / 8,
+          out: be.arena.allocF32(numSeqs * numHeads * headSize),
+          query,
+          cache,
+          blockTables: tables,
+          maxBlocksPerSeq: blocksPerSeq,
+          seqLens: be.arena.allocI32(numSeqs).fill(ctx),
+          numSeqs,
+          numHeads,
+          numKvHeads,
+          headSize,
+          scale: 1 / 8,
         };
-        return { call: () => be.pagedAttention(input), bytes: 2 * n * (dtype === 'fp32' ? 4 : dtype === 'fp16' ? 2 : 1) };
+        return {
+          call: () => be.pagedAttention(input),
+          bytes: 2 * n * (dtype === 'fp32' ? 4 : dtype === 'fp16' ? 2 : 1),
+        };
       };
       const pagedIn = run(blockSize, true);
       const denseIn = run(ctx, false);
       // Samples alternate paged / contiguous so a change in the machine's speed hits both sides alike.
       const [pt, dt] = timeRoundRobin([pagedIn.call, denseIn.call], 7, SAMPLE_MS);
-      const paged = { ms: pt.med, best: pt.min, bytes: pagedIn.bytes }, dense = { ms: dt.med, best: dt.min, bytes: denseIn.bytes };
+      const paged = { ms: pt.med, best: pt.min, bytes: pagedIn.bytes },
+        dense = { ms: dt.med, best: dt.min, bytes: denseIn.bytes };
       const tps = (ms: number) => ((numSeqs / ms) * 1000).toFixed(0);
       if (threads === threadList[threadList.length - 1]) {
-        summary.push(`paged/contiguous decode attention ${dtype}, ${threads} threads: ${(paged.ms / dense.ms).toFixed(2)}× ` +
-          `[best ${(paged.best / dense.best).toFixed(2)}×] (target ≤ 1.3×)`);
+        summary.push(
+          `paged/contiguous decode attention ${dtype}, ${threads} threads: ${(paged.ms / dense.ms).toFixed(2)}× ` +
+            `[best ${(paged.best / dense.best).toFixed(2)}×] (target ≤ 1.3×)`,
+        );
       }
-      console.log(`${dtype.padEnd(5)} paged: ${paged.ms.toFixed(2)} ms [${paged.best.toFixed(2)}] (${tps(paged.ms)} seq/s, K+V ` +
-        `${(paged.bytes / paged.ms / 1e6).toFixed(1)} GB/s) | contiguous: ${dense.ms.toFixed(2)} ms [${dense.best.toFixed(2)}] ` +
-        `(${(dense.bytes / dense.ms / 1e6).toFixed(1)} GB/s) | paged/contiguous ${(paged.ms / dense.ms).toFixed(2)}× ` +
-        `[best ${(paged.best / dense.best).toFixed(2)}×]`);
+      console.log(
+        `${dtype.padEnd(5)} paged: ${paged.ms.toFixed(2)} ms [${paged.best.toFixed(2)}] (${tps(paged.ms)} seq/s, K+V ` +
+          `${(paged.bytes / paged.ms / 1e6).toFixed(1)} GB/s) | contiguous: ${dense.ms.toFixed(2)} ms [${dense.best.toFixed(2)}] ` +
+          `(${(dense.bytes / dense.ms / 1e6).toFixed(1)} GB/s) | paged/contiguous ${(paged.ms / dense.ms).toFixed(2)}× ` +
+          `[best ${(paged.best / dense.best).toFixed(2)}×]`,
+      );
       be.arena.reset(mark);
     }
     await be.close();
   }
-  console.log('(contiguous = the same kernel with one 1024-token block per sequence: K/V of a sequence and head are one run of memory)');
+  console.log(
+    '(contiguous = the same kernel with one 1024-token block per sequence: K/V of a sequence and head are one run of memory)',
+  );
 }
 
-console.log(`pagellm kernel benchmark — ${availableParallelism()} CPUs, node ${process.version}; medians of 7 samples ` +
-  `[best]; pool participation: ${participation}`);
+console.log(
+  `pagellm kernel benchmark — ${availableParallelism()} CPUs, node ${process.version}; medians of 7 samples ` +
+    `[best]; pool participation: ${participation}`,
+);
 const bw = only.includes('bw') ? await bandwidth() : NaN;
 if (only.includes('matmul')) {
   await matmuls(bw);

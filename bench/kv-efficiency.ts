@@ -58,11 +58,25 @@ function tinyModel(positions: number): string {
   const dir = join(tmpdir(), 'pagellm-bench-kv-efficiency');
   mkdirSync(dir, { recursive: true });
   const configPath = join(dir, 'config.json');
-  writeFileSync(configPath, JSON.stringify({
-    architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 64, intermediate_size: 172,
-    num_hidden_layers: 5, num_attention_heads: 8, num_key_value_heads: 4, max_position_embeddings: positions,
-    rms_norm_eps: 1e-5, rope_theta: 10000, tie_word_embeddings: true, bos_token_id: 1, eos_token_id: 2, vocab_size: 512,
-  }));
+  writeFileSync(
+    configPath,
+    JSON.stringify({
+      architectures: ['LlamaForCausalLM'],
+      model_type: 'llama',
+      hidden_size: 64,
+      intermediate_size: 172,
+      num_hidden_layers: 5,
+      num_attention_heads: 8,
+      num_key_value_heads: 4,
+      max_position_embeddings: positions,
+      rms_norm_eps: 1e-5,
+      rope_theta: 10000,
+      tie_word_embeddings: true,
+      bos_token_id: 1,
+      eos_token_id: 2,
+      vocab_size: 512,
+    }),
+  );
   const outPath = join(dir, `stories-shape-${positions}.gguf`);
   createRandomModel({ configPath, tokenizerPath: join(storiesDir, 'tok512.bin'), dtype: 'f32', seed: 1, outPath });
   return outPath;
@@ -93,12 +107,22 @@ function liveTokens(engine: LLMEngine): number {
   return live;
 }
 
-async function run(model: string, label: string, blockSize: number, lengths: ReturnType<typeof sampleRequestLengths>):
-  Promise<RunFigures> {
+async function run(
+  model: string,
+  label: string,
+  blockSize: number,
+  lengths: ReturnType<typeof sampleRequestLengths>,
+): Promise<RunFigures> {
   const numGpuBlocks = Math.floor(kvTokens / blockSize);
   const engine = await createLLMEngine({
-    model, blockSize, numGpuBlocksOverride: numGpuBlocks, enablePrefixCaching: false, maxModelLen, threads,
-    maxNumSeqs: 256, seed,
+    model,
+    blockSize,
+    numGpuBlocksOverride: numGpuBlocks,
+    enablePrefixCaching: false,
+    maxModelLen,
+    threads,
+    maxNumSeqs: 256,
+    seed,
   });
   try {
     const rng = new SeededNormal(seed + 1);
@@ -133,11 +157,20 @@ async function run(model: string, label: string, blockSize: number, lengths: Ret
     const u = summarize(util, []);
     const r = summarize(running, []);
     return {
-      label, blockSize, numGpuBlocks, steps, meanUtilisation: u.mean, medianUtilisation: u.median,
-      tokenWeightedUtilisation: sumLive / sumAlloc, meanLiveShareOfCache: summarize(cacheShare, []).mean,
-      meanRunning: r.mean, medianRunning: r.median, peakRunning: r.max,
+      label,
+      blockSize,
+      numGpuBlocks,
+      steps,
+      meanUtilisation: u.mean,
+      medianUtilisation: u.median,
+      tokenWeightedUtilisation: sumLive / sumAlloc,
+      meanLiveShareOfCache: summarize(cacheShare, []).mean,
+      meanRunning: r.mean,
+      medianRunning: r.median,
+      peakRunning: r.max,
       meanRunningWhileWaiting: summarize(runningWhileWaiting, []).mean,
-      preemptions: stats.numPreemptionsRecompute + stats.numPreemptionsSwap, wallS,
+      preemptions: stats.numPreemptionsRecompute + stats.numPreemptionsSwap,
+      wallS,
     };
   } finally {
     await engine.close();
@@ -150,10 +183,12 @@ async function main(): Promise<void> {
   const over = lengths.filter((l) => l.inputLen + l.outputLen > maxModelLen).length;
   if (over > 0) throw new Error(`${over} requests exceed --max-model-len ${maxModelLen}`);
   const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
-  console.log(`pagellm bench/kv-efficiency: ${numPrompts} sharegpt-like requests (mean input ` +
-    `${mean(lengths.map((l) => l.inputLen)).toFixed(1)}, mean output ${mean(lengths.map((l) => l.outputLen)).toFixed(1)} ` +
-    `tokens, seed ${seed}), all arriving at t = 0; KV memory ${kvTokens} tokens in every configuration; ` +
-    `max model len ${maxModelLen}; ${threads} kernel thread(s)`);
+  console.log(
+    `pagellm bench/kv-efficiency: ${numPrompts} sharegpt-like requests (mean input ` +
+      `${mean(lengths.map((l) => l.inputLen)).toFixed(1)}, mean output ${mean(lengths.map((l) => l.outputLen)).toFixed(1)} ` +
+      `tokens, seed ${seed}), all arriving at t = 0; KV memory ${kvTokens} tokens in every configuration; ` +
+      `max model len ${maxModelLen}; ${threads} kernel thread(s)`,
+  );
   const model = tinyModel(maxModelLen);
   const results: RunFigures[] = [];
   for (const bs of blockSizes) results.push(await run(model, `paged, block size ${bs}`, bs, lengths));
@@ -161,22 +196,29 @@ async function main(): Promise<void> {
 
   const pct = (x: number): string => `${(100 * x).toFixed(2)}%`;
   console.log('');
-  console.log('| KV layout | blocks | steps | live / allocated (mean of steps) | median | token-weighted | waste (1 − mean) | ' +
-    'live / whole cache | running seqs (mean / median / peak) | running while requests wait (mean) | preemptions | wall s |');
+  console.log(
+    '| KV layout | blocks | steps | live / allocated (mean of steps) | median | token-weighted | waste (1 − mean) | ' +
+      'live / whole cache | running seqs (mean / median / peak) | running while requests wait (mean) | preemptions | wall s |',
+  );
   console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const r of results) {
-    console.log(`| ${r.label} | ${r.numGpuBlocks} | ${r.steps} | ${pct(r.meanUtilisation)} | ${pct(r.medianUtilisation)} | ` +
-      `${pct(r.tokenWeightedUtilisation)} | ${pct(1 - r.meanUtilisation)} | ${pct(r.meanLiveShareOfCache)} | ` +
-      `${r.meanRunning.toFixed(1)} / ${r.medianRunning} / ${r.peakRunning} | ${r.meanRunningWhileWaiting.toFixed(1)} | ` +
-      `${r.preemptions} | ${r.wallS.toFixed(1)} |`);
+    console.log(
+      `| ${r.label} | ${r.numGpuBlocks} | ${r.steps} | ${pct(r.meanUtilisation)} | ${pct(r.medianUtilisation)} | ` +
+        `${pct(r.tokenWeightedUtilisation)} | ${pct(1 - r.meanUtilisation)} | ${pct(r.meanLiveShareOfCache)} | ` +
+        `${r.meanRunning.toFixed(1)} / ${r.medianRunning} / ${r.peakRunning} | ${r.meanRunningWhileWaiting.toFixed(1)} | ` +
+        `${r.preemptions} | ${r.wallS.toFixed(1)} |`,
+    );
   }
   const base = results[results.length - 1];
   for (const r of results.slice(0, -1)) {
-    console.log(`${r.label}: ${(r.meanRunningWhileWaiting / base.meanRunningWhileWaiting).toFixed(2)}× the running ` +
-      `sequences of contiguous preallocation while requests wait (${(r.meanRunning / base.meanRunning).toFixed(2)}× over ` +
-      'the whole run, drain included) at equal KV memory');
+    console.log(
+      `${r.label}: ${(r.meanRunningWhileWaiting / base.meanRunningWhileWaiting).toFixed(2)}× the running ` +
+        `sequences of contiguous preallocation while requests wait (${(r.meanRunning / base.meanRunning).toFixed(2)}× over ` +
+        'the whole run, drain included) at equal KV memory',
+    );
   }
-  if (args.json !== undefined) writeFileSync(args.json, JSON.stringify({ spec, kvTokens, maxModelLen, results }, null, 2));
+  if (args.json !== undefined)
+    writeFileSync(args.json, JSON.stringify({ spec, kvTokens, maxModelLen, results }, null, 2));
 }
 
 await main();

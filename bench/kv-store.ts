@@ -59,8 +59,24 @@ function freePort(): Promise<number> {
 /** redis-server on a free loopback port, no persistence, LRU eviction; resolves once it accepts connections. */
 async function startRedis(): Promise<{ url: string; proc: ChildProcess }> {
   const port = await freePort();
-  const proc = spawn(args['redis-server']!, ['--port', String(port), '--bind', '127.0.0.1', '--save', '',
-    '--appendonly', 'no', '--maxmemory', '1gb', '--maxmemory-policy', 'allkeys-lru'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(
+    args['redis-server']!,
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--maxmemory',
+      '1gb',
+      '--maxmemory-policy',
+      'allkeys-lru',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   await new Promise<void>((resolve, reject) => {
     let out = '';
     proc.stdout!.on('data', (d: Buffer) => {
@@ -74,8 +90,14 @@ async function startRedis(): Promise<{ url: string; proc: ChildProcess }> {
 
 async function replica(model: string, store: string | undefined): Promise<LLMEngine> {
   return createLLMEngine({
-    model, backend: 'wasm', threads: Number(args.threads), kvCacheMemory: 256 * 1024 * 1024, kvCacheDtype,
-    maxModelLen: prefixLen + suffixLen + 16, kvCacheStore: store, kvCacheStoreLog: (l) => console.log(`  [store] ${l}`),
+    model,
+    backend: 'wasm',
+    threads: Number(args.threads),
+    kvCacheMemory: 256 * 1024 * 1024,
+    kvCacheDtype,
+    maxModelLen: prefixLen + suffixLen + 16,
+    kvCacheStore: store,
+    kvCacheStoreLog: (l) => console.log(`  [store] ${l}`),
   });
 }
 
@@ -99,7 +121,11 @@ async function main(): Promise<void> {
   const model = join(tmpdir(), `pagellm-bench-smollm2-135m-${dtype}.gguf`);
   if (!existsSync(model)) {
     createRandomModel({
-      configPath: join(shapeDir, 'config.json'), tokenizerPath: join(shapeDir, 'tokenizer.json'), dtype, seed: 1, outPath: model,
+      configPath: join(shapeDir, 'config.json'),
+      tokenizerPath: join(shapeDir, 'tokenizer.json'),
+      dtype,
+      seed: 1,
+      outPath: model,
     });
   }
   const redis = await startRedis();
@@ -107,8 +133,10 @@ async function main(): Promise<void> {
   const b = await replica(model, redis.url);
   const c = await replica(model, undefined);
   const blockBytes = b.cacheEngine.blockBytes;
-  console.log(`random-weight SmolLM2-135M shape (${dtype} weights), KV ${kvCacheDtype} (${blockBytes} B per block of ` +
-    `${b.blockSize} tokens), wasm on ${args.threads} threads; prompt = ${prefixLen}-token prefix + ${suffixLen}-token suffix`);
+  console.log(
+    `random-weight SmolLM2-135M shape (${dtype} weights), KV ${kvCacheDtype} (${blockBytes} B per block of ` +
+      `${b.blockSize} tokens), wasm on ${args.threads} threads; prompt = ${prefixLen}-token prefix + ${suffixLen}-token suffix`,
+  );
   const rng = new RandomGenerator(7);
   const vocab = b.model.config.vocabSize;
   const draw = (n: number): number[] => Array.from({ length: n }, () => 1 + Math.floor(rng.random() * (vocab - 1)));
@@ -124,9 +152,11 @@ async function main(): Promise<void> {
       const before = b.metrics.counters.kvStoreBytesRead;
       withStore.push(await ttft(b, `b${r}`, [...prefix, ...suffix]));
       without.push(await ttft(c, `c${r}`, [...prefix, ...suffix]));
-      console.log(`run ${r + 1}: TTFT with the store ${withStore[r].toFixed(0)} ms ` +
-        `(${((b.metrics.counters.kvStoreBytesRead - before) / 2 ** 20).toFixed(1)} MiB read), ` +
-        `without ${without[r].toFixed(0)} ms`);
+      console.log(
+        `run ${r + 1}: TTFT with the store ${withStore[r].toFixed(0)} ms ` +
+          `(${((b.metrics.counters.kvStoreBytesRead - before) / 2 ** 20).toFixed(1)} MiB read), ` +
+          `without ${without[r].toFixed(0)} ms`,
+      );
     }
   } finally {
     for (const e of [a, b, c]) await e.close();
@@ -134,11 +164,13 @@ async function main(): Promise<void> {
   }
   const s = b.getStats();
   const med = (x: number[]): string => quantile(x, 0.5).toFixed(0);
-  console.log(`median TTFT over ${runs} runs: with the store ${med(withStore)} ms, without ${med(without)} ms ` +
-    `(${(quantile(without, 0.5) / quantile(withStore, 0.5)).toFixed(1)}x); replica B: ${s.kvStoreHits} blocks read, ` +
-    `${s.kvStoreMisses} missed, ${s.kvStoreErrors} errors; lookup median ` +
-    `${quantile(b.metrics.getSamples('kvStoreLookupMs'), 0.5).toFixed(2)} ms, fetch median ` +
-    `${quantile(b.metrics.getSamples('kvStoreFetchMs'), 0.5).toFixed(1)} ms`);
+  console.log(
+    `median TTFT over ${runs} runs: with the store ${med(withStore)} ms, without ${med(without)} ms ` +
+      `(${(quantile(without, 0.5) / quantile(withStore, 0.5)).toFixed(1)}x); replica B: ${s.kvStoreHits} blocks read, ` +
+      `${s.kvStoreMisses} missed, ${s.kvStoreErrors} errors; lookup median ` +
+      `${quantile(b.metrics.getSamples('kvStoreLookupMs'), 0.5).toFixed(2)} ms, fetch median ` +
+      `${quantile(b.metrics.getSamples('kvStoreFetchMs'), 0.5).toFixed(1)} ms`,
+  );
 }
 
 await main();

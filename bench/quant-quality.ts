@@ -66,11 +66,17 @@ function storiesMatrices(): Float32Array[] {
   return source.tensors.filter((t) => t.shape.length === 2).map((t) => readTensorF32(t));
 }
 
-interface Quality { rmse: number; maxErr: number }
+interface Quality {
+  rmse: number;
+  maxErr: number;
+}
 
 /** RMSE and max |error| over all arrays, both relative to the arrays' RMS. */
 function quality(dtype: QuantWeightDType, arrays: Float32Array[]): Quality {
-  let se = 0, ss = 0, n = 0, maxErr = 0;
+  let se = 0,
+    ss = 0,
+    n = 0,
+    maxErr = 0;
   for (const x of arrays) {
     const y = dequantize(dtype, quantize(dtype, x), x.length);
     for (let i = 0; i < x.length; i++) {
@@ -90,9 +96,17 @@ const sets: Array<[string, Float32Array[]]> = [
   ['N(0,1), 1% at 8σ', [gaussian(nValues, seed + 1, 0.01)]],
   ['stories260K matrices', storiesMatrices()],
 ];
-const order = [...QUANT_WEIGHT_DTYPES].sort((a, b) => WEIGHT_LAYOUTS[b].blockBytes / WEIGHT_LAYOUTS[b].blockValues
-  - WEIGHT_LAYOUTS[a].blockBytes / WEIGHT_LAYOUTS[a].blockValues);
-const header = ['type', 'bits/weight', ...sets.map(([name]) => `${name}: RMSE / max`), 'llama.cpp published (Llama-3-8B)'];
+const order = [...QUANT_WEIGHT_DTYPES].sort(
+  (a, b) =>
+    WEIGHT_LAYOUTS[b].blockBytes / WEIGHT_LAYOUTS[b].blockValues -
+    WEIGHT_LAYOUTS[a].blockBytes / WEIGHT_LAYOUTS[a].blockValues,
+);
+const header = [
+  'type',
+  'bits/weight',
+  ...sets.map(([name]) => `${name}: RMSE / max`),
+  'llama.cpp published (Llama-3-8B)',
+];
 console.log(`| ${header.join(' | ')} |`);
 console.log(`| ${header.map(() => '---').join(' | ')} |`);
 for (const dtype of order) {
@@ -101,6 +115,8 @@ for (const dtype of order) {
     const q = quality(dtype, arrays);
     return `${q.rmse.toFixed(4)} / ${q.maxErr.toFixed(3)}`;
   });
-  console.log(`| ${dtype} | ${(blockBytes * 8 / blockValues).toFixed(4)} | ${cells.join(' | ')} | ${LLAMA_CPP_PUBLISHED[dtype]} |`);
+  console.log(
+    `| ${dtype} | ${((blockBytes * 8) / blockValues).toFixed(4)} | ${cells.join(' | ')} | ${LLAMA_CPP_PUBLISHED[dtype]} |`,
+  );
 }
-console.log('\nErrors are relative to the weights\' RMS. Bits per weight count the block scales.');
+console.log("\nErrors are relative to the weights' RMS. Bits per weight count the block scales.");

@@ -7,8 +7,10 @@ import { existsSync } from 'node:fs';
 import { freePort } from './free-port.js';
 
 /** The redis-server binary: $PAGELLM_REDIS_SERVER, else Debian's. */
-export const REDIS_SERVER = process.env.PAGELLM_REDIS_SERVER ??
-  ['/usr/bin/redis-server', '/usr/local/bin/redis-server'].find((p) => existsSync(p)) ?? '/usr/bin/redis-server';
+export const REDIS_SERVER =
+  process.env.PAGELLM_REDIS_SERVER ??
+  ['/usr/bin/redis-server', '/usr/local/bin/redis-server'].find((p) => existsSync(p)) ??
+  '/usr/bin/redis-server';
 
 /** A running redis-server. */
 export interface RedisProcess {
@@ -28,8 +30,24 @@ export async function startRedis(maxmemory = '1gb'): Promise<RedisProcess> {
     throw new Error(`no redis-server at ${REDIS_SERVER}: install Debian's redis-server or set PAGELLM_REDIS_SERVER`);
   }
   const port = await freePort();
-  const proc = spawn(REDIS_SERVER, ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no',
-    '--maxmemory', maxmemory, '--maxmemory-policy', 'allkeys-lru'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(
+    REDIS_SERVER,
+    [
+      '--bind',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--maxmemory',
+      maxmemory,
+      '--maxmemory-policy',
+      'allkeys-lru',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let log = '';
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {

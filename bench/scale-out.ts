@@ -33,9 +33,20 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import {
-  HttpClient, aggregateResults, arrivalOffsetsMs, discoverTokenPool, generateWorkload, parsePrometheusText,
-  resolveServedModel, runLoad, sendStreamingRequest, sumSamples, unavailableServerReport,
-  type BenchmarkResult, type StreamingRequestInput, type Workload,
+  HttpClient,
+  aggregateResults,
+  arrivalOffsetsMs,
+  discoverTokenPool,
+  generateWorkload,
+  parsePrometheusText,
+  resolveServedModel,
+  runLoad,
+  sendStreamingRequest,
+  sumSamples,
+  unavailableServerReport,
+  type BenchmarkResult,
+  type StreamingRequestInput,
+  type Workload,
 } from '../src/benchmark/index.js';
 import { sharedDir } from '../src/cli/default-model.js';
 import { SeededNormal } from '../src/model/random-model.js';
@@ -151,7 +162,12 @@ const COUNTERS: ReadonlyArray<[Exclude<keyof Counters, 'served'>, string]> = [
 /** The counters of the given replicas now (a counter none of them exports is null). */
 async function scrapeCounters(replicas: readonly ServeProcess[]): Promise<Counters> {
   const out: Counters = {
-    prefixQueries: 0, prefixHits: 0, storeHits: null, storeMisses: null, storeBytesRead: null, storeErrors: null,
+    prefixQueries: 0,
+    prefixHits: 0,
+    storeHits: null,
+    storeMisses: null,
+    storeBytesRead: null,
+    storeErrors: null,
     served: [],
   };
   for (const r of replicas) {
@@ -169,9 +185,12 @@ async function scrapeCounters(replicas: readonly ServeProcess[]): Promise<Counte
 function counterDelta(after: Counters, before: Counters): Counters {
   const d = (a: number | null, b: number | null): number | null => (a === null ? null : a - (b ?? 0));
   return {
-    prefixQueries: after.prefixQueries - before.prefixQueries, prefixHits: after.prefixHits - before.prefixHits,
-    storeHits: d(after.storeHits, before.storeHits), storeMisses: d(after.storeMisses, before.storeMisses),
-    storeBytesRead: d(after.storeBytesRead, before.storeBytesRead), storeErrors: d(after.storeErrors, before.storeErrors),
+    prefixQueries: after.prefixQueries - before.prefixQueries,
+    prefixHits: after.prefixHits - before.prefixHits,
+    storeHits: d(after.storeHits, before.storeHits),
+    storeMisses: d(after.storeMisses, before.storeMisses),
+    storeBytesRead: d(after.storeBytesRead, before.storeBytesRead),
+    storeErrors: d(after.storeErrors, before.storeErrors),
     served: after.served.map((n, i) => n - (before.served[i] ?? 0)),
   };
 }
@@ -182,8 +201,11 @@ function ensureModel(): string {
   if (!existsSync(path)) {
     const shapeDir = join(sharedDir(), 'models/smollm2-135m-instruct-tokenizer');
     createRandomModel({
-      configPath: join(shapeDir, 'config.json'), tokenizerPath: join(shapeDir, 'tokenizer.json'), dtype: 'q8_0',
-      seed: 1, outPath: path,
+      configPath: join(shapeDir, 'config.json'),
+      tokenizerPath: join(shapeDir, 'tokenizer.json'),
+      dtype: 'q8_0',
+      seed: 1,
+      outPath: path,
     });
   }
   return path;
@@ -201,12 +223,33 @@ interface ReplicaSlot extends HaproxyReplica {
 }
 
 /** Starts one replica on the slot's ports. */
-async function startReplica(model: string, s: Settings, port: number, agentPort: number, store: string | null):
-  Promise<ServeProcess> {
-  const argv = ['--model', model, '--allow-random-weights', '--threads', '1', '--kv-cache-dtype', 'fp16',
-    '--block-size', String(BLOCK_SIZE), '--num-gpu-blocks-override', String(s.kvBlocks),
-    '--max-num-batched-tokens', String(MAX_NUM_BATCHED_TOKENS), '--max-num-seqs', String(MAX_NUM_BATCHED_TOKENS),
-    '--agent-check-port', String(agentPort), '--disable-log-stats'];
+async function startReplica(
+  model: string,
+  s: Settings,
+  port: number,
+  agentPort: number,
+  store: string | null,
+): Promise<ServeProcess> {
+  const argv = [
+    '--model',
+    model,
+    '--allow-random-weights',
+    '--threads',
+    '1',
+    '--kv-cache-dtype',
+    'fp16',
+    '--block-size',
+    String(BLOCK_SIZE),
+    '--num-gpu-blocks-override',
+    String(s.kvBlocks),
+    '--max-num-batched-tokens',
+    String(MAX_NUM_BATCHED_TOKENS),
+    '--max-num-seqs',
+    String(MAX_NUM_BATCHED_TOKENS),
+    '--agent-check-port',
+    String(agentPort),
+    '--disable-log-stats',
+  ];
   if (store !== null) argv.push('--kv-cache-store', store);
   return startServeProcess(argv, port);
 }
@@ -231,8 +274,14 @@ interface Farm {
 }
 
 /** Starts `n` replicas and haproxy in front of them; resolves once HAProxy has them all UP at full weight. */
-async function startFarm(dir: string, n: number, balance: Balance, model: string, s: Settings,
-  store: string | null): Promise<Farm> {
+async function startFarm(
+  dir: string,
+  n: number,
+  balance: Balance,
+  model: string,
+  s: Settings,
+  store: string | null,
+): Promise<Farm> {
   const slots = await startReplicas(n, model, s, store);
   const haproxy = await startHaproxy(dir, slots, balance);
   await haproxy.waitAllUp(slots.map((r) => r.name));
@@ -263,7 +312,12 @@ interface Requests {
 /** A streaming completion of `prompt` with exactly s.outputLen greedy output tokens. */
 function input(model: string, prompt: readonly number[], s: Settings): StreamingRequestInput {
   return {
-    endpoint: 'completions', model, prompt, promptLen: prompt.length, maxTokens: s.outputLen, ignoreEos: true,
+    endpoint: 'completions',
+    model,
+    prompt,
+    promptLen: prompt.length,
+    maxTokens: s.outputLen,
+    ignoreEos: true,
     temperature: 0,
   };
 }
@@ -277,16 +331,28 @@ async function buildRequests(replicaUrl: string, s: Settings): Promise<Requests>
   try {
     const { id, maxModelLen } = await resolveServedModel(client);
     const pool = await discoverTokenPool(client, id);
-    const workload: Workload = generateWorkload({
-      kind: 'prefix-repetition', numPrompts: s.numRequests, prefixLen: s.prefixLen, suffixLen: s.suffixLen,
-      numPrefixes: s.numPrefixes, outputLen: s.outputLen,
-    }, pool.tokenIds, s.seed, maxModelLen);
+    const workload: Workload = generateWorkload(
+      {
+        kind: 'prefix-repetition',
+        numPrompts: s.numRequests,
+        prefixLen: s.prefixLen,
+        suffixLen: s.suffixLen,
+        numPrefixes: s.numPrefixes,
+        outputLen: s.outputLen,
+      },
+      pool.tokenIds,
+      s.seed,
+      maxModelLen,
+    );
     const warmUp: StreamingRequestInput[] = [];
     for (let p = 0; p < s.numPrefixes; p++) {
       const first = workload.requests.find((r) => r.prefixIndex === p);
       if (first === undefined) continue;
       const prefix = first.promptTokenIds.slice(0, s.prefixLen);
-      const suffix = first.promptTokenIds.slice(s.prefixLen).reverse().map((t, i) => pool.tokenIds[(t + i) % pool.tokenIds.length]);
+      const suffix = first.promptTokenIds
+        .slice(s.prefixLen)
+        .reverse()
+        .map((t, i) => pool.tokenIds[(t + i) % pool.tokenIds.length]);
       warmUp.push(input(id, [...prefix, ...suffix], s));
     }
     return { model: id, measured: workload.requests.map((r) => input(id, r.promptTokenIds, s)), warmUp };
@@ -326,17 +392,35 @@ async function measure(farm: Farm, reqs: Requests, s: Settings): Promise<Measure
     const date = new Date();
     const t0 = performance.now();
     const results = await runLoad({
-      offsetsMs: offsets, t0, send: (i) => sendStreamingRequest(client, i, reqs.measured[i], t0),
+      offsetsMs: offsets,
+      t0,
+      send: (i) => sendStreamingRequest(client, i, reqs.measured[i], t0),
     });
     const durationMs = performance.now() - t0;
-    const result = aggregateResults({
-      baseUrl: farm.haproxy.url, endpoint: 'completions', model: reqs.model,
-      workload: {
-        kind: 'prefix-repetition', numPrompts: s.numRequests, prefixLen: s.prefixLen, suffixLen: s.suffixLen,
-        numPrefixes: s.numPrefixes, outputLen: s.outputLen,
+    const result = aggregateResults(
+      {
+        baseUrl: farm.haproxy.url,
+        endpoint: 'completions',
+        model: reqs.model,
+        workload: {
+          kind: 'prefix-repetition',
+          numPrompts: s.numRequests,
+          prefixLen: s.prefixLen,
+          suffixLen: s.suffixLen,
+          numPrefixes: s.numPrefixes,
+          outputLen: s.outputLen,
+        },
+        seed: s.seed,
+        requestRate: s.rate,
+        maxConcurrency: null,
+        ignoreEos: true,
+        percentiles: [99],
       },
-      seed: s.seed, requestRate: s.rate, maxConcurrency: null, ignoreEos: true, percentiles: [99],
-    }, results, durationMs, unavailableServerReport(0), date);
+      results,
+      durationMs,
+      unavailableServerReport(0),
+      date,
+    );
     return { result, counters: counterDelta(await scrapeCounters(replicas), before) };
   } finally {
     client.close();
@@ -344,8 +428,13 @@ async function measure(farm: Farm, reqs: Requests, s: Settings): Promise<Measure
 }
 
 /** Runs the four set-ups in order; (d) reuses (c)'s farm and store. */
-async function runAll(dir: string, model: string, s: Settings, haveStore: boolean,
-  log: (line: string) => void): Promise<Map<Scenario['key'], Measured>> {
+async function runAll(
+  dir: string,
+  model: string,
+  s: Settings,
+  haveStore: boolean,
+  log: (line: string) => void,
+): Promise<Map<Scenario['key'], Measured>> {
   const out = new Map<Scenario['key'], Measured>();
   const run = async (key: Scenario['key'], farm: Farm, reqs: Requests, warm: boolean): Promise<void> => {
     const label = SCENARIOS.find((x) => x.key === key)!.label;
@@ -397,11 +486,16 @@ function row(m: Measured): string {
   const r = m.result;
   const c = m.counters;
   const hit = c.prefixQueries > 0 ? `${((100 * c.prefixHits) / c.prefixQueries).toFixed(0)}%` : 'n/a';
-  const store = c.storeHits === null ? 'n/a' : `${c.storeHits} blocks hit / ${c.storeMisses ?? 0} missed, ` +
-    `${((c.storeBytesRead ?? 0) / 2 ** 20).toFixed(1)} MiB read, ${c.storeErrors ?? 0} errors`;
-  return `TTFT mean ${fmtS(r.ttftMs.mean)}, P99 ${fmtS(r.ttftMs.percentiles['99'])}; ` +
+  const store =
+    c.storeHits === null
+      ? 'n/a'
+      : `${c.storeHits} blocks hit / ${c.storeMisses ?? 0} missed, ` +
+        `${((c.storeBytesRead ?? 0) / 2 ** 20).toFixed(1)} MiB read, ${c.storeErrors ?? 0} errors`;
+  return (
+    `TTFT mean ${fmtS(r.ttftMs.mean)}, P99 ${fmtS(r.ttftMs.percentiles['99'])}; ` +
     `${r.requestThroughput.toFixed(3)} req/s, ${r.outputThroughput.toFixed(2)} output tok/s; ` +
-    `${r.completed} ok, ${r.failed} failed, served ${c.served.join(' + ')}; prefix-cache hits ${hit} of prompt tokens; store: ${store}`;
+    `${r.completed} ok, ${r.failed} failed, served ${c.served.join(' + ')}; prefix-cache hits ${hit} of prompt tokens; store: ${store}`
+  );
 }
 
 /** The issue's ratios against its targets. */
@@ -423,17 +517,24 @@ function targets(ms: Map<Scenario['key'], Measured>): string[] {
 async function main(): Promise<void> {
   const s = settings();
   const log = (line: string): void => console.log(line);
-  if (!existsSync(join(ROOT, 'dist'))) throw new Error('no dist/: run `npm run build:dist` first (the replicas run bin/pagellm.mjs)');
+  if (!existsSync(join(ROOT, 'dist')))
+    throw new Error('no dist/: run `npm run build:dist` first (the replicas run bin/pagellm.mjs)');
   const model = ensureModel();
   const haveStore = serveHasKvCacheStore();
-  log(`scale-out: random-weight SmolLM2-135M shape (q8_0 weights, f16 KV), ${s.numPrefixes} system prompts of ` +
-    `${s.prefixLen} tokens + ${s.suffixLen}-token suffixes, ${s.outputLen} output tokens, ${s.numRequests} requests ` +
-    `at ${s.rate}/s (Poisson, seed ${s.seed}); each replica: 1 kernel thread, ${s.kvBlocks} KV blocks of ` +
-    `${BLOCK_SIZE} tokens (${s.kvBlocks * BLOCK_SIZE} tokens)`);
-  log(`machine: ${cpus().length} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} — the replicas ` +
-    'share these cores (one kernel thread each) with haproxy, redis-server and this client');
+  log(
+    `scale-out: random-weight SmolLM2-135M shape (q8_0 weights, f16 KV), ${s.numPrefixes} system prompts of ` +
+      `${s.prefixLen} tokens + ${s.suffixLen}-token suffixes, ${s.outputLen} output tokens, ${s.numRequests} requests ` +
+      `at ${s.rate}/s (Poisson, seed ${s.seed}); each replica: 1 kernel thread, ${s.kvBlocks} KV blocks of ` +
+      `${BLOCK_SIZE} tokens (${s.kvBlocks * BLOCK_SIZE} tokens)`,
+  );
+  log(
+    `machine: ${cpus().length} cores, load average ${loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')} — the replicas ` +
+      'share these cores (one kernel thread each) with haproxy, redis-server and this client',
+  );
   if (!haveStore) {
-    log('this build\'s `pagellm serve` has no --kv-cache-store: (c) and (d) run WITHOUT the store (routing alone)');
+    log("this build's `pagellm serve` has no --kv-cache-store: (c) and (d) run WITHOUT the store (routing alone)");
   }
   const dir = mkdtempSync(join(tmpdir(), 'pagellm-scale-out-'));
   try {
@@ -442,7 +543,11 @@ async function main(): Promise<void> {
     for (const sc of SCENARIOS) log(`${sc.label.padEnd(40)} ${row(measured.get(sc.key)!)}`);
     log('');
     for (const line of targets(measured)) log(line);
-    log(`load average at the end: ${loadavg().map((x) => x.toFixed(1)).join(' ')}`);
+    log(
+      `load average at the end: ${loadavg()
+        .map((x) => x.toFixed(1))
+        .join(' ')}`,
+    );
   } finally {
     if (process.env.PAGELLM_SCALE_OUT_KEEP === '1') log(`logs kept in ${dir}`);
     else rmSync(dir, { recursive: true, force: true });

@@ -24,8 +24,10 @@ export interface ServeProcess {
  * @throws Error with the server's output when it exits before serving.
  */
 export async function startServeProcess(args: readonly string[], port = 0): Promise<ServeProcess> {
-  const proc = spawn(process.execPath, [join(ROOT, 'bin/pagellm.mjs'), 'serve', '--port', String(port), ...args],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, [join(ROOT, 'bin/pagellm.mjs'), 'serve', '--port', String(port), ...args], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let log = '';
   let exited: number | null = null;
   const exit = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
@@ -41,7 +43,10 @@ export async function startServeProcess(args: readonly string[], port = 0): Prom
     });
   });
   return {
-    proc, url, log: () => log, exitCode: () => exited,
+    proc,
+    url,
+    log: () => log,
+    exitCode: () => exited,
     async stop(): Promise<void> {
       if (exited === null) proc.kill('SIGTERM');
       await exit;

@@ -28,7 +28,8 @@ const total = Number(values.requests);
 const concurrency = Number(values.concurrency);
 const maxTokens = Number(values['max-tokens']);
 const MiB = 1024 * 1024;
-const TEMPLATE = "{{ bos_token }}{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}{% endif %}{% endfor %}";
+const TEMPLATE =
+  "{{ bos_token }}{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}{% endif %}{% endfor %}";
 
 /** `1015.75 KiB` / `64.00 MiB` → bytes. */
 function parseMiB(text: string): number {
@@ -49,8 +50,15 @@ async function metric(url: string, name: string): Promise<number> {
 }
 
 async function main(): Promise<void> {
-  const args = ['--threads', String(values.threads),
-    '--kv-cache-memory', String(values['kv-cache-memory']), '--disable-log-stats', '--chat-template', TEMPLATE];
+  const args = [
+    '--threads',
+    String(values.threads),
+    '--kv-cache-memory',
+    String(values['kv-cache-memory']),
+    '--disable-log-stats',
+    '--chat-template',
+    TEMPLATE,
+  ];
   if (values.model !== undefined) args.push('--model', values.model);
   const server = await startServeProcess(args);
   const { proc, url } = server;
@@ -62,7 +70,13 @@ async function main(): Promise<void> {
   const arena = pick(/kernel arena ([0-9.]+ [KMG]iB)/);
   const pid = proc.pid!;
 
-  const prompts = ['Once upon a time', 'The little dog', 'One day, a boy named Tom', 'Sue had a red hat', 'The sun was'];
+  const prompts = [
+    'Once upon a time',
+    'The little dog',
+    'One day, a boy named Tom',
+    'Sue had a red hat',
+    'The sun was',
+  ];
   let sent = 0;
   let ok = 0;
   let errors = 0;
@@ -71,14 +85,21 @@ async function main(): Promise<void> {
     const prompt = `${prompts[i % prompts.length]} ${i % 97}`;
     const kind = i % 20;
     const post = (path: string, body: unknown, signal?: AbortSignal): Promise<Response> =>
-      fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal });
-    if (kind === 0) { // a bad request
+      fetch(`${url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal,
+      });
+    if (kind === 0) {
+      // a bad request
       const r = await post('/v1/completions', { prompt, temperature: 'hot' });
       await r.text();
       if (r.status === 400) errors++;
       return;
     }
-    if (kind === 1) { // a client that leaves mid-stream
+    if (kind === 1) {
+      // a client that leaves mid-stream
       const ac = new AbortController();
       const r = await post('/v1/completions', { prompt, max_tokens: 200, ignore_eos: true, stream: true }, ac.signal);
       const reader = r.body!.getReader();
@@ -89,9 +110,10 @@ async function main(): Promise<void> {
       return;
     }
     const stream = kind < 6;
-    const body = kind < 9
-      ? { messages: [{ role: 'user', content: prompt }], max_tokens: maxTokens, temperature: 0.8, seed: i, stream }
-      : { prompt, max_tokens: maxTokens, temperature: 0.8, seed: i, n: kind === 19 ? 2 : 1, stream };
+    const body =
+      kind < 9
+        ? { messages: [{ role: 'user', content: prompt }], max_tokens: maxTokens, temperature: 0.8, seed: i, stream }
+        : { prompt, max_tokens: maxTokens, temperature: 0.8, seed: i, n: kind === 19 ? 2 : 1, stream };
     const r = await post(kind < 9 ? '/v1/chat/completions' : '/v1/completions', body);
     await r.text();
     if (r.status === 200) ok++;
@@ -101,8 +123,10 @@ async function main(): Promise<void> {
   const sample = async (done: number): Promise<void> => {
     samples.push({ done, rss: rssOf(pid), heap: await metric(url, 'nodejs_heap_size_used_bytes') });
     const s = samples[samples.length - 1];
-    process.stdout.write(`${String(done).padStart(6)} requests  RSS ${(s.rss / MiB).toFixed(1).padStart(7)} MiB  ` +
-      `V8 heap used ${(s.heap / MiB).toFixed(1).padStart(6)} MiB\n`);
+    process.stdout.write(
+      `${String(done).padStart(6)} requests  RSS ${(s.rss / MiB).toFixed(1).padStart(7)} MiB  ` +
+        `V8 heap used ${(s.heap / MiB).toFixed(1).padStart(6)} MiB\n`,
+    );
   };
   await sample(0);
   const every = Math.max(1, Math.floor(total / 10));
@@ -133,20 +157,22 @@ async function main(): Promise<void> {
   const maxRss = Math.max(...samples.map((s) => s.rss), final.rss);
   const half = samples.find((s) => s.done >= total / 2) ?? samples[0];
   const late = [...samples.filter((s) => s.done >= half.done).map((s) => s.rss), final.rss];
-  process.stdout.write([
-    '',
-    `server-memory: ${total} requests (${ok} answered, ${errors} rejected with 400, ${aborted} abandoned mid-stream) ` +
-      `at concurrency ${concurrency} in ${seconds.toFixed(1)} s (${(total / seconds).toFixed(0)} requests/s)`,
-    `stated budget: weights ${weights.trim()}, KV cache ${kvUsed} (--kv-cache-memory ${kvBudget}), kernel arena ${arena}`,
-    `RSS after ${total} requests: ${(final.rss / MiB).toFixed(1)} MiB (peak sampled ${(maxRss / MiB).toFixed(1)} MiB); ` +
-      `V8 heap used ${(final.heap / MiB).toFixed(1)} MiB; KV usage when idle ${(100 * kvUsage).toFixed(1)}%`,
-    `RSS growth from ${warm.done} to ${total} requests: ${((final.rss - warm.rss) / MiB).toFixed(1)} MiB (the KV cache ` +
-      `pages being touched for the first time: up to the ${kvBudget} budget); over the second half ` +
-      `(${half.done} → ${total}): ${((final.rss - half.rss) / MiB).toFixed(1)} MiB, range ` +
-      `${(Math.min(...late) / MiB).toFixed(1)}–${(Math.max(...late) / MiB).toFixed(1)} MiB`,
-    `overhead beyond weights + KV budget: ${((final.rss - parseMiB(weights) - parseMiB(kvBudget)) / MiB).toFixed(1)} MiB ` +
-      '(Node.js, V8 heap, code, activation buffers, sockets)',
-  ].join('\n') + '\n');
+  process.stdout.write(
+    [
+      '',
+      `server-memory: ${total} requests (${ok} answered, ${errors} rejected with 400, ${aborted} abandoned mid-stream) ` +
+        `at concurrency ${concurrency} in ${seconds.toFixed(1)} s (${(total / seconds).toFixed(0)} requests/s)`,
+      `stated budget: weights ${weights.trim()}, KV cache ${kvUsed} (--kv-cache-memory ${kvBudget}), kernel arena ${arena}`,
+      `RSS after ${total} requests: ${(final.rss / MiB).toFixed(1)} MiB (peak sampled ${(maxRss / MiB).toFixed(1)} MiB); ` +
+        `V8 heap used ${(final.heap / MiB).toFixed(1)} MiB; KV usage when idle ${(100 * kvUsage).toFixed(1)}%`,
+      `RSS growth from ${warm.done} to ${total} requests: ${((final.rss - warm.rss) / MiB).toFixed(1)} MiB (the KV cache ` +
+        `pages being touched for the first time: up to the ${kvBudget} budget); over the second half ` +
+        `(${half.done} → ${total}): ${((final.rss - half.rss) / MiB).toFixed(1)} MiB, range ` +
+        `${(Math.min(...late) / MiB).toFixed(1)}–${(Math.max(...late) / MiB).toFixed(1)} MiB`,
+      `overhead beyond weights + KV budget: ${((final.rss - parseMiB(weights) - parseMiB(kvBudget)) / MiB).toFixed(1)} MiB ` +
+        '(Node.js, V8 heap, code, activation buffers, sockets)',
+    ].join('\n') + '\n',
+  );
 }
 
 main().catch((e: unknown) => {

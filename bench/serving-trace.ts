@@ -45,11 +45,21 @@ export const SERVING_TRACE_DEFAULTS: ServingTraceOptions = {
 export function makeServingTrace(o: ServingTraceOptions): string {
   const rng = new SeededNormal(o.seed);
   const d = SHAREGPT_LIKE_DEFAULTS;
-  const lengths = sampleRequestLengths({
-    kind: 'sharegpt-like', numPrompts: o.requests, inputMean: o.promptMean, outputMean: o.outputMean,
-    inputSigma: d.inputSigma, outputSigma: d.outputSigma, minInputLen: d.minInputLen, maxInputLen: d.maxInputLen,
-    minOutputLen: d.minOutputLen, maxOutputLen: d.maxOutputLen,
-  }, rng);
+  const lengths = sampleRequestLengths(
+    {
+      kind: 'sharegpt-like',
+      numPrompts: o.requests,
+      inputMean: o.promptMean,
+      outputMean: o.outputMean,
+      inputSigma: d.inputSigma,
+      outputSigma: d.outputSigma,
+      minInputLen: d.minInputLen,
+      maxInputLen: d.maxInputLen,
+      minOutputLen: d.minOutputLen,
+      maxOutputLen: d.maxOutputLen,
+    },
+    rng,
+  );
   const token = (): number => Math.floor(rng.uniform() * 32000);
   const shared = Array.from({ length: o.sharedPrefixTokens }, token);
   const lines: string[] = [];

@@ -17,10 +17,22 @@ import type { KernelBackend } from '../src/kernels/backend.js';
 
 /** Story openings and story passages; the bench measures which of them make the model repeat its context. */
 const CANDIDATES: readonly string[] = [
-  'Once upon a time', 'One day, a little girl named Sue', 'Tom and his dog went to the park', 'The sun was shining',
-  'Lily wanted to play with her ball', 'There was a big red car', 'Ben liked to eat cake', 'Mom said to Tim',
-  'The cat was sad because', 'A little bird sat on a tree', 'Sam found a shiny rock', 'The boy ran to the store',
-  'Anna had a pretty doll', 'It was a rainy day and', 'The old man had a boat', 'Max was a happy dog',
+  'Once upon a time',
+  'One day, a little girl named Sue',
+  'Tom and his dog went to the park',
+  'The sun was shining',
+  'Lily wanted to play with her ball',
+  'There was a big red car',
+  'Ben liked to eat cake',
+  'Mom said to Tim',
+  'The cat was sad because',
+  'A little bird sat on a tree',
+  'Sam found a shiny rock',
+  'The boy ran to the store',
+  'Anna had a pretty doll',
+  'It was a rainy day and',
+  'The old man had a boat',
+  'Max was a happy dog',
   'Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a ' +
     'big, red ball. She wanted to play with it, but it was too high. Once upon a time, there was a little girl named',
   'Lily said, "I want to play with the ball." Mom said, "You can play with the ball." Lily said, "I want to play',
@@ -53,7 +65,11 @@ function makeEngine(backend: KernelBackend, loaded: LoadedModel, extra: Partial<
   const spec = makeKvCacheSpec(loaded.source.config, { blockSize: 16, cacheDtype: 'fp32' });
   const cacheEngine = new CacheEngine(spec, backend, { numGpuBlocks: 512, numCpuBlocks: 0 });
   return new LLMEngine({
-    model: loaded.model, tokenizer: loaded.source.tokenizer, cacheEngine, enablePrefixCaching: false, ...extra,
+    model: loaded.model,
+    tokenizer: loaded.source.tokenizer,
+    cacheEngine,
+    enablePrefixCaching: false,
+    ...extra,
   });
 }
 
@@ -62,7 +78,11 @@ function makeEngine(backend: KernelBackend, loaded: LoadedModel, extra: Partial<
  * time (user + system) in ms. With one kernel thread everything runs on this thread, so CPU time is the work done,
  * steadier than wall time on a loaded machine.
  */
-function runOne(engine: LLMEngine, prompt: string, maxTokens: number): { tokens: number; steps: number; ms: number; cpuMs: number } {
+function runOne(
+  engine: LLMEngine,
+  prompt: string,
+  maxTokens: number,
+): { tokens: number; steps: number; ms: number; cpuMs: number } {
   const t = performance.now();
   const c = process.cpuUsage();
   engine.addRequest('r', prompt, { temperature: 0, maxTokens });
@@ -96,11 +116,19 @@ interface GroupRate {
 }
 
 /** Tokens/s of a group of prompts, plain and speculative, alternating prompt by prompt; medians over rounds. */
-function timeGroup(plain: LLMEngine, spec: LLMEngine, prompts: readonly string[], maxTokens: number,
-  rounds: number): { plain: GroupRate; spec: GroupRate; wallRatio: number; cpuRatio: number } {
+function timeGroup(
+  plain: LLMEngine,
+  spec: LLMEngine,
+  prompts: readonly string[],
+  maxTokens: number,
+  rounds: number,
+): { plain: GroupRate; spec: GroupRate; wallRatio: number; cpuRatio: number } {
   const rows: { plain: GroupRate; spec: GroupRate }[] = [];
   for (let r = -1; r < rounds; r++) {
-    const sums = [[0, 0, 0, 0], [0, 0, 0, 0]];
+    const sums = [
+      [0, 0, 0, 0],
+      [0, 0, 0, 0],
+    ];
     for (const p of prompts) {
       [runOne(plain, p, maxTokens), runOne(spec, p, maxTokens)].forEach((x, i) => {
         sums[i][0] += x.tokens;
@@ -110,7 +138,11 @@ function timeGroup(plain: LLMEngine, spec: LLMEngine, prompts: readonly string[]
       });
     }
     if (r < 0) continue; // warm-up round
-    const rate = ([t, ms, cpu, steps]: number[]): GroupRate => ({ wall: (t * 1000) / ms, cpu: (t * 1000) / cpu, perStep: t / steps });
+    const rate = ([t, ms, cpu, steps]: number[]): GroupRate => ({
+      wall: (t * 1000) / ms,
+      cpu: (t * 1000) / cpu,
+      perStep: t / steps,
+    });
     rows.push({ plain: rate(sums[0]), spec: rate(sums[1]) });
   }
   const med = (f: (x: { plain: GroupRate; spec: GroupRate }) => number): number => median(rows.map(f));
@@ -134,30 +166,46 @@ export async function runNgramPart(args: NgramArgs): Promise<void> {
   const backend = await createBackend({ kind: 'wasm', threads });
   try {
     const loaded = await loadModel(join(sharedDir(), 'models/stories260K/stories260K.bin'), {
-      backend, model: { maxNumTokens: 1024 },
+      backend,
+      model: { maxNumTokens: 1024 },
     });
-    const config = { method: 'ngram' as const, numSpeculativeTokens: k, promptLookupMax: lookupMax, promptLookupMin: lookupMin };
+    const config = {
+      method: 'ngram' as const,
+      numSpeculativeTokens: k,
+      promptLookupMax: lookupMax,
+      promptLookupMin: lookupMin,
+    };
     const plain = makeEngine(backend, loaded, {});
     const spec = makeEngine(backend, loaded, { speculativeConfig: config });
-    console.log(`\n(b) single-stream greedy decoding on stories260K, wasm backend, ${threads} thread(s), up to ` +
-      `${maxTokens} output tokens per prompt, ngram k=${k}, prompt_lookup ${lookupMin}..${lookupMax}; median of ` +
-      `${rounds} rounds, plain and speculative alternating`);
+    console.log(
+      `\n(b) single-stream greedy decoding on stories260K, wasm backend, ${threads} thread(s), up to ` +
+        `${maxTokens} output tokens per prompt, ngram k=${k}, prompt_lookup ${lookupMin}..${lookupMax}; median of ` +
+        `${rounds} rounds, plain and speculative alternating`,
+    );
     const acceptance = measureAcceptance(spec, maxTokens);
     const order = CANDIDATES.map((p, i) => ({ p, a: acceptance[i] })).sort((x, y) => y.a - x.a);
     console.log('acceptance per prompt (accepted / drafted tokens), highest first:');
-    for (const { p, a } of order) console.log(`  ${a.toFixed(2)}  ${JSON.stringify(p.length > 90 ? `${p.slice(0, 87)}...` : p)}`);
+    for (const { p, a } of order)
+      console.log(`  ${a.toFixed(2)}  ${JSON.stringify(p.length > 90 ? `${p.slice(0, 87)}...` : p)}`);
     const repeating = order.filter((o) => o.a >= threshold).map((o) => o.p);
     const plainPrompts = order.filter((o) => o.a < threshold).map((o) => o.p);
-    console.log('group | prompts | tokens/step plain, ngram | plain tok/s wall (cpu) | ngram tok/s wall (cpu) | ratio wall | ratio cpu');
-    for (const [name, prompts] of [[`repeating (acceptance ≥ ${threshold})`, repeating], ['plain', plainPrompts]] as const) {
+    console.log(
+      'group | prompts | tokens/step plain, ngram | plain tok/s wall (cpu) | ngram tok/s wall (cpu) | ratio wall | ratio cpu',
+    );
+    for (const [name, prompts] of [
+      [`repeating (acceptance ≥ ${threshold})`, repeating],
+      ['plain', plainPrompts],
+    ] as const) {
       if (prompts.length === 0) {
         console.log(`${name} | 0 | - | - | - | - | -`);
         continue;
       }
       const r = timeGroup(plain, spec, prompts, maxTokens, rounds);
-      console.log(`${name} | ${prompts.length} | ${r.plain.perStep.toFixed(2)}, ${r.spec.perStep.toFixed(2)} | ` +
-        `${r.plain.wall.toFixed(0)} (${r.plain.cpu.toFixed(0)}) | ` +
-        `${r.spec.wall.toFixed(0)} (${r.spec.cpu.toFixed(0)}) | ${r.wallRatio.toFixed(2)} | ${r.cpuRatio.toFixed(2)}`);
+      console.log(
+        `${name} | ${prompts.length} | ${r.plain.perStep.toFixed(2)}, ${r.spec.perStep.toFixed(2)} | ` +
+          `${r.plain.wall.toFixed(0)} (${r.plain.cpu.toFixed(0)}) | ` +
+          `${r.spec.wall.toFixed(0)} (${r.spec.cpu.toFixed(0)}) | ${r.wallRatio.toFixed(2)} | ${r.cpuRatio.toFixed(2)}`,
+      );
     }
   } finally {
     await backend.close();

@@ -31,7 +31,6 @@ import { createRandomModel } from '../src/model/random-model.js';
 import { sharedDir } from '../src/cli/default-model.js';
 import { runNgramPart } from './speculative-ngram.js';
 
-
 const { values: args } = parseArgs({
   options: {
     part: { type: 'string', default: 'score,ngram' },
@@ -69,20 +68,38 @@ function median(xs: number[]): number {
  * One forward batch where every sequence computes the `seqLen − contextLen` tokens after its context; every token's
  * logits are asked for. Sequences computing one token are decodes, the others prefill-style (query length > 1).
  */
-function makeBatch(builder: AttentionMetadataBuilder, seqs: ScheduledSequence[], vocab: number, salt: number): ForwardBatch {
+function makeBatch(
+  builder: AttentionMetadataBuilder,
+  seqs: ScheduledSequence[],
+  vocab: number,
+  salt: number,
+): ForwardBatch {
   const md = builder.build(seqs);
   const tokenIds = new Int32Array(md.numTokens);
   for (let i = 0; i < md.numTokens; i++) tokenIds[i] = (i * 7919 + salt * 104729) % vocab;
   const numPrefills = seqs.filter((s) => s.seqLen - s.contextLen > 1).length;
   return {
-    tokenIds, positions: md.positions, slotMapping: md.slotMapping, numTokens: md.numTokens, numSeqs: md.numSeqs,
-    numPrefills, queryStartLoc: md.queryStartLoc, seqLens: md.seqLens, blockTables: md.blockTables,
-    maxBlocksPerSeq: md.maxBlocksPerSeq, sampleIndices: Int32Array.from({ length: md.numTokens }, (_, i) => i),
+    tokenIds,
+    positions: md.positions,
+    slotMapping: md.slotMapping,
+    numTokens: md.numTokens,
+    numSeqs: md.numSeqs,
+    numPrefills,
+    queryStartLoc: md.queryStartLoc,
+    seqLens: md.seqLens,
+    blockTables: md.blockTables,
+    maxBlocksPerSeq: md.maxBlocksPerSeq,
+    sampleIndices: Int32Array.from({ length: md.numTokens }, (_, i) => i),
   };
 }
 
 /** Median ms per step for each k at one batch size, k values interleaved over rounds; profile per k if asked. */
-function scoreStepTimes(backend: KernelBackend, model: LlamaModel, batch: number, ks: number[]): Map<number, { ms: number; cpuMs: number; profile: string }> {
+function scoreStepTimes(
+  backend: KernelBackend,
+  model: LlamaModel,
+  batch: number,
+  ks: number[],
+): Map<number, { ms: number; cpuMs: number; profile: string }> {
   const c = model.config;
   const context = Number(args.context);
   const maxLen = context + Math.max(...ks);
@@ -91,11 +108,20 @@ function scoreStepTimes(backend: KernelBackend, model: LlamaModel, batch: number
   try {
     const cache = new CacheEngine(
       { numLayers: c.numLayers, numKvHeads: c.numKvHeads, headSize: c.headSize, blockSize, cacheDtype: 'fp32' },
-      backend, { numGpuBlocks: batch * blocksPerSeq, numCpuBlocks: 0 });
+      backend,
+      { numGpuBlocks: batch * blocksPerSeq, numCpuBlocks: 0 },
+    );
     const builder = new AttentionMetadataBuilder({ blockSize, numGpuBlocks: batch * blocksPerSeq });
-    const tables = Array.from({ length: batch }, (_, s) => Array.from({ length: blocksPerSeq }, (_, j) => s * blocksPerSeq + j));
+    const tables = Array.from({ length: batch }, (_, s) =>
+      Array.from({ length: blocksPerSeq }, (_, j) => s * blocksPerSeq + j),
+    );
     // Fill every sequence's context once (its K/V is what the scored tokens attend to).
-    const prefill = makeBatch(builder, tables.map((blockTable) => ({ blockTable, contextLen: 0, seqLen: context })), c.vocabSize, 0);
+    const prefill = makeBatch(
+      builder,
+      tables.map((blockTable) => ({ blockTable, contextLen: 0, seqLen: context })),
+      c.vocabSize,
+      0,
+    );
     model.forward({ ...prefill, sampleIndices: prefill.sampleIndices.subarray(0, 1) }, cache.gpuCache);
     const times = new Map<number, number[]>(ks.map((k) => [k, []]));
     const cpuTimes = new Map<number, number[]>(ks.map((k) => [k, []]));
@@ -104,8 +130,12 @@ function scoreStepTimes(backend: KernelBackend, model: LlamaModel, batch: number
     for (let round = -1; round < Number(args.rounds); round++) {
       for (const k of ks) {
         // Positions [context, context + k) are rewritten each step, as rejected drafts' slots are on the next step.
-        const b = makeBatch(builder, tables.map((blockTable) => ({ blockTable, contextLen: context, seqLen: context + k })),
-          c.vocabSize, round + 2);
+        const b = makeBatch(
+          builder,
+          tables.map((blockTable) => ({ blockTable, contextLen: context, seqLen: context + k })),
+          c.vocabSize,
+          round + 2,
+        );
         model.profile.clear();
         for (let s = 0; s < steps; s++) {
           const t = performance.now();
@@ -117,15 +147,24 @@ function scoreStepTimes(backend: KernelBackend, model: LlamaModel, batch: number
             cpuTimes.get(k)!.push((cpu.user + cpu.system) / 1000);
           }
         }
-        if (round >= 0) for (const [op, ms] of model.profile) profiles.get(k)!.set(op, (profiles.get(k)!.get(op) ?? 0) + ms);
+        if (round >= 0)
+          for (const [op, ms] of model.profile) profiles.get(k)!.set(op, (profiles.get(k)!.get(op) ?? 0) + ms);
       }
     }
     const n = steps * Number(args.rounds);
-    return new Map(ks.map((k) => [k, {
-      ms: median(times.get(k)!),
-      cpuMs: median(cpuTimes.get(k)!),
-      profile: [...profiles.get(k)!.entries()].sort((a, b) => b[1] - a[1]).map(([op, ms]) => `${op} ${(ms / n).toFixed(2)}`).join(', '),
-    }]));
+    return new Map(
+      ks.map((k) => [
+        k,
+        {
+          ms: median(times.get(k)!),
+          cpuMs: median(cpuTimes.get(k)!),
+          profile: [...profiles.get(k)!.entries()]
+            .sort((a, b) => b[1] - a[1])
+            .map(([op, ms]) => `${op} ${(ms / n).toFixed(2)}`)
+            .join(', '),
+        },
+      ]),
+    );
   } finally {
     backend.arena.reset(mark);
   }
@@ -137,14 +176,20 @@ async function runScorePart(): Promise<void> {
   const ks = args.ks!.split(',').map(Number);
   if (!ks.includes(1)) ks.unshift(1);
   const batches = args.batches!.split(',').map(Number);
-  console.log(`(a) scoring k tokens per sequence in one step: random-weight SmolLM2-135M shape, wasm backend, ` +
-    `${threads} thread(s), context ${args.context} tokens/seq, block size ${blockSize}, logits for every scored ` +
-    `token; median of ${args.rounds} rounds × ${args.steps} steps, k interleaved`);
+  console.log(
+    `(a) scoring k tokens per sequence in one step: random-weight SmolLM2-135M shape, wasm backend, ` +
+      `${threads} thread(s), context ${args.context} tokens/seq, block size ${blockSize}, logits for every scored ` +
+      `token; median of ${args.rounds} rounds × ${args.steps} steps, k interleaved`,
+  );
   for (const dtype of args.dtypes!.split(',') as Array<'f32' | 'q8_0'>) {
     const path = join(tmpdir(), `pagellm-bench-smollm2-135m-${dtype}.gguf`);
     if (args.fresh || !existsSync(path)) {
       createRandomModel({
-        configPath: join(shapeDir, 'config.json'), tokenizerPath: join(shapeDir, 'tokenizer.json'), dtype, seed: 1, outPath: path,
+        configPath: join(shapeDir, 'config.json'),
+        tokenizerPath: join(shapeDir, 'tokenizer.json'),
+        dtype,
+        seed: 1,
+        outPath: path,
       });
     }
     const backend = await createBackend({ kind: 'wasm', threads });
@@ -154,8 +199,10 @@ async function runScorePart(): Promise<void> {
       const { model, weightBytes } = await loadModel(path, {
         backend,
         model: {
-          maxNumTokens: Math.max(maxBatch * maxK, maxBatch * Number(args.context)), maxNumSampled: maxBatch * maxK,
-          maxPositions: 4096, profile: args.profile,
+          maxNumTokens: Math.max(maxBatch * maxK, maxBatch * Number(args.context)),
+          maxNumSampled: maxBatch * maxK,
+          maxPositions: 4096,
+          profile: args.profile,
         },
       });
       const simd = 'simd' in backend ? ` (${String(backend.simd)} SIMD kernels)` : '';
@@ -166,9 +213,11 @@ async function runScorePart(): Promise<void> {
         const base = r.get(1)!;
         for (const k of ks) {
           const { ms, cpuMs, profile } = r.get(k)!;
-          console.log(`${String(batch).padStart(5)} | ${String(k).padStart(17)} | ${ms.toFixed(1).padStart(7)} | ` +
-            `${(ms / base.ms).toFixed(2).padStart(11)} | ${cpuMs.toFixed(1).padStart(11)} | ` +
-            `${(cpuMs / base.cpuMs).toFixed(2).padStart(11)} | ${((batch * k * 1000) / ms).toFixed(0).padStart(15)}`);
+          console.log(
+            `${String(batch).padStart(5)} | ${String(k).padStart(17)} | ${ms.toFixed(1).padStart(7)} | ` +
+              `${(ms / base.ms).toFixed(2).padStart(11)} | ${cpuMs.toFixed(1).padStart(11)} | ` +
+              `${(cpuMs / base.cpuMs).toFixed(2).padStart(11)} | ${((batch * k * 1000) / ms).toFixed(0).padStart(15)}`,
+          );
           if (args.profile) console.log(`        ms/step by op: ${profile}`);
         }
       }
@@ -179,4 +228,5 @@ async function runScorePart(): Promise<void> {
 }
 
 if (parts.includes('score')) await runScorePart();
-if (parts.includes('ngram')) await runNgramPart({ ...args, threads: args['ngram-threads'], rounds: args['ngram-rounds'] });
+if (parts.includes('ngram'))
+  await runNgramPart({ ...args, threads: args['ngram-threads'], rounds: args['ngram-rounds'] });

@@ -60,17 +60,31 @@ const SCHEMA = {
 function document(i: number): string {
   const words = Array.from({ length: 12 }, (_, k) => ['sun', 'tree', 'boat', 'cake', 'dog', 'park'][(i + k) % 6] + k);
   return JSON.stringify({
-    title: `story number ${i}`, year: 1900 + i, happy: i % 2 === 0, mood: ['glad', 'sad', 'calm'][i % 3], words,
-  }).replaceAll('":', '": ').replaceAll(',"', ', "');
+    title: `story number ${i}`,
+    year: 1900 + i,
+    happy: i % 2 === 0,
+    mood: ['glad', 'sad', 'calm'][i % 3],
+    words,
+  })
+    .replaceAll('":', '": ')
+    .replaceAll(',"', ', "');
 }
 
 /** SCHEMA without maxLength: xgrammar precomputes string masks, while a length bound makes it check tokens at
  *  run time (its cost grows with the vocabulary). */
-const FREE_STRINGS_SCHEMA = JSON.parse(JSON.stringify(SCHEMA, (k, v: unknown) => (k === 'maxLength' ? undefined : v))) as Record<string, unknown>;
+const FREE_STRINGS_SCHEMA = JSON.parse(
+  JSON.stringify(SCHEMA, (k, v: unknown) => (k === 'maxLength' ? undefined : v)),
+) as Record<string, unknown>;
 
 /** Part 1 for one vocabulary and schema: ms per step of the 64 rows' bitmasks and of applying them. */
-async function maskCost(name: string, tokenizer: Tokenizer, vocabSize: number, eos: number, schema: Readonly<Record<string, unknown>>,
-  schemaName: string): Promise<void> {
+async function maskCost(
+  name: string,
+  tokenizer: Tokenizer,
+  vocabSize: number,
+  eos: number,
+  schema: Readonly<Record<string, unknown>>,
+  schemaName: string,
+): Promise<void> {
   const manager = new StructuredOutputManager({ tokenizer, vocabSize, eosTokenIds: [eos] });
   const spec = new StructuredOutputsParams({ json: schema, disableAnyWhitespace: true });
   await manager.prepare(spec);
@@ -101,31 +115,46 @@ async function maskCost(name: string, tokenizer: Tokenizer, vocabSize: number, e
   }
   const m = medianAndMin(maskMs.slice(1));
   const a = medianAndMin(applyMs.slice(1));
-  console.log(`${name} (vocab ${vocabSize}), ${schemaName}, ${numRequests} sequences, ${steps} steps: bitmask ` +
-    `${m.med.toFixed(3)} ms/step ` +
-    `(best ${m.min.toFixed(3)}), applying it ${a.med.toFixed(3)} ms/step (best ${a.min.toFixed(3)})`);
+  console.log(
+    `${name} (vocab ${vocabSize}), ${schemaName}, ${numRequests} sequences, ${steps} steps: bitmask ` +
+      `${m.med.toFixed(3)} ms/step ` +
+      `(best ${m.min.toFixed(3)}), applying it ${a.med.toFixed(3)} ms/step (best ${a.min.toFixed(3)})`,
+  );
   for (let i = 0; i < numRequests; i++) manager.freeRequest(`r${i}`);
 }
 
 /** Part 2: one run of numRequests concurrent streams; returns the tokens of each and the wall time. */
-async function streams(client: OpenAI, body: (i: number) => Record<string, unknown>):
-  Promise<{ tokens: number[]; seconds: number }> {
+async function streams(
+  client: OpenAI,
+  body: (i: number) => Record<string, unknown>,
+): Promise<{ tokens: number[]; seconds: number }> {
   const t0 = performance.now();
-  const tokens = await Promise.all(Array.from({ length: numRequests }, async (_, i) => {
-    const stream = await client.completions.create({
-      model: 'stories260K', prompt: 'Once upon a time', stream: true, stream_options: { include_usage: true },
-      temperature: 1, seed: i, ...body(i),
-    } as unknown as OpenAI.CompletionCreateParamsStreaming);
-    let n = 0;
-    for await (const chunk of stream) if (chunk.usage) n = chunk.usage.completion_tokens;
-    return n;
-  }));
+  const tokens = await Promise.all(
+    Array.from({ length: numRequests }, async (_, i) => {
+      const stream = await client.completions.create({
+        model: 'stories260K',
+        prompt: 'Once upon a time',
+        stream: true,
+        stream_options: { include_usage: true },
+        temperature: 1,
+        seed: i,
+        ...body(i),
+      } as unknown as OpenAI.CompletionCreateParamsStreaming);
+      let n = 0;
+      for await (const chunk of stream) if (chunk.usage) n = chunk.usage.completion_tokens;
+      return n;
+    }),
+  );
   return { tokens, seconds: (performance.now() - t0) / 1000 };
 }
 
 async function throughput(): Promise<void> {
   const server = await startServer({
-    model: join(MODELS, 'stories260K'), host: '127.0.0.1', port: 0, threads, kvCacheMemory: 256 * 1024 * 1024,
+    model: join(MODELS, 'stories260K'),
+    host: '127.0.0.1',
+    port: 0,
+    threads,
+    kvCacheMemory: 256 * 1024 * 1024,
   });
   const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 600_000 });
   try {
@@ -139,15 +168,19 @@ async function throughput(): Promise<void> {
       const c = await streams(client, () => constrained);
       const u = await streams(client, (i) => ({ max_tokens: c.tokens[i], ignore_eos: true }));
       rounds.push({ c: total(c) / c.seconds, u: total(u) / u.seconds, tokens: total(c) });
-      console.log(`  round ${r + 1}: json_schema ${rounds[r].c.toFixed(0)} tokens/s, unconstrained ` +
-        `${rounds[r].u.toFixed(0)} tokens/s (${total(c)} tokens each)`);
+      console.log(
+        `  round ${r + 1}: json_schema ${rounds[r].c.toFixed(0)} tokens/s, unconstrained ` +
+          `${rounds[r].u.toFixed(0)} tokens/s (${total(c)} tokens each)`,
+      );
     }
     const c = medianAndMin(rounds.map((r) => r.c)).med;
     const u = medianAndMin(rounds.map((r) => r.u)).med;
     const ratio = medianAndMin(rounds.map((r) => r.c / r.u)).med;
-    console.log(`${numRequests} concurrent streams on stories260K (${threads} thread${threads > 1 ? 's' : ''}), median of ` +
-      `${numRounds} rounds: json_schema ${c.toFixed(0)} tokens/s, unconstrained ${u.toFixed(0)} tokens/s; median ratio ` +
-      `${ratio.toFixed(2)}× (target ≥ 0.8×)`);
+    console.log(
+      `${numRequests} concurrent streams on stories260K (${threads} thread${threads > 1 ? 's' : ''}), median of ` +
+        `${numRounds} rounds: json_schema ${c.toFixed(0)} tokens/s, unconstrained ${u.toFixed(0)} tokens/s; median ratio ` +
+        `${ratio.toFixed(2)}× (target ≥ 0.8×)`,
+    );
   } finally {
     await server.close();
   }
@@ -155,7 +188,10 @@ async function throughput(): Promise<void> {
 
 const stories = loadLlama2cTokenizer(join(MODELS, 'stories260K/tok512.bin'), 512);
 const smol = HfTokenizer.fromFiles(join(MODELS, 'smollm2-135m-instruct-tokenizer/tokenizer.json'));
-for (const [schema, schemaName] of [[SCHEMA, 'strings with maxLength'], [FREE_STRINGS_SCHEMA, 'free strings']] as const) {
+for (const [schema, schemaName] of [
+  [SCHEMA, 'strings with maxLength'],
+  [FREE_STRINGS_SCHEMA, 'free strings'],
+] as const) {
   await maskCost('stories260K', stories, 512, 2, schema, schemaName);
   await maskCost('SmolLM2-135M', smol, 49152, 2, schema, schemaName);
 }

@@ -97,8 +97,19 @@ function mean(xs: readonly number[]): number {
 }
 
 async function run(engine: LLMEngine, w: Workload, caching: boolean): Promise<void> {
-  w.prompts.forEach((p, i) => engine.addRequest(`r${i}`, { promptTokenIds: p },
-    { temperature: 1, topP: 1, ignoreEos: true, maxTokens: w.outputLens[i], outputKind: RequestOutputKind.FINAL_ONLY }));
+  w.prompts.forEach((p, i) =>
+    engine.addRequest(
+      `r${i}`,
+      { promptTokenIds: p },
+      {
+        temperature: 1,
+        topP: 1,
+        ignoreEos: true,
+        maxTokens: w.outputLens[i],
+        outputKind: RequestOutputKind.FINAL_ONLY,
+      },
+    ),
+  );
   let finished = 0;
   let generated = 0;
   const t0 = performance.now();
@@ -113,9 +124,11 @@ async function run(engine: LLMEngine, w: Workload, caching: boolean): Promise<vo
     if (now - lastReport > 30_000) {
       lastReport = now;
       const s = engine.getStats();
-      console.log(`  … ${((now - t0) / 1000).toFixed(0)} s: ${finished}/${numRequests} finished, ` +
-        `${s.generationTokens} tokens generated, ${s.numRunning} running, ${s.numWaiting} waiting, ` +
-        `KV ${(s.gpuCacheUsage * 100).toFixed(0)}%`);
+      console.log(
+        `  … ${((now - t0) / 1000).toFixed(0)} s: ${finished}/${numRequests} finished, ` +
+          `${s.generationTokens} tokens generated, ${s.numRunning} running, ${s.numWaiting} waiting, ` +
+          `KV ${(s.gpuCacheUsage * 100).toFixed(0)}%`,
+      );
     }
   }
   const seconds = (performance.now() - t0) / 1000;
@@ -124,14 +137,22 @@ async function run(engine: LLMEngine, w: Workload, caching: boolean): Promise<vo
   const ttft = engine.metrics.getSamples('ttftMs');
   const tpot = engine.metrics.getSamples('tpotMs');
   console.log(`prefix caching ${caching ? 'on ' : 'off'}: ${numRequests} requests in ${seconds.toFixed(1)} s`);
-  console.log(`  throughput: ${(numRequests / seconds).toFixed(3)} requests/s, ${(generated / seconds).toFixed(1)} output ` +
-    `tokens/s, ${((generated + promptTokens) / seconds).toFixed(1)} total tokens/s`);
-  console.log(`  tokens: ${promptTokens} prompt (${s.numPromptTokensComputed} computed, ${s.prefixCacheHits} prefix-cache ` +
-    `hits of ${s.prefixCacheQueries} looked up), ${generated} generated; ${s.numSteps} steps`);
-  console.log(`  peak KV usage: ${(s.peakGpuCacheUsage * 100).toFixed(1)}% of ${s.numGpuBlocks} blocks; preemptions: ` +
-    `${s.numPreemptionsRecompute} recompute, ${s.numPreemptionsSwap} swap`);
-  console.log(`  TTFT median ${(quantile(ttft, 0.5) / 1000).toFixed(1)} s, p99 ${(quantile(ttft, 0.99) / 1000).toFixed(1)} s; ` +
-    `TPOT median ${quantile(tpot, 0.5).toFixed(0)} ms`);
+  console.log(
+    `  throughput: ${(numRequests / seconds).toFixed(3)} requests/s, ${(generated / seconds).toFixed(1)} output ` +
+      `tokens/s, ${((generated + promptTokens) / seconds).toFixed(1)} total tokens/s`,
+  );
+  console.log(
+    `  tokens: ${promptTokens} prompt (${s.numPromptTokensComputed} computed, ${s.prefixCacheHits} prefix-cache ` +
+      `hits of ${s.prefixCacheQueries} looked up), ${generated} generated; ${s.numSteps} steps`,
+  );
+  console.log(
+    `  peak KV usage: ${(s.peakGpuCacheUsage * 100).toFixed(1)}% of ${s.numGpuBlocks} blocks; preemptions: ` +
+      `${s.numPreemptionsRecompute} recompute, ${s.numPreemptionsSwap} swap`,
+  );
+  console.log(
+    `  TTFT median ${(quantile(ttft, 0.5) / 1000).toFixed(1)} s, p99 ${(quantile(ttft, 0.99) / 1000).toFixed(1)} s; ` +
+      `TPOT median ${quantile(tpot, 0.5).toFixed(0)} ms`,
+  );
 }
 
 async function main(): Promise<void> {
@@ -139,14 +160,19 @@ async function main(): Promise<void> {
   if (args.fresh || !existsSync(path)) {
     const t = performance.now();
     createRandomModel({
-      configPath: join(shapeDir, 'config.json'), tokenizerPath: join(shapeDir, 'tokenizer.json'), dtype, seed: 1,
+      configPath: join(shapeDir, 'config.json'),
+      tokenizerPath: join(shapeDir, 'tokenizer.json'),
+      dtype,
+      seed: 1,
       outPath: path,
     });
     console.log(`created ${path} in ${((performance.now() - t) / 1000).toFixed(1)} s`);
   }
-  console.log(`random-weight SmolLM2-135M shape, ${dtype} weights, wasm backend on ${threads} threads, block size ` +
-    `${args['block-size']}, KV ${args['kv-cache-memory-mib']} MiB, maxNumSeqs ${args['max-num-seqs']}, ` +
-    `maxNumBatchedTokens ${args['max-num-batched-tokens']}, chunked prefill on`);
+  console.log(
+    `random-weight SmolLM2-135M shape, ${dtype} weights, wasm backend on ${threads} threads, block size ` +
+      `${args['block-size']}, KV ${args['kv-cache-memory-mib']} MiB, maxNumSeqs ${args['max-num-seqs']}, ` +
+      `maxNumBatchedTokens ${args['max-num-batched-tokens']}, chunked prefill on`,
+  );
   for (const caching of cachingModes) {
     const engine = await createLLMEngine({
       model: path,
@@ -163,9 +189,11 @@ async function main(): Promise<void> {
     try {
       const w = workload(engine.model.config.vocabSize);
       if (caching === cachingModes[0]) {
-        console.log(`workload: ${numRequests} requests, seed ${seed}; input mean ${mean(w.prompts.map((p) => p.length)).toFixed(1)} ` +
-          `(max ${Math.max(...w.prompts.map((p) => p.length))}), output mean ${mean(w.outputLens).toFixed(1)} ` +
-          `(max ${Math.max(...w.outputLens)})`);
+        console.log(
+          `workload: ${numRequests} requests, seed ${seed}; input mean ${mean(w.prompts.map((p) => p.length)).toFixed(1)} ` +
+            `(max ${Math.max(...w.prompts.map((p) => p.length))}), output mean ${mean(w.outputLens).toFixed(1)} ` +
+            `(max ${Math.max(...w.outputLens)})`,
+        );
       }
       await run(engine, w, caching);
     } finally {

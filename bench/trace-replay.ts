@@ -13,7 +13,11 @@
  */
 import { readFileSync } from 'node:fs';
 import {
-  AllocStatus, BlockSpaceManager, SequenceStatus, type SequenceGroupLike, type SequenceLike,
+  AllocStatus,
+  BlockSpaceManager,
+  SequenceStatus,
+  type SequenceGroupLike,
+  type SequenceLike,
 } from '../src/core/index.js';
 
 /**
@@ -119,7 +123,10 @@ export function parseTrace(path: string): Trace {
     return slotSeqIds.length - 1;
   };
   const push = (kind: number, slot: number, parent: number, ids: readonly number[]): void => {
-    kinds.push(kind); slots.push(slot); parents.push(parent); tokenStart.push(tokens.length);
+    kinds.push(kind);
+    slots.push(slot);
+    parents.push(parent);
+    tokenStart.push(tokens.length);
     for (const t of ids) tokens.push(t);
   };
   const none: readonly number[] = [];
@@ -133,13 +140,17 @@ export function parseTrace(path: string): Trace {
       throw new Error(`${where}: not JSON (${(err as Error).message})`, { cause: err });
     }
     const o = v as Record<string, unknown>;
-    const ok = typeof o === 'object' && o !== null && (
-      ((o.op === 'allocate' || o.op === 'append') && Number.isInteger(o.seq) && isTokenArray(o.tokens)) ||
-      (o.op === 'fork' && Number.isInteger(o.parent) && Number.isInteger(o.child)) ||
-      (o.op === 'free' && Number.isInteger(o.seq)));
+    const ok =
+      typeof o === 'object' &&
+      o !== null &&
+      (((o.op === 'allocate' || o.op === 'append') && Number.isInteger(o.seq) && isTokenArray(o.tokens)) ||
+        (o.op === 'fork' && Number.isInteger(o.parent) && Number.isInteger(o.child)) ||
+        (o.op === 'free' && Number.isInteger(o.seq)));
     if (!ok) {
-      throw new Error(`${where}: expected {"op":"allocate"|"append","seq":N,"tokens":[...]}, ` +
-        `{"op":"fork","parent":N,"child":M} or {"op":"free","seq":N}, got ${line.slice(0, 120)}`);
+      throw new Error(
+        `${where}: expected {"op":"allocate"|"append","seq":N,"tokens":[...]}, ` +
+          `{"op":"fork","parent":N,"child":M} or {"op":"free","seq":N}, got ${line.slice(0, 120)}`,
+      );
     }
     const seq = o.seq as number;
     switch (o.op) {
@@ -172,12 +183,23 @@ export function parseTrace(path: string): Trace {
   const slotTokens: (number[] | null)[] = new Array<number[] | null>(slotSeqIds.length).fill(null);
   for (let i = 0; i < kinds.length; i++) {
     if (kinds[i] !== ALLOCATE) continue;
-    slotTokens[slots[i]] = withRoom(tokens, tokenStart[i], tokenStart[i + 1] - tokenStart[i], slotAppendTokens[slots[i]]);
+    slotTokens[slots[i]] = withRoom(
+      tokens,
+      tokenStart[i],
+      tokenStart[i + 1] - tokenStart[i],
+      slotAppendTokens[slots[i]],
+    );
   }
   return {
-    kinds: Uint8Array.from(kinds), slots: Int32Array.from(slots), parents: Int32Array.from(parents),
-    tokenStart: Int32Array.from(tokenStart), tokens: Uint32Array.from(tokens), slotSeqIds,
-    slotAppendTokens: Int32Array.from(slotAppendTokens), slotTokens, counts,
+    kinds: Uint8Array.from(kinds),
+    slots: Int32Array.from(slots),
+    parents: Int32Array.from(parents),
+    tokenStart: Int32Array.from(tokenStart),
+    tokens: Uint32Array.from(tokens),
+    slotSeqIds,
+    slotAppendTokens: Int32Array.from(slotAppendTokens),
+    slotTokens,
+    counts,
   };
 }
 
@@ -264,8 +286,11 @@ export function replay(trace: Trace, m: BlockSpaceManager): ReplayResult {
       case FORK: {
         const parent = live[parents[i]];
         if (parent === null) break; // its allocation was refused
-        const child = new BenchSequence(slotSeqIds[slot], withRoom(parent.tokens, 0, parent.len, slotAppendTokens[slot]),
-          parent.len);
+        const child = new BenchSequence(
+          slotSeqIds[slot],
+          withRoom(parent.tokens, 0, parent.len, slotAppendTokens[slot]),
+          parent.len,
+        );
         child.status = SequenceStatus.RUNNING;
         m.fork(parent, child);
         live[slot] = child;
@@ -285,7 +310,12 @@ export function replay(trace: Trace, m: BlockSpaceManager): ReplayResult {
   const hitRate = m.getPrefixCacheHitRate();
   for (const s of live) if (s !== null) m.free(s);
   return {
-    ms, cpuMs: (cpu.user + cpu.system) / 1000, refusedAllocations, refusedAppends, peakUsedGpuBlocks: peak, copies,
+    ms,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+    refusedAllocations,
+    refusedAppends,
+    peakUsedGpuBlocks: peak,
+    copies,
     hitRate,
   };
 }

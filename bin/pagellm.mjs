@@ -11,8 +11,10 @@ setFlagsFromString('--experimental-wasm-relaxed-simd');
 
 const cli = new URL('../dist/cli/main.js', import.meta.url);
 if (!existsSync(cli)) {
-  process.stderr.write(`error: pagellm is not built (${fileURLToPath(cli)} is missing): run \`npm run build\` in ` +
-    `${fileURLToPath(new URL('..', import.meta.url))}\n`);
+  process.stderr.write(
+    `error: pagellm is not built (${fileURLToPath(cli)} is missing): run \`npm run build\` in ` +
+      `${fileURLToPath(new URL('..', import.meta.url))}\n`,
+  );
   process.exit(1);
 }
 const { main } = await import(cli.href);

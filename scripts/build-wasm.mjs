@@ -29,11 +29,25 @@ for (const entry of entries) {
     const out = `${name}${suffix}`;
     const args = [
       join('assembly', entry),
-      '--outFile', join('build', `${out}.wasm`),
-      '--textFile', join('build', `${out}.wat`),
-      '-O3', '--noAssert', '--runtime', 'stub',
-      '--enable', 'simd', '--enable', 'threads', ...features,
-      '--importMemory', '--sharedMemory', '--initialMemory', '1', '--maximumMemory', '65536',
+      '--outFile',
+      join('build', `${out}.wasm`),
+      '--textFile',
+      join('build', `${out}.wat`),
+      '-O3',
+      '--noAssert',
+      '--runtime',
+      'stub',
+      '--enable',
+      'simd',
+      '--enable',
+      'threads',
+      ...features,
+      '--importMemory',
+      '--sharedMemory',
+      '--initialMemory',
+      '1',
+      '--maximumMemory',
+      '65536',
     ];
     // asc writes its diagnostics to the streams given here.
     const { error } = await asc(args, { stdout: process.stdout, stderr: process.stderr });

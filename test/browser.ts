@@ -9,10 +9,17 @@ import { describe } from 'vitest';
 
 const CHROMIUM = process.env.PAGELLM_CHROMIUM ?? '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync',
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
 ];
-const INSTALL_HINT = "install Debian's chromium (sudo apt-get install -y --no-install-recommends chromium " +
+const INSTALL_HINT =
+  "install Debian's chromium (sudo apt-get install -y --no-install-recommends chromium " +
   'fonts-dejavu-core; .ci/run does this) or point PAGELLM_CHROMIUM at a Chromium binary';
 
 /** Whether the browser suites must run: PAGELLM_REQUIRE_BROWSER=1 makes a missing browser a failure. */

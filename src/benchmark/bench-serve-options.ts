@@ -2,7 +2,11 @@ import { BenchmarkOptionsError, WorkloadError } from './errors.js';
 import { ClippedLogNormal } from './length-distribution.js';
 import type { EndpointKind } from './streaming-request.js';
 import {
-  SHAREGPT_LIKE_DEFAULTS, WORKLOAD_NAMES, validateWorkloadSpec, type WorkloadName, type WorkloadSpec,
+  SHAREGPT_LIKE_DEFAULTS,
+  WORKLOAD_NAMES,
+  validateWorkloadSpec,
+  type WorkloadName,
+  type WorkloadSpec,
 } from './workload.js';
 
 /** Settings of one `bench serve` run (see {@link parseBenchServeOptions} for the defaults). */
@@ -57,35 +61,60 @@ export interface BenchServeFlag {
  */
 export const BENCH_SERVE_FLAGS: readonly BenchServeFlag[] = [
   { flags: '--base-url <url>', description: 'server root URL (default: http://127.0.0.1:8000)' },
-  { flags: '--endpoint <kind>', description: 'completions (token-id prompts) or chat (text prompts) (default: completions)' },
+  {
+    flags: '--endpoint <kind>',
+    description: 'completions (token-id prompts) or chat (text prompts) (default: completions)',
+  },
   { flags: '--model <name>', description: 'model name sent in requests (default: the first of GET /v1/models)' },
-  { flags: '--api-key <key>', description: 'sent as "Authorization: Bearer <key>" (default: env OPENAI_API_KEY if set)' },
-  { flags: '--dataset-name <name>', description: 'workload: random, sharegpt-like or prefix-repetition (default: sharegpt-like)' },
-  { flags: '--num-prompts <n>', description: 'number of requests (default: 100); any longer than the server\'s ' +
-    'max_model_len is clipped to it' },
-  { flags: '--request-rate <r>', description: 'requests per second, Poisson arrivals; inf sends all at once (default: inf)' },
+  {
+    flags: '--api-key <key>',
+    description: 'sent as "Authorization: Bearer <key>" (default: env OPENAI_API_KEY if set)',
+  },
+  {
+    flags: '--dataset-name <name>',
+    description: 'workload: random, sharegpt-like or prefix-repetition (default: sharegpt-like)',
+  },
+  {
+    flags: '--num-prompts <n>',
+    description: "number of requests (default: 100); any longer than the server's " + 'max_model_len is clipped to it',
+  },
+  {
+    flags: '--request-rate <r>',
+    description: 'requests per second, Poisson arrivals; inf sends all at once (default: inf)',
+  },
   { flags: '--max-concurrency <n>', description: 'most requests in flight at once (default: unlimited)' },
   { flags: '--seed <n>', description: 'seed of the workload and the arrival times (default: 0)' },
   { flags: '--no-ignore-eos', description: 'do not send ignore_eos (outputs may then end early at EOS)' },
   { flags: '--temperature <t>', description: 'sampling temperature; 0 is greedy (default: 0)' },
   { flags: '--metric-percentiles <list>', description: 'comma-separated percentiles to report (default: 99)' },
-  { flags: '--no-scrape-metrics', description: 'do not sample the server\'s /metrics during the run' },
+  { flags: '--no-scrape-metrics', description: "do not sample the server's /metrics during the run" },
   { flags: '--metrics-interval <ms>', description: 'ms between /metrics samples (default: 250)' },
   { flags: '--result-file <path>', description: 'write the JSON result to this file' },
   { flags: '--disable-progress', description: 'no progress bar (default: shown when stderr is a terminal)' },
   { flags: '--extra-body <json>', description: 'JSON object merged into every request body' },
   { flags: '--random-input-len <n>', description: 'random: prompt tokens (default: 128)' },
   { flags: '--random-output-len <n>', description: 'random: output tokens (default: 128)' },
-  { flags: '--random-range-ratio <r>', description: 'random: lengths uniform in len·[1−r, 1+r], r in [0, 1) (default: 0)' },
-  { flags: '--sharegpt-input-mean <n>', description: 'sharegpt-like: mean prompt tokens (default: 161.31; a lower ' +
-    '--sharegpt-max-input-len lowers it)' },
-  { flags: '--sharegpt-output-mean <n>', description: 'sharegpt-like: mean output tokens (default: 337.99; a lower ' +
-    '--sharegpt-max-output-len lowers it)' },
+  {
+    flags: '--random-range-ratio <r>',
+    description: 'random: lengths uniform in len·[1−r, 1+r], r in [0, 1) (default: 0)',
+  },
+  {
+    flags: '--sharegpt-input-mean <n>',
+    description: 'sharegpt-like: mean prompt tokens (default: 161.31; a lower ' + '--sharegpt-max-input-len lowers it)',
+  },
+  {
+    flags: '--sharegpt-output-mean <n>',
+    description:
+      'sharegpt-like: mean output tokens (default: 337.99; a lower ' + '--sharegpt-max-output-len lowers it)',
+  },
   { flags: '--sharegpt-input-sigma <s>', description: 'sharegpt-like: log-normal σ of prompt lengths (default: 1.0)' },
   { flags: '--sharegpt-output-sigma <s>', description: 'sharegpt-like: log-normal σ of output lengths (default: 0.8)' },
   { flags: '--sharegpt-max-input-len <n>', description: 'sharegpt-like: longest prompt, tokens (default: 1024)' },
   { flags: '--sharegpt-max-output-len <n>', description: 'sharegpt-like: longest output, tokens (default: 1024)' },
-  { flags: '--prefix-repetition-prefix-len <n>', description: 'prefix-repetition: shared prefix tokens (default: 512)' },
+  {
+    flags: '--prefix-repetition-prefix-len <n>',
+    description: 'prefix-repetition: shared prefix tokens (default: 512)',
+  },
   { flags: '--prefix-repetition-suffix-len <n>', description: 'prefix-repetition: unique suffix tokens (default: 64)' },
   { flags: '--prefix-repetition-num-prefixes <n>', description: 'prefix-repetition: distinct prefixes (default: 1)' },
   { flags: '--prefix-repetition-output-len <n>', description: 'prefix-repetition: output tokens (default: 64)' },
@@ -106,7 +135,8 @@ class Reader {
   string(key: string): string | undefined {
     const v = this.values[key];
     if (v === undefined) return undefined;
-    if (typeof v !== 'string' || v.trim() === '') throw new BenchmarkOptionsError(flagOf(key), `expected text, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'string' || v.trim() === '')
+      throw new BenchmarkOptionsError(flagOf(key), `expected text, got ${JSON.stringify(v)}`);
     return v;
   }
 
@@ -129,7 +159,8 @@ class Reader {
   bool(key: string, fallback: boolean): boolean {
     const v = this.values[key];
     if (v === undefined) return fallback;
-    if (typeof v !== 'boolean') throw new BenchmarkOptionsError(flagOf(key), `expected true or false, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'boolean')
+      throw new BenchmarkOptionsError(flagOf(key), `expected true or false, got ${JSON.stringify(v)}`);
     return v;
   }
 }
@@ -140,29 +171,66 @@ class Reader {
  * `--sharegpt-max-*-len` lowers the mean with it instead of leaving a mean the maximum cannot reach.
  * @throws BenchmarkOptionsError naming the mean flag when a given mean is not strictly between the bounds.
  */
-function shareGptMean(r: Reader, which: 'input' | 'output', defaultMean: number, sigma: number, min: number,
-  defaultMax: number, max: number): number {
+function shareGptMean(
+  r: Reader,
+  which: 'input' | 'output',
+  defaultMean: number,
+  sigma: number,
+  min: number,
+  defaultMax: number,
+  max: number,
+): number {
   const key = which === 'input' ? 'sharegptInputMean' : 'sharegptOutputMean';
   if (r.raw(key) === undefined) {
-    return max === defaultMax ? defaultMean : new ClippedLogNormal(defaultMean, sigma, min, defaultMax).meanClippedTo(min, max);
+    return max === defaultMax
+      ? defaultMean
+      : new ClippedLogNormal(defaultMean, sigma, min, defaultMax).meanClippedTo(min, max);
   }
   const mean = r.positive(key, defaultMean);
   if (mean <= min || mean >= max) {
     const maxFlag = which === 'input' ? '--sharegpt-max-input-len' : '--sharegpt-max-output-len';
-    throw new BenchmarkOptionsError(flagOf(key), `a mean of ${mean} ${which} tokens cannot be reached by lengths ` +
-      `between ${min} and ${max} (${maxFlag} ${max}): give a mean strictly between the two, raise ${maxFlag}, or ` +
-      `leave ${flagOf(key)} out and the default mean follows ${maxFlag}`);
+    throw new BenchmarkOptionsError(
+      flagOf(key),
+      `a mean of ${mean} ${which} tokens cannot be reached by lengths ` +
+        `between ${min} and ${max} (${maxFlag} ${max}): give a mean strictly between the two, raise ${maxFlag}, or ` +
+        `leave ${flagOf(key)} out and the default mean follows ${maxFlag}`,
+    );
   }
   return mean;
 }
 
 /** Keys parseBenchServeOptions understands (anything else is an error, to catch typos in programmatic use). */
 const KNOWN_KEYS = new Set([
-  'baseUrl', 'endpoint', 'model', 'apiKey', 'datasetName', 'numPrompts', 'requestRate', 'maxConcurrency', 'seed',
-  'ignoreEos', 'temperature', 'metricPercentiles', 'scrapeMetrics', 'metricsInterval', 'resultFile', 'disableProgress',
-  'extraBody', 'randomInputLen', 'randomOutputLen', 'randomRangeRatio', 'sharegptInputMean', 'sharegptOutputMean',
-  'sharegptInputSigma', 'sharegptOutputSigma', 'sharegptMaxInputLen', 'sharegptMaxOutputLen',
-  'prefixRepetitionPrefixLen', 'prefixRepetitionSuffixLen', 'prefixRepetitionNumPrefixes', 'prefixRepetitionOutputLen',
+  'baseUrl',
+  'endpoint',
+  'model',
+  'apiKey',
+  'datasetName',
+  'numPrompts',
+  'requestRate',
+  'maxConcurrency',
+  'seed',
+  'ignoreEos',
+  'temperature',
+  'metricPercentiles',
+  'scrapeMetrics',
+  'metricsInterval',
+  'resultFile',
+  'disableProgress',
+  'extraBody',
+  'randomInputLen',
+  'randomOutputLen',
+  'randomRangeRatio',
+  'sharegptInputMean',
+  'sharegptOutputMean',
+  'sharegptInputSigma',
+  'sharegptOutputSigma',
+  'sharegptMaxInputLen',
+  'sharegptMaxOutputLen',
+  'prefixRepetitionPrefixLen',
+  'prefixRepetitionSuffixLen',
+  'prefixRepetitionNumPrefixes',
+  'prefixRepetitionOutputLen',
 ]);
 
 /**
@@ -175,8 +243,10 @@ const KNOWN_KEYS = new Set([
  * @throws BenchmarkOptionsError naming the flag for an unknown key, a malformed or out-of-range value, or a
  *   workload its parameters cannot produce (e.g. a sharegpt-like mean above its maximum length).
  */
-export function parseBenchServeOptions(values: BenchServeCliValues,
-  env: Readonly<Record<string, string | undefined>> = process.env): BenchServeOptions {
+export function parseBenchServeOptions(
+  values: BenchServeCliValues,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): BenchServeOptions {
   for (const k of Object.keys(values)) {
     if (!KNOWN_KEYS.has(k) && values[k] !== undefined) throw new BenchmarkOptionsError(flagOf(k), 'unknown option');
   }
@@ -188,24 +258,45 @@ export function parseBenchServeOptions(values: BenchServeCliValues,
   }
   const datasetName = r.string('datasetName') ?? 'sharegpt-like';
   if (!(WORKLOAD_NAMES as readonly string[]).includes(datasetName)) {
-    throw new BenchmarkOptionsError('--dataset-name', `expected one of ${WORKLOAD_NAMES.join(', ')}, got ${datasetName}`);
+    throw new BenchmarkOptionsError(
+      '--dataset-name',
+      `expected one of ${WORKLOAD_NAMES.join(', ')}, got ${datasetName}`,
+    );
   }
   const numPrompts = r.int('numPrompts', 100, 1);
   const rateRaw = r.raw('requestRate');
-  const requestRate = rateRaw === 'inf' || rateRaw === 'Infinity' || rateRaw === Infinity ? Infinity
-    : r.positive('requestRate', Infinity);
+  const requestRate =
+    rateRaw === 'inf' || rateRaw === 'Infinity' || rateRaw === Infinity
+      ? Infinity
+      : r.positive('requestRate', Infinity);
   const maxConcurrency = r.raw('maxConcurrency') === undefined ? undefined : r.int('maxConcurrency', 1, 1);
   const seed = r.int('seed', 0, Number.MIN_SAFE_INTEGER);
   const temperature = r.number('temperature', 0, (n) => Number.isFinite(n) && n >= 0, 'a number ≥ 0');
   const percentiles = readPercentiles(r);
-  const metricsIntervalMs = r.number('metricsInterval', 250, (n) => Number.isFinite(n) && n >= 10, 'a number of ms ≥ 10');
+  const metricsIntervalMs = r.number(
+    'metricsInterval',
+    250,
+    (n) => Number.isFinite(n) && n >= 10,
+    'a number of ms ≥ 10',
+  );
   const extraBody = readExtraBody(r);
   const workload = readWorkload(r, datasetName as WorkloadName, numPrompts);
   const apiKey = r.string('apiKey') ?? (env.OPENAI_API_KEY || undefined);
   return {
-    baseUrl, endpoint, model: r.string('model'), apiKey, workload, seed, requestRate, maxConcurrency,
-    ignoreEos: r.bool('ignoreEos', true), temperature, percentiles, scrapeMetrics: r.bool('scrapeMetrics', true),
-    metricsIntervalMs, resultFile: r.string('resultFile'),
+    baseUrl,
+    endpoint,
+    model: r.string('model'),
+    apiKey,
+    workload,
+    seed,
+    requestRate,
+    maxConcurrency,
+    ignoreEos: r.bool('ignoreEos', true),
+    temperature,
+    percentiles,
+    scrapeMetrics: r.bool('scrapeMetrics', true),
+    metricsIntervalMs,
+    resultFile: r.string('resultFile'),
     showProgress: !r.bool('disableProgress', false) && process.stderr.isTTY === true,
     extraBody,
   };
@@ -221,7 +312,10 @@ function readBaseUrl(r: Reader): string {
     parsedUrl = undefined;
   }
   if (parsedUrl === undefined || (parsedUrl.protocol !== 'http:' && parsedUrl.protocol !== 'https:')) {
-    throw new BenchmarkOptionsError('--base-url', `expected an http(s) URL such as http://127.0.0.1:8000, got ${baseUrl}`);
+    throw new BenchmarkOptionsError(
+      '--base-url',
+      `expected an http(s) URL such as http://127.0.0.1:8000, got ${baseUrl}`,
+    );
   }
   return baseUrl;
 }
@@ -230,10 +324,15 @@ function readBaseUrl(r: Reader): string {
 function readPercentiles(r: Reader): number[] {
   const pctRaw = r.raw('metricPercentiles');
   if (pctRaw === undefined) return [99];
-  const parts = String(pctRaw).split(',').map((s) => s.trim());
+  const parts = String(pctRaw)
+    .split(',')
+    .map((s) => s.trim());
   const percentiles = parts.map(Number);
   if (parts.some((s) => s === '') || percentiles.some((p) => !(p >= 0 && p <= 100))) {
-    throw new BenchmarkOptionsError('--metric-percentiles', `expected numbers in [0, 100] separated by commas, got ${String(pctRaw)}`);
+    throw new BenchmarkOptionsError(
+      '--metric-percentiles',
+      `expected numbers in [0, 100] separated by commas, got ${String(pctRaw)}`,
+    );
   }
   return percentiles;
 }
@@ -262,7 +361,8 @@ function readWorkload(r: Reader, name: WorkloadName, numPrompts: number): Worklo
   let workload: WorkloadSpec;
   if (name === 'random') {
     workload = {
-      kind: 'random', numPrompts,
+      kind: 'random',
+      numPrompts,
       inputLen: r.int('randomInputLen', 128, 1),
       outputLen: r.int('randomOutputLen', 128, 1),
       rangeRatio: r.number('randomRangeRatio', 0, (n) => n >= 0 && n < 1, 'a number in [0, 1)'),
@@ -274,7 +374,12 @@ function readWorkload(r: Reader, name: WorkloadName, numPrompts: number): Worklo
     const maxInputLen = r.int('sharegptMaxInputLen', d.maxInputLen, d.minInputLen + 1);
     const maxOutputLen = r.int('sharegptMaxOutputLen', d.maxOutputLen, d.minOutputLen + 1);
     workload = {
-      kind: 'sharegpt-like', numPrompts, inputSigma, outputSigma, maxInputLen, maxOutputLen,
+      kind: 'sharegpt-like',
+      numPrompts,
+      inputSigma,
+      outputSigma,
+      maxInputLen,
+      maxOutputLen,
       minInputLen: d.minInputLen,
       minOutputLen: d.minOutputLen,
       inputMean: shareGptMean(r, 'input', d.inputMean, inputSigma, d.minInputLen, d.maxInputLen, maxInputLen),
@@ -282,15 +387,18 @@ function readWorkload(r: Reader, name: WorkloadName, numPrompts: number): Worklo
     };
   } else {
     workload = {
-      kind: 'prefix-repetition', numPrompts,
+      kind: 'prefix-repetition',
+      numPrompts,
       prefixLen: r.int('prefixRepetitionPrefixLen', 512, 0),
       suffixLen: r.int('prefixRepetitionSuffixLen', 64, 0),
       numPrefixes: r.int('prefixRepetitionNumPrefixes', 1, 1),
       outputLen: r.int('prefixRepetitionOutputLen', 64, 1),
     };
     if (workload.prefixLen + workload.suffixLen < 1) {
-      throw new BenchmarkOptionsError('--prefix-repetition-prefix-len',
-        'the prompt would be empty: give --prefix-repetition-prefix-len or --prefix-repetition-suffix-len above 0');
+      throw new BenchmarkOptionsError(
+        '--prefix-repetition-prefix-len',
+        'the prompt would be empty: give --prefix-repetition-prefix-len or --prefix-repetition-suffix-len above 0',
+      );
     }
   }
   try {

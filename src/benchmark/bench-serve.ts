@@ -1,7 +1,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { SeededNormal } from '../model/random-model.js';
-import { aggregateResults, formatResult, resultToJson, type BenchmarkConfig, type BenchmarkResult } from './benchmark-result.js';
+import {
+  aggregateResults,
+  formatResult,
+  resultToJson,
+  type BenchmarkConfig,
+  type BenchmarkResult,
+} from './benchmark-result.js';
 import type { BenchServeOptions } from './bench-serve-options.js';
 import { BenchmarkServerError } from './errors.js';
 import { HttpClient } from './http-client.js';
@@ -33,7 +39,8 @@ export async function resolveServedModel(client: HttpClient, name?: string): Pro
   try {
     res = await client.json<ModelList>('GET', '/v1/models');
   } catch (e) {
-    if (name !== undefined && e instanceof BenchmarkServerError && e.status !== null) return { id: name, maxModelLen: null };
+    if (name !== undefined && e instanceof BenchmarkServerError && e.status !== null)
+      return { id: name, maxModelLen: null };
     throw e;
   }
   const entries = Array.isArray(res.data) ? res.data : [];
@@ -75,19 +82,30 @@ export async function runBenchServe(options: BenchServeOptions): Promise<Benchma
     const model = served.id;
     const pool = await discoverTokenPool(client, model);
     const maxModelLen = served.maxModelLen ?? pool.maxModelLen;
-    const templateTokens = options.endpoint === 'chat' && maxModelLen !== null ? await chatTemplateTokens(client, model) : 0;
-    const workload = generateWorkload(options.workload, pool.tokenIds, options.seed,
-      maxModelLen === null ? null : maxModelLen - templateTokens);
+    const templateTokens =
+      options.endpoint === 'chat' && maxModelLen !== null ? await chatTemplateTokens(client, model) : 0;
+    const workload = generateWorkload(
+      options.workload,
+      pool.tokenIds,
+      options.seed,
+      maxModelLen === null ? null : maxModelLen - templateTokens,
+    );
     const inputs = await buildInputs(client, model, workload, options);
-    log(`bench serve: ${workload.requests.length} requests (${options.workload.kind}) to ${client.url('')} ` +
-      `model ${model}, ${options.endpoint}, rate ${Number.isFinite(options.requestRate) ? `${options.requestRate}/s` : 'inf'}` +
-      `${options.maxConcurrency !== undefined ? `, max concurrency ${options.maxConcurrency}` : ''}, seed ${options.seed}`);
+    log(
+      `bench serve: ${workload.requests.length} requests (${options.workload.kind}) to ${client.url('')} ` +
+        `model ${model}, ${options.endpoint}, rate ${Number.isFinite(options.requestRate) ? `${options.requestRate}/s` : 'inf'}` +
+        `${options.maxConcurrency !== undefined ? `, max concurrency ${options.maxConcurrency}` : ''}, seed ${options.seed}`,
+    );
     const clipped = describeClipping(workload.clipping, workload.requests.length);
     if (clipped !== null) log(`bench serve: ${clipped}`);
 
     await testRequest(client, model, pool.tokenIds, options);
 
-    const offsets = arrivalOffsetsMs(inputs.length, options.requestRate, new SeededNormal(options.seed ^ ARRIVAL_SEED_SALT));
+    const offsets = arrivalOffsetsMs(
+      inputs.length,
+      options.requestRate,
+      new SeededNormal(options.seed ^ ARRIVAL_SEED_SALT),
+    );
     const date = new Date();
     const t0 = performance.now();
     const sampler = options.scrapeMetrics ? new ServerMetricsSampler(client, options.metricsIntervalMs) : null;
@@ -108,8 +126,14 @@ export async function runBenchServe(options: BenchServeOptions): Promise<Benchma
     const durationMs = performance.now() - t0;
     const server = sampler !== null ? await sampler.stop() : unavailableServerReport(options.metricsIntervalMs);
     const config: BenchmarkConfig = {
-      baseUrl: options.baseUrl, endpoint: options.endpoint, model, workload: options.workload, seed: options.seed,
-      requestRate: options.requestRate, maxConcurrency: options.maxConcurrency ?? null, ignoreEos: options.ignoreEos,
+      baseUrl: options.baseUrl,
+      endpoint: options.endpoint,
+      model,
+      workload: options.workload,
+      seed: options.seed,
+      requestRate: options.requestRate,
+      maxConcurrency: options.maxConcurrency ?? null,
+      ignoreEos: options.ignoreEos,
       percentiles: options.percentiles,
     };
     const result = aggregateResults(config, results, durationMs, server, date, workload.clipping);
@@ -128,9 +152,21 @@ export async function runBenchServe(options: BenchServeOptions): Promise<Benchma
 /** A report with every server figure missing (metrics scraping turned off). */
 export function unavailableServerReport(intervalMs: number): ServerMetricsReport {
   return {
-    available: false, prefix: null, numSamples: 0, intervalMs, peakKvCacheUsage: null, meanKvCacheUsage: null,
-    peakNumRunning: null, meanNumRunning: null, prefixCacheQueries: null, prefixCacheHits: null,
-    prefixCacheHitRate: null, numPreemptions: null, failedScrapes: 0, lastScrapeError: null, timeline: [],
+    available: false,
+    prefix: null,
+    numSamples: 0,
+    intervalMs,
+    peakKvCacheUsage: null,
+    meanKvCacheUsage: null,
+    peakNumRunning: null,
+    meanNumRunning: null,
+    prefixCacheQueries: null,
+    prefixCacheHits: null,
+    prefixCacheHitRate: null,
+    numPreemptions: null,
+    failedScrapes: 0,
+    lastScrapeError: null,
+    timeline: [],
   };
 }
 
@@ -142,10 +178,16 @@ export function unavailableServerReport(intervalMs: number): ServerMetricsReport
 async function chatTemplateTokens(client: HttpClient, model: string): Promise<number> {
   const content = 'Once upon a time';
   try {
-    const chat = await client.json<{ tokens: number[] }>('POST', '/tokenize',
-      { model, messages: [{ role: 'user', content }], add_generation_prompt: true });
-    const plain = await client.json<{ tokens: number[] }>('POST', '/tokenize',
-      { model, prompt: content, add_special_tokens: false });
+    const chat = await client.json<{ tokens: number[] }>('POST', '/tokenize', {
+      model,
+      messages: [{ role: 'user', content }],
+      add_generation_prompt: true,
+    });
+    const plain = await client.json<{ tokens: number[] }>('POST', '/tokenize', {
+      model,
+      prompt: content,
+      add_special_tokens: false,
+    });
     return Math.max(0, chat.tokens.length - plain.tokens.length);
   } catch (e) {
     if (e instanceof BenchmarkServerError && e.status !== null) return 0;
@@ -154,8 +196,12 @@ async function chatTemplateTokens(client: HttpClient, model: string): Promise<nu
 }
 
 /** The request of each workload entry: token ids for completions, text of the same length for chat. */
-async function buildInputs(client: HttpClient, model: string, workload: Workload, o: BenchServeOptions):
-  Promise<StreamingRequestInput[]> {
+async function buildInputs(
+  client: HttpClient,
+  model: string,
+  workload: Workload,
+  o: BenchServeOptions,
+): Promise<StreamingRequestInput[]> {
   const out: StreamingRequestInput[] = [];
   for (const r of workload.requests) {
     let prompt: readonly number[] | string = r.promptTokenIds;
@@ -166,8 +212,14 @@ async function buildInputs(client: HttpClient, model: string, workload: Workload
       promptLen = t.numTokens;
     }
     out.push({
-      endpoint: o.endpoint, model, prompt, promptLen, maxTokens: r.outputLen, ignoreEos: o.ignoreEos,
-      temperature: o.temperature, extraBody: o.extraBody,
+      endpoint: o.endpoint,
+      model,
+      prompt,
+      promptLen,
+      maxTokens: r.outputLen,
+      ignoreEos: o.ignoreEos,
+      temperature: o.temperature,
+      extraBody: o.extraBody,
     });
   }
   return out;
@@ -177,16 +229,35 @@ async function buildInputs(client: HttpClient, model: string, workload: Workload
  * One small request of the benchmark's shape (8 pool tokens, 2 output tokens), outside the measured run.
  * @throws BenchmarkServerError with the server's message when it fails (e.g. a server rejecting `ignore_eos`).
  */
-async function testRequest(client: HttpClient, model: string, pool: readonly number[], o: BenchServeOptions): Promise<void> {
+async function testRequest(
+  client: HttpClient,
+  model: string,
+  pool: readonly number[],
+  o: BenchServeOptions,
+): Promise<void> {
   const ids = Array.from({ length: 8 }, (_, i) => pool[(i * 7919) % pool.length]);
   const prompt = o.endpoint === 'chat' ? (await textPromptOfLength(client, model, ids)).text : ids;
-  const r = await sendStreamingRequest(client, -1, {
-    endpoint: o.endpoint, model, prompt, promptLen: ids.length, maxTokens: 2, ignoreEos: o.ignoreEos,
-    temperature: o.temperature, extraBody: o.extraBody,
-  }, performance.now());
+  const r = await sendStreamingRequest(
+    client,
+    -1,
+    {
+      endpoint: o.endpoint,
+      model,
+      prompt,
+      promptLen: ids.length,
+      maxTokens: 2,
+      ignoreEos: o.ignoreEos,
+      temperature: o.temperature,
+      extraBody: o.extraBody,
+    },
+    performance.now(),
+  );
   if (!r.success) {
-    throw new BenchmarkServerError(client.url(o.endpoint === 'chat' ? '/v1/chat/completions' : '/v1/completions'), null,
+    throw new BenchmarkServerError(
+      client.url(o.endpoint === 'chat' ? '/v1/chat/completions' : '/v1/completions'),
+      null,
       `the test request failed (${r.error}); check --model, --endpoint and that the server accepts ignore_eos ` +
-      '(--no-ignore-eos otherwise)');
+        '(--no-ignore-eos otherwise)',
+    );
   }
 }

@@ -82,9 +82,14 @@ function requestTpotMs(r: RequestResult): number {
  * Mirrors vLLM's `calculate_metrics`.
  * @param lengthClipping what fitting the workload to max_model_len did (default: nothing clipped, limit unknown).
  */
-export function aggregateResults(config: BenchmarkConfig, results: readonly RequestResult[], durationMs: number,
-  server: ServerMetricsReport, date: Date,
-  lengthClipping: LengthClipping = { maxModelLen: null, numClipped: 0, longestRequested: 0 }): BenchmarkResult {
+export function aggregateResults(
+  config: BenchmarkConfig,
+  results: readonly RequestResult[],
+  durationMs: number,
+  server: ServerMetricsReport,
+  date: Date,
+  lengthClipping: LengthClipping = { maxModelLen: null, numClipped: 0, longestRequested: 0 },
+): BenchmarkResult {
   const ok = results.filter((r) => r.success);
   const durationS = durationMs / 1000;
   const totalInput = ok.reduce((a, r) => a + r.promptLen, 0);
@@ -104,17 +109,32 @@ export function aggregateResults(config: BenchmarkConfig, results: readonly Requ
     requestThroughput: ok.length / durationS,
     outputThroughput: totalOutput / durationS,
     totalTokenThroughput: (totalInput + totalOutput) / durationS,
-    ttftMs: summarize(ok.map((r) => r.ttftMs).filter((v) => !Number.isNaN(v)), p),
+    ttftMs: summarize(
+      ok.map((r) => r.ttftMs).filter((v) => !Number.isNaN(v)),
+      p,
+    ),
     tpotMs: summarize(tpots, p),
-    itlMs: summarize(ok.flatMap((r) => r.itlMs), p),
-    e2elMs: summarize(ok.map((r) => r.latencyMs), p),
+    itlMs: summarize(
+      ok.flatMap((r) => r.itlMs),
+      p,
+    ),
+    e2elMs: summarize(
+      ok.map((r) => r.latencyMs),
+      p,
+    ),
     outputLenMismatches: ok.filter((r) => r.outputLen !== r.expectedOutputLen).length,
     lengthClipping,
     server,
     errors: [...errorCounts].slice(0, 20).map(([message, count]) => ({ message, count })),
     requests: results.map((r) => ({
-      index: r.index, success: r.success, promptLen: r.promptLen, outputLen: r.outputLen, sentAtMs: r.sentAtMs,
-      ttftMs: r.ttftMs, tpotMs: requestTpotMs(r), latencyMs: r.latencyMs,
+      index: r.index,
+      success: r.success,
+      promptLen: r.promptLen,
+      outputLen: r.outputLen,
+      sentAtMs: r.sentAtMs,
+      ttftMs: r.ttftMs,
+      tpotMs: requestTpotMs(r),
+      latencyMs: r.latencyMs,
     })),
   };
 }
@@ -133,7 +153,8 @@ const num = (x: number, digits = 2): string => (Number.isNaN(x) ? 'n/a' : x.toFi
  */
 export function formatResult(r: BenchmarkResult): string {
   const w = 50;
-  const line = (label: string, value: string | number): string => `${label.padEnd(w - 10)}${String(value).padStart(10)}`;
+  const line = (label: string, value: string | number): string =>
+    `${label.padEnd(w - 10)}${String(value).padStart(10)}`;
   const title = (t: string, fill: string): string => {
     const pad = Math.max(0, w - t.length - 2);
     return `${fill.repeat(Math.floor(pad / 2))} ${t} ${fill.repeat(Math.ceil(pad / 2))}`;

@@ -11,7 +11,10 @@ export class BenchmarkOptionsError extends Error {
    * @param option the option at fault, as its CLI flag (`--num-prompts`).
    * @param message what was wrong with it.
    */
-  constructor(readonly option: string, message: string) {
+  constructor(
+    readonly option: string,
+    message: string,
+  ) {
     super(`${option}: ${message}`);
   }
 }
@@ -27,7 +30,12 @@ export class BenchmarkServerError extends Error {
    * @param url the URL that failed.
    * @param status the HTTP status, or null when no response came (connection refused, reset, timeout).
    */
-  constructor(readonly url: string, readonly status: number | null, message: string, options?: ErrorOptions) {
+  constructor(
+    readonly url: string,
+    readonly status: number | null,
+    message: string,
+    options?: ErrorOptions,
+  ) {
     super(`${url}: ${message}`, options);
   }
 }

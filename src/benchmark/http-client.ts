@@ -26,7 +26,10 @@ export class HttpClient {
    * @param apiKey sent as `Authorization: Bearer <apiKey>` when given.
    * @throws BenchmarkServerError for a URL that is not http(s).
    */
-  constructor(baseUrl: string, private readonly apiKey?: string) {
+  constructor(
+    baseUrl: string,
+    private readonly apiKey?: string,
+  ) {
     let url: URL;
     try {
       url = new URL(baseUrl);
@@ -87,7 +90,11 @@ export class HttpClient {
    * events and is returned as `errorBody` instead.
    * @throws BenchmarkServerError when the connection fails or breaks before the stream ends.
    */
-  async stream(path: string, json: unknown, onEvent: SseListener): Promise<{ status: number; errorBody: string | null }> {
+  async stream(
+    path: string,
+    json: unknown,
+    onEvent: SseListener,
+  ): Promise<{ status: number; errorBody: string | null }> {
     const url = this.url(path);
     return new Promise((resolve, reject) => {
       const req = this.open('POST', url, json, (res) => {
@@ -109,8 +116,11 @@ export class HttpClient {
             if (m === null) break;
             const event = buffer.slice(0, m.index);
             buffer = buffer.slice(m.index + m[0].length);
-            const data = event.split(/\r?\n/).filter((l) => l.startsWith('data:'))
-              .map((l) => l.slice(5).replace(/^ /, '')).join('\n');
+            const data = event
+              .split(/\r?\n/)
+              .filter((l) => l.startsWith('data:'))
+              .map((l) => l.slice(5).replace(/^ /, ''))
+              .join('\n');
             if (data !== '') onEvent(data, t);
           }
         });
@@ -127,8 +137,12 @@ export class HttpClient {
     this.agent.destroy();
   }
 
-  private open(method: string, url: string, json: unknown, onResponse: (res: http.IncomingMessage) => void):
-    http.ClientRequest {
+  private open(
+    method: string,
+    url: string,
+    json: unknown,
+    onResponse: (res: http.IncomingMessage) => void,
+  ): http.ClientRequest {
     const body = json === undefined ? undefined : JSON.stringify(json);
     const headers: Record<string, string> = { accept: '*/*' };
     if (body !== undefined) {

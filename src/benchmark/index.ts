@@ -8,26 +8,48 @@
 export { BenchmarkOptionsError, BenchmarkServerError, WorkloadError } from './errors.js';
 export { ClippedLogNormal, normalCdf, type RandomSource } from './length-distribution.js';
 export {
-  WORKLOAD_NAMES, SHAREGPT_LIKE_DEFAULTS, validateWorkloadSpec, sampleRequestLengths, generateWorkload,
-  type WorkloadName, type WorkloadSpec, type RandomWorkloadSpec, type ShareGptLikeWorkloadSpec,
-  type PrefixRepetitionWorkloadSpec, type RequestLengths, type WorkloadRequest, type Workload,
+  WORKLOAD_NAMES,
+  SHAREGPT_LIKE_DEFAULTS,
+  validateWorkloadSpec,
+  sampleRequestLengths,
+  generateWorkload,
+  type WorkloadName,
+  type WorkloadSpec,
+  type RandomWorkloadSpec,
+  type ShareGptLikeWorkloadSpec,
+  type PrefixRepetitionWorkloadSpec,
+  type RequestLengths,
+  type WorkloadRequest,
+  type Workload,
 } from './workload.js';
 export { percentile, summarize, type MetricSummary } from './statistics.js';
 export { HttpClient, errorMessageOf, type HttpResponse, type SseListener } from './http-client.js';
 export { discoverTokenPool, textPromptOfLength, type TokenPool } from './token-pool.js';
 export {
-  requestBody, sendStreamingRequest, type EndpointKind, type StreamingRequestInput, type RequestResult,
+  requestBody,
+  sendStreamingRequest,
+  type EndpointKind,
+  type StreamingRequestInput,
+  type RequestResult,
 } from './streaming-request.js';
 export { arrivalOffsetsMs, Semaphore, runLoad, type LoadOptions } from './load-generator.js';
 export { parsePrometheusText, sumSamples, PrometheusParseError, type PrometheusSample } from './prometheus-text.js';
 export { ServerMetricsSampler, type ServerMetricsPoint, type ServerMetricsReport } from './server-metrics-sampler.js';
 export {
-  aggregateResults, formatResult, resultToJson,
-  type BenchmarkConfig, type BenchmarkResult, type RequestRecord,
+  aggregateResults,
+  formatResult,
+  resultToJson,
+  type BenchmarkConfig,
+  type BenchmarkResult,
+  type RequestRecord,
 } from './benchmark-result.js';
 export { createRequestProgress, type RequestProgress } from './request-progress.js';
 export {
-  BENCH_SERVE_FLAGS, parseBenchServeOptions, type BenchServeOptions, type BenchServeCliValues, type BenchServeFlag,
+  BENCH_SERVE_FLAGS,
+  parseBenchServeOptions,
+  type BenchServeOptions,
+  type BenchServeCliValues,
+  type BenchServeFlag,
 } from './bench-serve-options.js';
 export { runBenchServe, resolveServedModel, unavailableServerReport, type ServedModel } from './bench-serve.js';
 export { clipRequestLengths, describeClipping, type LengthClipping } from './length-clipping.js';

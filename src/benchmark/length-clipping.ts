@@ -24,13 +24,18 @@ export interface LengthClipping {
  * @param maxModelLen the server's limit (tokens), or null to leave the lengths as they are.
  * @throws WorkloadError when maxModelLen is below 2 (no room for one prompt and one output token).
  */
-export function clipRequestLengths(lengths: readonly RequestLengths[], maxModelLen: number | null):
-  { lengths: RequestLengths[]; clipping: LengthClipping } {
+export function clipRequestLengths(
+  lengths: readonly RequestLengths[],
+  maxModelLen: number | null,
+): { lengths: RequestLengths[]; clipping: LengthClipping } {
   const longestRequested = lengths.reduce((m, l) => Math.max(m, l.inputLen + l.outputLen), 0);
-  if (maxModelLen === null) return { lengths: [...lengths], clipping: { maxModelLen, numClipped: 0, longestRequested } };
+  if (maxModelLen === null)
+    return { lengths: [...lengths], clipping: { maxModelLen, numClipped: 0, longestRequested } };
   if (!Number.isSafeInteger(maxModelLen) || maxModelLen < 2) {
-    throw new WorkloadError(`the server's max_model_len of ${maxModelLen} tokens leaves no room for a prompt and an ` +
-      'output token; serve the model with a larger --max-model-len');
+    throw new WorkloadError(
+      `the server's max_model_len of ${maxModelLen} tokens leaves no room for a prompt and an ` +
+        'output token; serve the model with a larger --max-model-len',
+    );
   }
   let numClipped = 0;
   const out = lengths.map((l): RequestLengths => {
@@ -46,7 +51,9 @@ export function clipRequestLengths(lengths: readonly RequestLengths[], maxModelL
 /** One line saying what {@link clipRequestLengths} did, for the report; null when nothing was clipped. */
 export function describeClipping(c: LengthClipping, numRequests: number): string | null {
   if (c.numClipped === 0 || c.maxModelLen === null) return null;
-  return `${c.numClipped} of ${numRequests} requests were longer than the server's max_model_len and were clipped to ` +
+  return (
+    `${c.numClipped} of ${numRequests} requests were longer than the server's max_model_len and were clipped to ` +
     `${c.maxModelLen} prompt + output tokens (longest asked: ${c.longestRequested}), keeping each request's ` +
-    'prompt : output ratio';
+    'prompt : output ratio'
+  );
 }

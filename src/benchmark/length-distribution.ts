@@ -38,15 +38,22 @@ export class ClippedLogNormal {
    * @param max longest length, tokens (> min).
    * @throws WorkloadError for non-finite or out-of-range parameters, or a mean not strictly inside (min, max).
    */
-  constructor(readonly mean: number, readonly sigma: number, readonly min: number, readonly max: number) {
+  constructor(
+    readonly mean: number,
+    readonly sigma: number,
+    readonly min: number,
+    readonly max: number,
+  ) {
     if (!Number.isSafeInteger(min) || min < 1) throw new WorkloadError(`min length must be an integer ≥ 1, got ${min}`);
     if (!Number.isSafeInteger(max) || max <= min) {
       throw new WorkloadError(`max length must be an integer > min (${min}), got ${max}`);
     }
     if (!Number.isFinite(sigma) || sigma <= 0) throw new WorkloadError(`sigma must be a positive number, got ${sigma}`);
     if (!Number.isFinite(mean) || mean <= min || mean >= max) {
-      throw new WorkloadError(`a mean length of ${mean} tokens cannot be reached by lengths clipped to [${min}, ${max}]: ` +
-        'the mean must lie strictly between the two (raise the maximum or lower the mean)');
+      throw new WorkloadError(
+        `a mean length of ${mean} tokens cannot be reached by lengths clipped to [${min}, ${max}]: ` +
+          'the mean must lie strictly between the two (raise the maximum or lower the mean)',
+      );
     }
     let lo = Math.log(min) - 12 * sigma;
     let hi = Math.log(max) + 12 * sigma;

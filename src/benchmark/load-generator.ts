@@ -25,7 +25,8 @@ export class Semaphore {
 
   /** @throws RangeError for a limit that is not a positive integer. */
   constructor(readonly limit: number) {
-    if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`semaphore limit must be a positive integer, got ${limit}`);
+    if (!Number.isSafeInteger(limit) || limit < 1)
+      throw new RangeError(`semaphore limit must be a positive integer, got ${limit}`);
     this.available = limit;
   }
 
@@ -74,19 +75,25 @@ export async function runLoad<R>(options: LoadOptions<R>): Promise<R[]> {
   const tasks: Array<Promise<R>> = [];
   for (let i = 0; i < options.offsetsMs.length; i++) {
     // Timers count whole milliseconds on their own clock and may fire a little early: sleep until really due.
-    for (let wait = t0 + options.offsetsMs[i] - performance.now(); wait > 0; wait = t0 + options.offsetsMs[i] - performance.now()) {
+    for (
+      let wait = t0 + options.offsetsMs[i] - performance.now();
+      wait > 0;
+      wait = t0 + options.offsetsMs[i] - performance.now()
+    ) {
       await sleep(Math.ceil(wait));
     }
-    tasks.push((async () => {
-      if (sem !== null) await sem.acquire();
-      try {
-        const r = await options.send(i);
-        options.onDone?.(r, i);
-        return r;
-      } finally {
-        sem?.release();
-      }
-    })());
+    tasks.push(
+      (async () => {
+        if (sem !== null) await sem.acquire();
+        try {
+          const r = await options.send(i);
+          options.onDone?.(r, i);
+          return r;
+        } finally {
+          sem?.release();
+        }
+      })(),
+    );
   }
   return Promise.all(tasks);
 }

@@ -87,7 +87,10 @@ export class ServerMetricsSampler {
   private failedScrapes = 0;
   private lastScrapeError: string | null = null;
 
-  constructor(private readonly client: HttpClient, readonly intervalMs: number = 250) {}
+  constructor(
+    private readonly client: HttpClient,
+    readonly intervalMs: number = 250,
+  ) {}
 
   /** Takes the baseline scrape and starts periodic sampling. Never throws: an unreachable /metrics means "unavailable". */
   async start(t0: number = performance.now()): Promise<void> {
@@ -172,7 +175,8 @@ export class ServerMetricsSampler {
     const kv = series('kvCacheUsage');
     const running = series('numRunning');
     const mean = (xs: number[]): number | null => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
-    const max = (xs: number[]): number | null => (xs.length === 0 ? null : xs.reduce((a, b) => Math.max(a, b), -Infinity));
+    const max = (xs: number[]): number | null =>
+      xs.length === 0 ? null : xs.reduce((a, b) => Math.max(a, b), -Infinity);
     const queries = diff('queries');
     const hits = diff('hits');
     return {

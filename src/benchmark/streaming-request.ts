@@ -91,8 +91,12 @@ export function requestBody(input: StreamingRequestInput): Record<string, unknow
  *
  * @param t0 the benchmark's start (ms, `performance.now()`), to which `sentAtMs` is relative.
  */
-export async function sendStreamingRequest(client: HttpClient, index: number, input: StreamingRequestInput,
-  t0: number): Promise<RequestResult> {
+export async function sendStreamingRequest(
+  client: HttpClient,
+  index: number,
+  input: StreamingRequestInput,
+  t0: number,
+): Promise<RequestResult> {
   const body = requestBody(input);
   const sent = performance.now();
   let firstTokenAt = NaN;

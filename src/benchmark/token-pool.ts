@@ -37,8 +37,11 @@ export interface TokenPool {
  * @throws BenchmarkServerError when /tokenize fails (an endpoint without it cannot be given token-length prompts).
  */
 export async function discoverTokenPool(client: HttpClient, model: string): Promise<TokenPool> {
-  const res = await client.json<TokenizeResponse>('POST', '/tokenize',
-    { model, prompt: POOL_TEXT, add_special_tokens: false });
+  const res = await client.json<TokenizeResponse>('POST', '/tokenize', {
+    model,
+    prompt: POOL_TEXT,
+    add_special_tokens: false,
+  });
   if (!Array.isArray(res.tokens) || res.tokens.length === 0) {
     throw new BenchmarkServerError(client.url('/tokenize'), 200, 'the response has no "tokens" list');
   }
@@ -53,16 +56,22 @@ export async function discoverTokenPool(client: HttpClient, model: string): Prom
  * counts it (chat templates add their own tokens on top).
  * @throws BenchmarkServerError when either endpoint fails.
  */
-export async function textPromptOfLength(client: HttpClient, model: string, tokenIds: readonly number[]):
-  Promise<{ text: string; numTokens: number }> {
+export async function textPromptOfLength(
+  client: HttpClient,
+  model: string,
+  tokenIds: readonly number[],
+): Promise<{ text: string; numTokens: number }> {
   const target = tokenIds.length;
   let ids = [...tokenIds];
   let text = '';
   let count = 0;
   for (let round = 0; round < 3; round++) {
     text = (await client.json<{ prompt: string }>('POST', '/detokenize', { model, tokens: ids })).prompt;
-    const back = await client.json<TokenizeResponse>('POST', '/tokenize',
-      { model, prompt: text, add_special_tokens: false });
+    const back = await client.json<TokenizeResponse>('POST', '/tokenize', {
+      model,
+      prompt: text,
+      add_special_tokens: false,
+    });
     count = back.tokens.length;
     if (count <= target) break;
     ids = back.tokens.slice(0, target);

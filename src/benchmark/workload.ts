@@ -148,12 +148,18 @@ export function sampleRequestLengths(spec: WorkloadSpec, rng: RandomSource): Req
   const out: RequestLengths[] = [];
   switch (spec.kind) {
     case 'random': {
-      const range = (len: number): [number, number] =>
-        [Math.max(1, Math.floor(len * (1 - spec.rangeRatio))), Math.max(1, Math.ceil(len * (1 + spec.rangeRatio)))];
+      const range = (len: number): [number, number] => [
+        Math.max(1, Math.floor(len * (1 - spec.rangeRatio))),
+        Math.max(1, Math.ceil(len * (1 + spec.rangeRatio))),
+      ];
       const [inLo, inHi] = range(spec.inputLen);
       const [outLo, outHi] = range(spec.outputLen);
       for (let i = 0; i < spec.numPrompts; i++) {
-        out.push({ inputLen: uniformInt(rng, inLo, inHi), outputLen: uniformInt(rng, outLo, outHi), prefixIndex: null });
+        out.push({
+          inputLen: uniformInt(rng, inLo, inHi),
+          outputLen: uniformInt(rng, outLo, outHi),
+          prefixIndex: null,
+        });
       }
       return out;
     }
@@ -190,14 +196,19 @@ export function sampleRequestLengths(spec: WorkloadSpec, rng: RandomSource): Req
  * @param maxModelLen the server's longest prompt + output, tokens; null: lengths are not clipped.
  * @throws WorkloadError for an invalid spec, an empty pool or a maxModelLen below 2.
  */
-export function generateWorkload(spec: WorkloadSpec, tokenPool: readonly number[], seed: number,
-  maxModelLen: number | null = null): Workload {
+export function generateWorkload(
+  spec: WorkloadSpec,
+  tokenPool: readonly number[],
+  seed: number,
+  maxModelLen: number | null = null,
+): Workload {
   if (tokenPool.length === 0) throw new WorkloadError('the token pool is empty: no token ids to build prompts from');
   const rng = new SeededNormal(seed);
   const { lengths, clipping } = clipRequestLengths(sampleRequestLengths(spec, rng), maxModelLen);
-  const draw = (n: number): number[] => Array.from({ length: n }, () => tokenPool[uniformInt(rng, 0, tokenPool.length - 1)]);
-  const prefixes = spec.kind === 'prefix-repetition'
-    ? Array.from({ length: spec.numPrefixes }, () => draw(spec.prefixLen)) : [];
+  const draw = (n: number): number[] =>
+    Array.from({ length: n }, () => tokenPool[uniformInt(rng, 0, tokenPool.length - 1)]);
+  const prefixes =
+    spec.kind === 'prefix-repetition' ? Array.from({ length: spec.numPrefixes }, () => draw(spec.prefixLen)) : [];
   const suffixLen = spec.kind === 'prefix-repetition' ? spec.suffixLen : 0;
   const requests = lengths.map((l, index): WorkloadRequest => {
     let promptTokenIds: number[];

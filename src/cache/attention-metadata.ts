@@ -93,10 +93,16 @@ export class AttentionMetadataBuilder {
     let maxSeqLen = 0;
     for (let s = 0; s < numSeqs; s++) {
       const { contextLen, seqLen } = seqs[s];
-      if (!Number.isSafeInteger(contextLen) || !Number.isSafeInteger(seqLen) || contextLen < 0 || seqLen <= contextLen) {
+      if (
+        !Number.isSafeInteger(contextLen) ||
+        !Number.isSafeInteger(seqLen) ||
+        contextLen < 0 ||
+        seqLen <= contextLen
+      ) {
         throw new BlockTableTensorError(
           `sequence ${s}: contextLen ${contextLen} and seqLen ${seqLen} leave no new token to compute ` +
-          '(need 0 ≤ contextLen < seqLen)');
+            '(need 0 ≤ contextLen < seqLen)',
+        );
       }
       numTokens += seqLen - contextLen;
       if (seqLen - contextLen > maxQueryLen) maxQueryLen = seqLen - contextLen;
@@ -121,9 +127,16 @@ export class AttentionMetadataBuilder {
     const blockTables = this.tables.build(this.rows, maxBlocksPerSeq);
     this.rows.length = 0; // do not keep the callers' tables alive
     return {
-      positions, slotMapping, seqLens, queryStartLoc, blockTables,
-      maxBlocksPerSeq: this.tables.maxBlocksPerSeq, numTokens, numSeqs, maxQueryLen, maxSeqLen,
+      positions,
+      slotMapping,
+      seqLens,
+      queryStartLoc,
+      blockTables,
+      maxBlocksPerSeq: this.tables.maxBlocksPerSeq,
+      numTokens,
+      numSeqs,
+      maxQueryLen,
+      maxSeqLen,
     };
   }
 }
-

@@ -39,7 +39,8 @@ export function validateBlockPairs(
     checkId(pair[1], numDstBlocks, what, 'destination', i);
     if (dsts.has(pair[1])) {
       throw new InvalidBlockPairsError(
-        `${what}: destination block ${pair[1]} appears more than once (pair ${i}); each destination may be written once`);
+        `${what}: destination block ${pair[1]} appears more than once (pair ${i}); each destination may be written once`,
+      );
     }
     dsts.add(pair[1]);
   }
@@ -48,7 +49,8 @@ export function validateBlockPairs(
       if (dsts.has(pairs[i][0])) {
         throw new InvalidBlockPairsError(
           `${what}: block ${pairs[i][0]} is both a source (pair ${i}) and a destination; the result would depend ` +
-          'on copy order, so apply the copies in two calls');
+            'on copy order, so apply the copies in two calls',
+        );
       }
     }
   }
@@ -57,6 +59,7 @@ export function validateBlockPairs(
 function checkId(id: number, numBlocks: number, what: string, role: string, index: number): void {
   if (!Number.isInteger(id) || id < 0 || id >= numBlocks) {
     throw new BlockIdOutOfRangeError(
-      `${what}: ${role} block id ${String(id)} (pair ${index}) is outside [0, ${numBlocks}) of its pool`);
+      `${what}: ${role} block id ${String(id)} (pair ${index}) is outside [0, ${numBlocks}) of its pool`,
+    );
   }
 }

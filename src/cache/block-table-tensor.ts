@@ -61,7 +61,8 @@ export class BlockTableTensor {
       }
       if (width > maxBlocksPerSeq) {
         throw new BlockTableTensorError(
-          `a block table has ${width} blocks, more than maxBlocksPerSeq = ${maxBlocksPerSeq}`);
+          `a block table has ${width} blocks, more than maxBlocksPerSeq = ${maxBlocksPerSeq}`,
+        );
       }
       width = maxBlocksPerSeq;
     }
@@ -78,7 +79,8 @@ export class BlockTableTensor {
         }
         if (id >= limit) {
           throw new BlockIdOutOfRangeError(
-            `block table of sequence ${s}: block id ${id} (entry ${j}) is outside [0, ${limit}) of the compute tier`);
+            `block table of sequence ${s}: block id ${id} (entry ${j}) is outside [0, ${limit}) of the compute tier`,
+          );
         }
         out[row + j] = id;
       }

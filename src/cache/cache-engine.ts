@@ -2,8 +2,12 @@ import type { KernelBackend, KvCacheLayer } from '../kernels/backend.js';
 import { determineNumAvailableBlocks, getCacheBlockSize } from '../core/index.js';
 import { CacheAllocationError, InvalidKvCacheSpecError } from './errors.js';
 import {
-  assertSpecMatchesModel, kvBlockElements, kvBlockScales, validateKvCacheSpec,
-  type KvCacheModelShape, type KvCacheSpec,
+  assertSpecMatchesModel,
+  kvBlockElements,
+  kvBlockScales,
+  validateKvCacheSpec,
+  type KvCacheModelShape,
+  type KvCacheSpec,
 } from './kv-cache-spec.js';
 import { validateBlockPairs, type BlockPair } from './block-pairs.js';
 
@@ -168,13 +172,15 @@ export class CacheEngine {
     if (!(numGpuBlocks > 0)) {
       throw new CacheAllocationError(
         'no memory is left for KV cache blocks (numGpuBlocks = 0); raise memoryUtilization or the memory budget, ' +
-        'or load a smaller model');
+          'or load a smaller model',
+      );
     }
     if (maxModelLen > numGpuBlocks * blockSize) {
       throw new CacheAllocationError(
         `the model's max sequence length (${maxModelLen}) is larger than the KV cache can hold ` +
-        `(${numGpuBlocks} blocks × ${blockSize} tokens = ${numGpuBlocks * blockSize} tokens); raise the memory ` +
-        'budget or lower maxModelLen');
+          `(${numGpuBlocks} blocks × ${blockSize} tokens = ${numGpuBlocks * blockSize} tokens); raise the memory ` +
+          'budget or lower maxModelLen',
+      );
     }
   }
 
@@ -184,8 +190,10 @@ export class CacheEngine {
    * wins), numCpuBlocks = ⌊swapSpace / blockBytes⌋. Mirrors vLLM's `Worker.determine_num_available_blocks`
    * (vllm/worker/worker.py, cpu_worker.py).
    */
-  static determineNumAvailableBlocks(spec: KvCacheSpec, budget: CacheMemoryBudget):
-    { numGpuBlocks: number; numCpuBlocks: number } {
+  static determineNumAvailableBlocks(
+    spec: KvCacheSpec,
+    budget: CacheMemoryBudget,
+  ): { numGpuBlocks: number; numCpuBlocks: number } {
     const blockBytes = CacheEngine.getCacheBlockSize(spec);
     return determineNumAvailableBlocks({ ...budget, blockBytes });
   }
@@ -218,20 +226,37 @@ function allocateKvCache(
       const bytes = n * (dtype === 'fp32' ? 4 : dtype === 'fp16' ? 2 : 1);
       throw new CacheAllocationError(
         `CacheEngine: could not allocate ${bytes} bytes for one layer's ${kind === 'kv' ? 'K/V' : 'scales'} of ` +
-        `${numBlocks} ${tier === 'gpu' ? 'compute-tier (arena)' : 'swap-tier (host)'} blocks: ` +
-        `${(err as Error).message}; lower the block count or the memory budget`, { cause: err });
+          `${numBlocks} ${tier === 'gpu' ? 'compute-tier (arena)' : 'swap-tier (host)'} blocks: ` +
+          `${(err as Error).message}; lower the block count or the memory budget`,
+        { cause: err },
+      );
     }
   };
   for (let l = 0; l < spec.numLayers; l++) {
     const k = alloc('kv');
     const v = alloc('kv');
-    const layer: KvCacheLayer = spec.cacheDtype === 'int8'
-      ? {
-        dtype: spec.cacheDtype, numBlocks, numKvHeads: spec.numKvHeads, blockSize: spec.blockSize,
-        headSize: spec.headSize, k, v, kScale: alloc('scale') as Float32Array, vScale: alloc('scale') as Float32Array,
-      }
-      : { dtype: spec.cacheDtype, numBlocks, numKvHeads: spec.numKvHeads, blockSize: spec.blockSize,
-        headSize: spec.headSize, k, v };
+    const layer: KvCacheLayer =
+      spec.cacheDtype === 'int8'
+        ? {
+            dtype: spec.cacheDtype,
+            numBlocks,
+            numKvHeads: spec.numKvHeads,
+            blockSize: spec.blockSize,
+            headSize: spec.headSize,
+            k,
+            v,
+            kScale: alloc('scale') as Float32Array,
+            vScale: alloc('scale') as Float32Array,
+          }
+        : {
+            dtype: spec.cacheDtype,
+            numBlocks,
+            numKvHeads: spec.numKvHeads,
+            blockSize: spec.blockSize,
+            headSize: spec.headSize,
+            k,
+            v,
+          };
     layers.push(Object.freeze(layer));
   }
   return layers;

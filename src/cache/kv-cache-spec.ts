@@ -48,7 +48,8 @@ export function validateKvCacheSpec(spec: KvCacheSpec): KvCacheSpec {
   checkPositiveInt('blockSize', spec.blockSize);
   if (!DTYPES.includes(spec.cacheDtype)) {
     throw new InvalidKvCacheSpecError(
-      `KV cache spec: cacheDtype must be one of ${DTYPES.join(', ')}, got ${JSON.stringify(spec.cacheDtype)}`);
+      `KV cache spec: cacheDtype must be one of ${DTYPES.join(', ')}, got ${JSON.stringify(spec.cacheDtype)}`,
+    );
   }
   return Object.freeze({
     numLayers: spec.numLayers,
@@ -98,6 +99,7 @@ export function assertSpecMatchesModel(spec: KvCacheSpec, model: KvCacheModelSha
   if (diffs.length > 0) {
     throw new KvCacheSpecMismatchError(
       `the KV cache was built for a different model shape (${diffs.join('; ')}); rebuild the CacheEngine from this ` +
-      'model\'s config');
+        "model's config",
+    );
   }
 }

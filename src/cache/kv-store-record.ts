@@ -48,14 +48,21 @@ export function encodeKvStoreRecord(r: KvStoreRecord): Uint8Array {
   const out = new Uint8Array(size);
   const dv = new DataView(out.buffer);
   let p = 0;
-  dv.setUint32(p, MAGIC, true); p += 4;
-  out.set(r.identity.subarray(0, DIGEST_BYTES), p); p += DIGEST_BYTES;
-  dv.setUint16(p, parent.length, true); p += 2;
-  out.set(parent, p); p += parent.length;
-  dv.setUint32(p, n, true); p += 4;
+  dv.setUint32(p, MAGIC, true);
+  p += 4;
+  out.set(r.identity.subarray(0, DIGEST_BYTES), p);
+  p += DIGEST_BYTES;
+  dv.setUint16(p, parent.length, true);
+  p += 2;
+  out.set(parent, p);
+  p += parent.length;
+  dv.setUint32(p, n, true);
+  p += 4;
   for (let i = 0; i < n; i++, p += 4) dv.setUint32(p, r.tokenIds[i], true);
-  out.set(md5(r.payload), p); p += DIGEST_BYTES;
-  dv.setUint32(p, r.payload.length, true); p += 4;
+  out.set(md5(r.payload), p);
+  p += DIGEST_BYTES;
+  dv.setUint32(p, r.payload.length, true);
+  p += 4;
   out.set(r.payload, p);
   return out;
 }
@@ -65,10 +72,15 @@ export function encodeKvStoreRecord(r: KvStoreRecord): Uint8Array {
  * token ids, the payload length and its MD5. Returns the payload (a view into `bytes`).
  * @throws KvStoreRecordError naming the first thing that does not match.
  */
-export function decodeKvStoreRecord(bytes: Uint8Array, expected: {
-  readonly identity: Uint8Array; readonly parent: string; readonly tokenIds: ArrayLike<number>;
-  readonly payloadBytes: number;
-}): Uint8Array {
+export function decodeKvStoreRecord(
+  bytes: Uint8Array,
+  expected: {
+    readonly identity: Uint8Array;
+    readonly parent: string;
+    readonly tokenIds: ArrayLike<number>;
+    readonly payloadBytes: number;
+  },
+): Uint8Array {
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const need = (p: number, k: number): void => {
     if (p + k > bytes.length) throw new KvStoreRecordError(`record truncated at byte ${p} of ${bytes.length}`);
@@ -81,22 +93,30 @@ export function decodeKvStoreRecord(bytes: Uint8Array, expected: {
     throw new KvStoreRecordError('record written by a replica with another model identity');
   }
   p += DIGEST_BYTES;
-  const parentLen = dv.getUint16(p, true); p += 2;
+  const parentLen = dv.getUint16(p, true);
+  p += 2;
   need(p, parentLen + 4);
   if (Buffer.from(bytes.buffer, bytes.byteOffset + p, parentLen).toString('utf8') !== expected.parent) {
     throw new KvStoreRecordError('record chained after another parent block');
   }
   p += parentLen;
-  const n = dv.getUint32(p, true); p += 4;
+  const n = dv.getUint32(p, true);
+  p += 4;
   need(p, 4 * n + DIGEST_BYTES + 4);
-  if (n !== expected.tokenIds.length) throw new KvStoreRecordError(`record holds ${n} tokens, expected ${expected.tokenIds.length}`);
+  if (n !== expected.tokenIds.length)
+    throw new KvStoreRecordError(`record holds ${n} tokens, expected ${expected.tokenIds.length}`);
   for (let i = 0; i < n; i++, p += 4) {
-    if (dv.getUint32(p, true) !== expected.tokenIds[i]) throw new KvStoreRecordError(`record token ${i} differs from the prompt's`);
+    if (dv.getUint32(p, true) !== expected.tokenIds[i])
+      throw new KvStoreRecordError(`record token ${i} differs from the prompt's`);
   }
-  const sum = bytes.subarray(p, p + DIGEST_BYTES); p += DIGEST_BYTES;
-  const len = dv.getUint32(p, true); p += 4;
+  const sum = bytes.subarray(p, p + DIGEST_BYTES);
+  p += DIGEST_BYTES;
+  const len = dv.getUint32(p, true);
+  p += 4;
   if (len !== expected.payloadBytes || p + len !== bytes.length) {
-    throw new KvStoreRecordError(`record payload is ${len} B in a ${bytes.length} B record, expected ${expected.payloadBytes} B`);
+    throw new KvStoreRecordError(
+      `record payload is ${len} B in a ${bytes.length} B record, expected ${expected.payloadBytes} B`,
+    );
   }
   const payload = bytes.subarray(p, p + len);
   if (!equalBytes(md5(payload), sum)) throw new KvStoreRecordError('record payload does not match its checksum');
@@ -121,7 +141,12 @@ export function readKvBlock(layers: readonly KvCacheLayer[], spec: KvCacheSpec, 
 }
 
 /** Writes a payload made by {@link readKvBlock} into block `blockId` of every layer. */
-export function writeKvBlock(layers: readonly KvCacheLayer[], spec: KvCacheSpec, blockId: number, payload: Uint8Array): void {
+export function writeKvBlock(
+  layers: readonly KvCacheLayer[],
+  spec: KvCacheSpec,
+  blockId: number,
+  payload: Uint8Array,
+): void {
   let p = 0;
   for (const part of blockParts(layers, spec, blockId)) {
     part.set(payload.subarray(p, p + part.length));

@@ -42,7 +42,9 @@ export class RedisKvBlockStore implements KvBlockStore {
     this.description = `${url.protocol}//${url.host}${url.pathname === '/' ? '' : url.pathname}`;
     this.queueBytes = options.queueBytes ?? DEFAULT_KV_STORE_QUEUE_BYTES;
     if (!Number.isSafeInteger(this.queueBytes) || this.queueBytes < 0) {
-      throw new KvStoreConfigError(`the KV store's write-queue budget must be a non-negative byte count, got ${this.queueBytes}`);
+      throw new KvStoreConfigError(
+        `the KV store's write-queue budget must be a non-negative byte count, got ${this.queueBytes}`,
+      );
     }
     const common = {
       enableOfflineQueue: false,
@@ -60,7 +62,11 @@ export class RedisKvBlockStore implements KvBlockStore {
       this.up = true;
     });
     const down = (why: string): void => {
-      if (this.up && !this.closed) report?.(false, `WARNING: KV store ${this.description} unreachable (${why}); computing instead until it is back`);
+      if (this.up && !this.closed)
+        report?.(
+          false,
+          `WARNING: KV store ${this.description} unreachable (${why}); computing instead until it is back`,
+        );
       this.up = false;
     };
     // ioredis emits 'error' on every failed reconnect; the handler keeps them from being unhandled.
@@ -98,13 +104,19 @@ export class RedisKvBlockStore implements KvBlockStore {
       return false;
     }
     this.queuedBytes += value.length;
-    this.writer.set(key, Buffer.from(value.buffer, value.byteOffset, value.byteLength)).then(() => {
-      this.writeStats.bytesWritten += value.length;
-    }, () => {
-      this.writeStats.writesFailed++;
-    }).finally(() => {
-      this.queuedBytes -= value.length;
-    });
+    this.writer
+      .set(key, Buffer.from(value.buffer, value.byteOffset, value.byteLength))
+      .then(
+        () => {
+          this.writeStats.bytesWritten += value.length;
+        },
+        () => {
+          this.writeStats.writesFailed++;
+        },
+      )
+      .finally(() => {
+        this.queuedBytes -= value.length;
+      });
     return true;
   }
 
@@ -126,10 +138,14 @@ export function parseStoreUrl(s: string): URL {
   try {
     url = new URL(s);
   } catch {
-    throw new KvStoreConfigError(`--kv-cache-store must be a URL such as redis://127.0.0.1:6379/0, got ${JSON.stringify(s)}`);
+    throw new KvStoreConfigError(
+      `--kv-cache-store must be a URL such as redis://127.0.0.1:6379/0, got ${JSON.stringify(s)}`,
+    );
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
-    throw new KvStoreConfigError(`--kv-cache-store supports redis:// and rediss:// URLs (Redis, Valkey), got ${url.protocol}//`);
+    throw new KvStoreConfigError(
+      `--kv-cache-store supports redis:// and rediss:// URLs (Redis, Valkey), got ${url.protocol}//`,
+    );
   }
   if (url.hostname === '') throw new KvStoreConfigError(`--kv-cache-store URL ${JSON.stringify(s)} has no host`);
   if (url.pathname !== '' && url.pathname !== '/' && !/^\/\d+$/.test(url.pathname)) {

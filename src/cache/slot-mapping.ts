@@ -31,7 +31,8 @@ export function slotForPosition(blockTable: ArrayLike<number>, blockSize: number
   if (!(position >= 0) || blockIndex >= blockTable.length) {
     throw new SlotMappingError(
       `position ${position} needs logical block ${blockIndex} but the block table has ${blockTable.length} blocks ` +
-      `(block size ${blockSize}); allocate slots (appendSlots) before mapping them`);
+        `(block size ${blockSize}); allocate slots (appendSlots) before mapping them`,
+    );
   }
   return blockTable[blockIndex] * blockSize + (position - blockIndex * blockSize);
 }
@@ -76,14 +77,16 @@ export function computeSlotMapping(
   const n = end - start;
   if (!Number.isInteger(outOffset) || outOffset < 0 || outOffset + n > out.length) {
     throw new SlotMappingError(
-      `slot mapping output holds ${out.length} slots; writing ${n} at offset ${outOffset} does not fit`);
+      `slot mapping output holds ${out.length} slots; writing ${n} at offset ${outOffset} does not fit`,
+    );
   }
   if (n === 0) return outOffset;
   const lastBlock = Math.floor((end - 1) / blockSize);
   if (lastBlock >= blockTable.length) {
     throw new SlotMappingError(
       `position ${end - 1} needs logical block ${lastBlock} but the block table has ${blockTable.length} blocks ` +
-      `(block size ${blockSize}); allocate slots (appendSlots) before mapping them`);
+        `(block size ${blockSize}); allocate slots (appendSlots) before mapping them`,
+    );
   }
   const startIdx = options.startIdx ?? 0;
   const nullBlockId = options.nullBlockId;

@@ -1,5 +1,10 @@
 import { Command } from 'commander';
-import { BENCH_SERVE_FLAGS, parseBenchServeOptions, runBenchServe, type BenchServeCliValues } from '../benchmark/index.js';
+import {
+  BENCH_SERVE_FLAGS,
+  parseBenchServeOptions,
+  runBenchServe,
+  type BenchServeCliValues,
+} from '../benchmark/index.js';
 
 /**
  * `pagellm bench serve`: the serving benchmark (src/benchmark) against a running OpenAI-compatible endpoint —
@@ -9,8 +14,9 @@ import { BENCH_SERVE_FLAGS, parseBenchServeOptions, runBenchServe, type BenchSer
  * naming the flag.
  */
 export function createBenchCommand(): Command {
-  const serve = new Command('serve')
-    .description('benchmark a running OpenAI-compatible server (random, sharegpt-like or prefix-repetition workload)');
+  const serve = new Command('serve').description(
+    'benchmark a running OpenAI-compatible server (random, sharegpt-like or prefix-repetition workload)',
+  );
   for (const f of BENCH_SERVE_FLAGS) serve.option(f.flags, f.description);
   serve.action(async () => {
     await runBenchServe(parseBenchServeOptions(serve.opts() as BenchServeCliValues));

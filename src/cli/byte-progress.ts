@@ -19,18 +19,24 @@ const MIB = 1024 * 1024;
  * @param label what is being processed, e.g. `loading weights`.
  * @param stream where to draw (default process.stderr); drawing happens only when `stream.isTTY` is true.
  */
-export function createByteProgress(label: string, totalBytes: number | undefined,
-  stream: NodeJS.WriteStream = process.stderr): ByteProgress {
+export function createByteProgress(
+  label: string,
+  totalBytes: number | undefined,
+  stream: NodeJS.WriteStream = process.stderr,
+): ByteProgress {
   if (stream.isTTY !== true) return { add: () => undefined, set: () => undefined, stop: () => undefined };
   let known = totalBytes !== undefined && totalBytes > 0;
-  const bar = new cliProgress.SingleBar({
-    stream,
-    format: known
-      ? `${label} [{bar}] {percentage}% | {done}/{all} MiB | {duration_formatted}`
-      : `${label} | {done} MiB | {duration_formatted}`,
-    hideCursor: true,
-    clearOnComplete: false,
-  }, cliProgress.Presets.shades_classic);
+  const bar = new cliProgress.SingleBar(
+    {
+      stream,
+      format: known
+        ? `${label} [{bar}] {percentage}% | {done}/{all} MiB | {duration_formatted}`
+        : `${label} | {done} MiB | {duration_formatted}`,
+      hideCursor: true,
+      clearOnComplete: false,
+    },
+    cliProgress.Presets.shades_classic,
+  );
   let done = 0;
   let all = known ? totalBytes! : 1;
   bar.start(all, 0, { done: '0.0', all: (all / MIB).toFixed(1) });

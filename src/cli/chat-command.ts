@@ -8,7 +8,12 @@ import { readModelSource } from '../model/read-model-source.js';
 import { RandomWeightsRefusedError, defaultServedModelName, loadChatTemplateArgument } from '../server/api-server.js';
 import { createByteProgress, type ByteProgress } from './byte-progress.js';
 import { CliUsageError } from './cli-usage-error.js';
-import { addChatTemplateOption, addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
+import {
+  addChatTemplateOption,
+  addEngineOptions,
+  engineArgsFromCli,
+  type EngineCliOptions,
+} from './engine-cli-options.js';
 import { checkModelPath } from './input-path.js';
 import { addSamplingOptions, samplingInitFromCli, type SamplingCliOptions } from './sampling-cli-options.js';
 
@@ -36,13 +41,16 @@ export function createChatCommand(): Command {
   cmd.action(async (opts: ChatCliOptions) => {
     checkModelPath(opts.model, '--model <path> or PAGELLM_MODEL');
     const source = await readModelSource(opts.model);
-    if (source.randomWeights === true && opts.allowRandomWeights !== true) throw new RandomWeightsRefusedError(opts.model);
+    if (source.randomWeights === true && opts.allowRandomWeights !== true)
+      throw new RandomWeightsRefusedError(opts.model);
     const template = chatTemplateOf(source, opts);
     let progress: ByteProgress | undefined;
-    const asyncEngine = await AsyncLLMEngine.fromEngineArgs(engineArgsFromCli(opts, opts.model, (done, total) => {
-      progress ??= createByteProgress('loading weights', total);
-      progress.set(done, total);
-    })).finally(() => progress?.stop());
+    const asyncEngine = await AsyncLLMEngine.fromEngineArgs(
+      engineArgsFromCli(opts, opts.model, (done, total) => {
+        progress ??= createByteProgress('loading weights', total);
+        progress.set(done, total);
+      }),
+    ).finally(() => progress?.stop());
     try {
       await converse(asyncEngine, template, opts, source.randomWeights === true);
     } finally {
@@ -62,9 +70,11 @@ function chatTemplateOf(source: ModelSource, opts: ChatCliOptions): ChatTemplate
     return resolveChatTemplate(source, defaultServedModelName(opts.model), override);
   } catch (err) {
     if (!(err instanceof ChatTemplateMissingError)) throw err;
-    throw new CliUsageError(`${opts.model} has no chat template (it is a base model); pass one with ` +
-      '--chat-template <file-or-template> (a Jinja file, or the template text itself), or use pagellm generate ' +
-      'for plain completions');
+    throw new CliUsageError(
+      `${opts.model} has no chat template (it is a base model); pass one with ` +
+        '--chat-template <file-or-template> (a Jinja file, or the template text itself), or use pagellm generate ' +
+        'for plain completions',
+    );
   }
 }
 
@@ -73,8 +83,12 @@ function chatTemplateOf(source: ModelSource, opts: ChatCliOptions): ChatTemplate
  * so piped input is answered turn by turn), handles `/reset` and `/exit`, and streams each reply to stdout. Ctrl-C
  * aborts the reply in progress, or ends the chat between replies.
  */
-async function converse(asyncEngine: AsyncLLMEngine, template: ChatTemplate, opts: ChatCliOptions,
-  randomWeights: boolean): Promise<void> {
+async function converse(
+  asyncEngine: AsyncLLMEngine,
+  template: ChatTemplate,
+  opts: ChatCliOptions,
+  randomWeights: boolean,
+): Promise<void> {
   const interactive = process.stdin.isTTY === true;
   const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: interactive });
   if (randomWeights) out('[RANDOM WEIGHTS: replies are meaningless text]\n');
@@ -109,8 +123,14 @@ async function converse(asyncEngine: AsyncLLMEngine, template: ChatTemplate, opt
  * One turn: appends the user's `text` to `messages`, streams the model's reply to stdout and appends it. A
  * conversation that fills the context is refused with a hint to `/reset` (the user's turn is dropped).
  */
-async function replyTo(asyncEngine: AsyncLLMEngine, template: ChatTemplate, opts: ChatCliOptions,
-  messages: ChatMessage[], text: string, turn: { current: string | null; count: number }): Promise<void> {
+async function replyTo(
+  asyncEngine: AsyncLLMEngine,
+  template: ChatTemplate,
+  opts: ChatCliOptions,
+  messages: ChatMessage[],
+  text: string,
+  turn: { current: string | null; count: number },
+): Promise<void> {
   const engine = asyncEngine.engine;
   const maxModelLen = engine.schedulerConfig.maxModelLen;
   messages.push({ role: 'user', content: text });

@@ -25,8 +25,9 @@ export function createConvertCommand(): Command {
     .argument('<input>', 'llama2.c checkpoint (.bin or its folder) or Hugging Face folder')
     .requiredOption('--out <file>', 'GGUF file to write')
     .option('--tokenizer <file>', 'llama2.c tokenizer .bin (default: the tokenizer beside the checkpoint)')
-    .addOption(new Option('--dtype <dtype>', 'storage type of the matrices').choices([...CONVERT_DTYPES])
-      .default('f32'))
+    .addOption(
+      new Option('--dtype <dtype>', 'storage type of the matrices').choices([...CONVERT_DTYPES]).default('f32'),
+    )
     .option('--name <name>', 'general.name written into the file (default: the input file name)')
     .action((input: string, opts: ConvertCliOptions) => {
       checkModelPath(input, 'the <input> argument (pagellm convert <input> --out model.gguf)');
@@ -36,13 +37,19 @@ export function createConvertCommand(): Command {
       const progress = createByteProgress('converting', totalF32);
       try {
         const result = convertToGguf({
-          inputPath: input, tokenizerPath: opts.tokenizer, outPath: opts.out, dtype: opts.dtype, name: opts.name,
+          inputPath: input,
+          tokenizerPath: opts.tokenizer,
+          outPath: opts.out,
+          dtype: opts.dtype,
+          name: opts.name,
           onProgress: (bytes) => progress.add(bytes),
         });
         progress.stop();
         const c = result.config;
-        process.stdout.write(`wrote ${result.outPath}: ${formatBytes(result.bytes)} (${result.bytes} bytes), ` +
-          `${c.architecture}, ${c.numLayers} layers, dim ${c.dim}, vocab ${c.vocabSize}, matrices ${opts.dtype}\n`);
+        process.stdout.write(
+          `wrote ${result.outPath}: ${formatBytes(result.bytes)} (${result.bytes} bytes), ` +
+            `${c.architecture}, ${c.numLayers} layers, dim ${c.dim}, vocab ${c.vocabSize}, matrices ${opts.dtype}\n`,
+        );
       } finally {
         progress.stop();
       }

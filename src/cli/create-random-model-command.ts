@@ -28,34 +28,50 @@ interface CreateRandomModelCliOptions {
  */
 export function createCreateRandomModelCommand(): Command {
   return new Command('create-random-model')
-    .description('write a GGUF with seeded random weights at a real model\'s shape (for benchmarks; its text is ' +
-      'meaningless)')
+    .description(
+      "write a GGUF with seeded random weights at a real model's shape (for benchmarks; its text is " + 'meaningless)',
+    )
     .requiredOption('--config <file>', 'Hugging Face config.json giving the shape')
     .requiredOption('--tokenizer <file>', 'tokenizer.json (byte-level BPE) or llama2.c tokenizer .bin')
-    .addOption(new Option('--dtype <dtype>', 'storage type of the matrices').choices([...CONVERT_DTYPES])
-      .default('f32'))
+    .addOption(
+      new Option('--dtype <dtype>', 'storage type of the matrices').choices([...CONVERT_DTYPES]).default('f32'),
+    )
     .option('--seed <n>', 'seed of the weights', anyInt, 0)
     .requiredOption('--out <file>', 'GGUF file to write')
-    .addOption(new Option('--architecture <arch>', 'build this architecture at the config\'s shape')
-      .choices(['llama', 'mistral', 'qwen2', 'qwen3']))
+    .addOption(
+      new Option('--architecture <arch>', "build this architecture at the config's shape").choices([
+        'llama',
+        'mistral',
+        'qwen2',
+        'qwen3',
+      ]),
+    )
     .option('--std <x>', 'standard deviation of the random matrix entries (default: 0.02)', numberIn(0, 10))
-    .option('--chat-template <template>', 'a chat template to embed (overrides tokenizer_config.json\'s)')
+    .option('--chat-template <template>', "a chat template to embed (overrides tokenizer_config.json's)")
     .action((opts: CreateRandomModelCliOptions) => {
       checkInputFile(opts.config, '--config');
       checkInputFile(opts.tokenizer, '--tokenizer');
       const progress = createByteProgress('generating weights', undefined);
       try {
         const options: CreateRandomModelOptions = {
-          configPath: opts.config, tokenizerPath: opts.tokenizer, dtype: opts.dtype, seed: opts.seed,
-          outPath: opts.out, architecture: opts.architecture, std: opts.std, chatTemplate: opts.chatTemplate,
+          configPath: opts.config,
+          tokenizerPath: opts.tokenizer,
+          dtype: opts.dtype,
+          seed: opts.seed,
+          outPath: opts.out,
+          architecture: opts.architecture,
+          std: opts.std,
+          chatTemplate: opts.chatTemplate,
           onProgress: (bytes) => progress.add(bytes),
         };
         const result = createRandomModel(options);
         progress.stop();
         const c = result.config;
-        process.stdout.write(`wrote ${result.outPath}: ${formatBytes(result.bytes)} (${result.bytes} bytes), random ` +
-          `weights (seed ${opts.seed}), ${c.architecture}, ${c.numLayers} layers, dim ${c.dim}, vocab ${c.vocabSize}, ` +
-          `matrices ${opts.dtype}\n`);
+        process.stdout.write(
+          `wrote ${result.outPath}: ${formatBytes(result.bytes)} (${result.bytes} bytes), random ` +
+            `weights (seed ${opts.seed}), ${c.architecture}, ${c.numLayers} layers, dim ${c.dim}, vocab ${c.vocabSize}, ` +
+            `matrices ${opts.dtype}\n`,
+        );
       } finally {
         progress.stop();
       }

@@ -33,7 +33,7 @@ function localOrigin(root: string): string | null {
     return null;
   }
   const section = /\[remote "origin"\]([^[]*)/.exec(config);
-  const url = section === null ? null : /^\s*url\s*=\s*(.+?)\s*$/m.exec(section[1])?.[1] ?? null;
+  const url = section === null ? null : (/^\s*url\s*=\s*(.+?)\s*$/m.exec(section[1])?.[1] ?? null);
   if (url === null) return null;
   const path = url.startsWith('file://') ? fileURLToPath(url) : url;
   return isAbsolute(path) ? resolve(path) : null;

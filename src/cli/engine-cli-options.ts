@@ -53,62 +53,116 @@ export interface EngineCliOptions {
  */
 export function addEngineOptions(cmd: Command): Command {
   return cmd
-    .option('--model <path>', 'model file or folder (llama2.c folder, .gguf, Hugging Face folder); env PAGELLM_MODEL',
-      defaultModelPath())
+    .option(
+      '--model <path>',
+      'model file or folder (llama2.c folder, .gguf, Hugging Face folder); env PAGELLM_MODEL',
+      defaultModelPath(),
+    )
     .option('--block-size <tokens>', 'tokens per KV cache block', intAtLeast(1), 16)
-    .option('--kv-cache-memory <bytes>', 'KV cache budget in the compute tier, e.g. 512MiB, 2GiB (default: 512MiB)',
-      byteSize)
-    .option('--num-gpu-blocks-override <n>', 'exact number of KV blocks in the compute tier (overrides --kv-cache-memory)',
-      intAtLeast(1))
-    .option('--swap-space <bytes>', 'host swap tier for preempted sequences, e.g. 256MiB; without it, requests with ' +
-      'n > 1 that must be preempted fail (default: 0, no swap)', byteSize)
+    .option(
+      '--kv-cache-memory <bytes>',
+      'KV cache budget in the compute tier, e.g. 512MiB, 2GiB (default: 512MiB)',
+      byteSize,
+    )
+    .option(
+      '--num-gpu-blocks-override <n>',
+      'exact number of KV blocks in the compute tier (overrides --kv-cache-memory)',
+      intAtLeast(1),
+    )
+    .option(
+      '--swap-space <bytes>',
+      'host swap tier for preempted sequences, e.g. 256MiB; without it, requests with ' +
+        'n > 1 that must be preempted fail (default: 0, no swap)',
+      byteSize,
+    )
     .option('--max-num-seqs <n>', 'most sequences in one batch (default: 256)', intAtLeast(1))
-    .option('--max-num-batched-tokens <n>', 'most tokens in one step (default: max(512, max-num-seqs) with chunked ' +
-      'prefill, else max(max-model-len, 2048))', intAtLeast(1))
-    .option('--max-model-len <tokens>', 'longest prompt + output in tokens (default: the model\'s context length)',
-      intAtLeast(1))
+    .option(
+      '--max-num-batched-tokens <n>',
+      'most tokens in one step (default: max(512, max-num-seqs) with chunked ' +
+        'prefill, else max(max-model-len, 2048))',
+      intAtLeast(1),
+    )
+    .option(
+      '--max-model-len <tokens>',
+      "longest prompt + output in tokens (default: the model's context length)",
+      intAtLeast(1),
+    )
     .option('--enable-prefix-caching', 'share KV blocks of identical prompt prefixes (default: on)')
     .option('--no-enable-prefix-caching', 'turn prefix caching off')
     .option('--enable-chunked-prefill', 'split long prefills into chunks mixed with decodes (default: on)')
     .option('--no-enable-chunked-prefill', 'turn chunked prefill off')
-    .addOption(new Option('--preemption-mode <mode>',
-      'how to preempt when blocks run out (default: swap for groups with n > 1, else recompute)')
-      .choices(['recompute', 'swap']))
-    .addOption(new Option('--kv-cache-dtype <dtype>', 'KV cache element type (auto = fp32)')
-      .choices(['auto', 'fp32', 'fp16', 'int8']).default('auto'))
-    .addOption(new Option('--scheduling-policy <policy>', 'fcfs or priority (requests carry a priority)')
-      .choices(['fcfs', 'priority']).default('fcfs'))
-    .option('--threads <n>', 'kernel threads, the main thread included (default: the number of CPU cores)', intAtLeast(1))
-    .option('--seed <n>', 'seed of the random sampling generator; a request\'s own seed wins (default: 0)', anyInt)
+    .addOption(
+      new Option(
+        '--preemption-mode <mode>',
+        'how to preempt when blocks run out (default: swap for groups with n > 1, else recompute)',
+      ).choices(['recompute', 'swap']),
+    )
+    .addOption(
+      new Option('--kv-cache-dtype <dtype>', 'KV cache element type (auto = fp32)')
+        .choices(['auto', 'fp32', 'fp16', 'int8'])
+        .default('auto'),
+    )
+    .addOption(
+      new Option('--scheduling-policy <policy>', 'fcfs or priority (requests carry a priority)')
+        .choices(['fcfs', 'priority'])
+        .default('fcfs'),
+    )
+    .option(
+      '--threads <n>',
+      'kernel threads, the main thread included (default: the number of CPU cores)',
+      intAtLeast(1),
+    )
+    .option('--seed <n>', "seed of the random sampling generator; a request's own seed wins (default: 0)", anyInt)
     .option('--allow-random-weights', 'run a model with random weights (create-random-model); its text is meaningless')
     .addOption(new Option('--backend <kind>', 'kernel backend').choices(['wasm', 'reference']).default('wasm'))
-    .option('--speculative-config <json>', 'speculative decoding, as vLLM: \'{"method":"ngram",' +
-      '"num_speculative_tokens":4,"prompt_lookup_max":4}\' or \'{"model":PATH,"num_speculative_tokens":3}\' ' +
-      '(default: none)', speculativeConfig);
+    .option(
+      '--speculative-config <json>',
+      'speculative decoding, as vLLM: \'{"method":"ngram",' +
+        '"num_speculative_tokens":4,"prompt_lookup_max":4}\' or \'{"model":PATH,"num_speculative_tokens":3}\' ' +
+        '(default: none)',
+      speculativeConfig,
+    );
 }
 
 /** Adds `--chat-template` (`serve` and `chat`: the commands that render chat messages). */
 export function addChatTemplateOption(cmd: Command): Command {
-  return cmd.option('--chat-template <file-or-template>',
-    'Jinja chat template, a file path or the template text (default: the model\'s own)');
+  return cmd.option(
+    '--chat-template <file-or-template>',
+    "Jinja chat template, a file path or the template text (default: the model's own)",
+  );
 }
 
 /** Adds `--pooling-type` (`serve`: the command that answers embedding requests). */
 export function addPoolingOption(cmd: Command): Command {
-  return cmd.addOption(new Option('--pooling-type <type>', 'how /v1/embeddings pools the final hidden states: the ' +
-    'last prompt token\'s, or the mean over the prompt (vectors are L2-normalized; default: last)')
-    .choices([...POOLING_TYPES]));
+  return cmd.addOption(
+    new Option(
+      '--pooling-type <type>',
+      'how /v1/embeddings pools the final hidden states: the ' +
+        "last prompt token's, or the mean over the prompt (vectors are L2-normalized; default: last)",
+    ).choices([...POOLING_TYPES]),
+  );
 }
 
 /** Adds the shared KV store flags (`serve`: replicas behind a load balancer share prompt blocks through Redis). */
 export function addKvStoreOptions(cmd: Command): Command {
   return cmd
-    .option('--kv-cache-store <url>', 'shared KV tier: redis://host:port[/db] (Redis or Valkey); replicas with the ' +
-      'same model and KV layout write computed prompt blocks there and read them on a prefix-cache miss (off by default)')
-    .option('--kv-cache-store-queue-bytes <bytes>', 'bytes of KV-store writes that may wait for the store; a write ' +
-      'past it is skipped, never waited for (default: 64MiB)', byteSize)
-    .option('--kv-cache-store-timeout <ms>', 'how long a KV-store lookup + fetch may take before the prompt is ' +
-      'computed instead, plus 100 ms per MB fetched (default: 200)', intAtLeast(1));
+    .option(
+      '--kv-cache-store <url>',
+      'shared KV tier: redis://host:port[/db] (Redis or Valkey); replicas with the ' +
+        'same model and KV layout write computed prompt blocks there and read them on a prefix-cache miss (off by default)',
+    )
+    .option(
+      '--kv-cache-store-queue-bytes <bytes>',
+      'bytes of KV-store writes that may wait for the store; a write ' +
+        'past it is skipped, never waited for (default: 64MiB)',
+      byteSize,
+    )
+    .option(
+      '--kv-cache-store-timeout <ms>',
+      'how long a KV-store lookup + fetch may take before the prompt is ' +
+        'computed instead, plus 100 ms per MB fetched (default: 200)',
+      intAtLeast(1),
+    );
 }
 
 /**
@@ -117,8 +171,11 @@ export function addKvStoreOptions(cmd: Command): Command {
  * @param model the model path (a positional argument wins over --model).
  * @param onLoadProgress weight-loading progress (bytes so far, total).
  */
-export function engineArgsFromCli(opts: EngineCliOptions, model: string = opts.model,
-  onLoadProgress?: (loadedBytes: number, totalBytes: number) => void): EngineArgs {
+export function engineArgsFromCli(
+  opts: EngineCliOptions,
+  model: string = opts.model,
+  onLoadProgress?: (loadedBytes: number, totalBytes: number) => void,
+): EngineArgs {
   return {
     model,
     blockSize: opts.blockSize,

@@ -56,23 +56,34 @@ export function createGenerateCommand(): Command {
     });
     const random = await checkRandomWeights(opts.model, opts.allowRandomWeights === true);
     let progress: ByteProgress | undefined;
-    const llm = await LLM.create(engineArgsFromCli(opts, opts.model, (done, total) => {
-      progress ??= createByteProgress('loading weights', total);
-      progress.set(done, total);
-    })).finally(() => progress?.stop());
+    const llm = await LLM.create(
+      engineArgsFromCli(opts, opts.model, (done, total) => {
+        progress ??= createByteProgress('loading weights', total);
+        progress.set(done, total);
+      }),
+    ).finally(() => progress?.stop());
     try {
       const outputs = await llm.generate(prompts, params);
       for (const [i, out] of outputs.entries()) {
         for (const o of out.outputs) {
           if (opts.json === true) {
-            process.stdout.write(JSON.stringify({
-              prompt: prompts[i], index: o.index, text: o.text, token_ids: o.tokenIds, finish_reason: o.finishReason,
-              ...(random ? { random_weights: true } : {}),
-            }) + '\n');
+            process.stdout.write(
+              JSON.stringify({
+                prompt: prompts[i],
+                index: o.index,
+                text: o.text,
+                token_ids: o.tokenIds,
+                finish_reason: o.finishReason,
+                ...(random ? { random_weights: true } : {}),
+              }) + '\n',
+            );
           } else {
-            const header = `--- prompt ${i + 1}/${prompts.length}` + (opts.n > 1 ? `, sequence ${o.index + 1}/${opts.n}` : '') +
+            const header =
+              `--- prompt ${i + 1}/${prompts.length}` +
+              (opts.n > 1 ? `, sequence ${o.index + 1}/${opts.n}` : '') +
               ` (${o.tokenIds.length} tokens, finish: ${o.finishReason})` +
-              (random ? ' [RANDOM WEIGHTS: meaningless text]' : '') + ' ---';
+              (random ? ' [RANDOM WEIGHTS: meaningless text]' : '') +
+              ' ---';
             process.stdout.write(`${header}\n${prompts[i]}${o.text}\n`);
           }
         }

@@ -68,9 +68,13 @@ async function modelInfo(modelPath: string, opts: InfoCliOptions): Promise<Model
   const cacheDtype: KvCacheDType = opts.kvCacheDtype === 'auto' ? 'fp32' : opts.kvCacheDtype;
   const spec = makeKvCacheSpec(c, { blockSize: opts.blockSize, cacheDtype });
   const blockBytes = CacheEngine.getCacheBlockSize(spec);
-  const kvCacheMemory = opts.numGpuBlocksOverride !== undefined ? null : (opts.kvCacheMemory ?? DEFAULT_KV_CACHE_MEMORY);
+  const kvCacheMemory =
+    opts.numGpuBlocksOverride !== undefined ? null : (opts.kvCacheMemory ?? DEFAULT_KV_CACHE_MEMORY);
   const { numGpuBlocks, numCpuBlocks } = CacheEngine.determineNumAvailableBlocks(spec, {
-    totalMemory: kvCacheMemory ?? 0, memoryUtilization: 1, peakMemory: 0, swapSpace: opts.swapSpace ?? 0,
+    totalMemory: kvCacheMemory ?? 0,
+    memoryUtilization: 1,
+    peakMemory: 0,
+    swapSpace: opts.swapSpace ?? 0,
     numGpuBlocksOverride: opts.numGpuBlocksOverride,
   });
   const maxModelLen = opts.maxModelLen ?? c.maxPositionEmbeddings;
@@ -81,14 +85,32 @@ async function modelInfo(modelPath: string, opts: InfoCliOptions): Promise<Model
     weightDtypeBytes[t.dtype] = (weightDtypeBytes[t.dtype] ?? 0) + t.byteLength;
   }
   return {
-    model: source.path, format: source.format, architecture: c.architecture, numLayers: c.numLayers, dim: c.dim,
-    hiddenDim: c.hiddenDim, numHeads: c.numHeads, numKvHeads: c.numKvHeads, headSize: c.headSize,
-    vocabSize: c.vocabSize, maxPositionEmbeddings: c.maxPositionEmbeddings, ropeTheta: c.ropeTheta,
-    tiedEmbeddings: c.tiedEmbeddings, weightDtypes, weightDtypeBytes, weightBytes: totalTensorBytes(source),
+    model: source.path,
+    format: source.format,
+    architecture: c.architecture,
+    numLayers: c.numLayers,
+    dim: c.dim,
+    hiddenDim: c.hiddenDim,
+    numHeads: c.numHeads,
+    numKvHeads: c.numKvHeads,
+    headSize: c.headSize,
+    vocabSize: c.vocabSize,
+    maxPositionEmbeddings: c.maxPositionEmbeddings,
+    ropeTheta: c.ropeTheta,
+    tiedEmbeddings: c.tiedEmbeddings,
+    weightDtypes,
+    weightDtypeBytes,
+    weightBytes: totalTensorBytes(source),
     chatTemplate: source.chatTemplate !== undefined && source.chatTemplate.trim() !== '',
     randomWeights: source.randomWeights === true,
-    blockSize: opts.blockSize, cacheDtype, kvBytesPerBlock: blockBytes, kvBytesPerToken: blockBytes / opts.blockSize,
-    kvCacheMemory, numGpuBlocks, numCpuBlocks, maxModelLen,
+    blockSize: opts.blockSize,
+    cacheDtype,
+    kvBytesPerBlock: blockBytes,
+    kvBytesPerToken: blockBytes / opts.blockSize,
+    kvCacheMemory,
+    numGpuBlocks,
+    numCpuBlocks,
+    maxModelLen,
     maxConcurrency: maxConcurrency(numGpuBlocks, opts.blockSize, maxModelLen),
     kernels: (await relaxedSimdSupported()) ? 'relaxed' : 'plain',
   };
@@ -98,7 +120,8 @@ async function modelInfo(modelPath: string, opts: InfoCliOptions): Promise<Model
 function modelInfoLines(i: ModelInfo): string[] {
   const n = (x: number): string => x.toLocaleString('en-US');
   const dtypes = Object.entries(i.weightDtypes)
-    .map(([d, k]) => `${k} ${d} ${formatBytes(i.weightDtypeBytes[d] ?? 0)}`).join(', ');
+    .map(([d, k]) => `${k} ${d} ${formatBytes(i.weightDtypeBytes[d] ?? 0)}`)
+    .join(', ');
   return [
     `model: ${i.model} (${i.format})`,
     `architecture: ${i.architecture}, ${i.numLayers} layers, dim ${i.dim}, hidden ${i.hiddenDim}, ${i.numHeads} heads, ` +
@@ -123,21 +146,31 @@ function modelInfoLines(i: ModelInfo): string[] {
  */
 export function createInfoCommand(): Command {
   return new Command('info')
-    .description('show a model\'s architecture, weight bytes, KV bytes per block, blocks that fit and maximum concurrency')
+    .description(
+      "show a model's architecture, weight bytes, KV bytes per block, blocks that fit and maximum concurrency",
+    )
     .argument('[model]', 'model file or folder (default: $PAGELLM_MODEL or ../shared/models/stories260K)')
     .option('--block-size <tokens>', 'tokens per KV cache block', intAtLeast(1), 16)
     .option('--kv-cache-memory <bytes>', 'KV cache budget, e.g. 512MiB (default: 512MiB)', byteSize)
     .option('--num-gpu-blocks-override <n>', 'exact number of KV blocks', intAtLeast(1))
     .option('--swap-space <bytes>', 'host swap tier, e.g. 256MiB (default: 0)', byteSize)
-    .addOption(new Option('--kv-cache-dtype <dtype>', 'KV cache element type (auto = fp32)')
-      .choices(['auto', 'fp32', 'fp16', 'int8']).default('auto'))
-    .option('--max-model-len <tokens>', 'tokens per request for the concurrency line (default: the model\'s context)',
-      intAtLeast(1))
+    .addOption(
+      new Option('--kv-cache-dtype <dtype>', 'KV cache element type (auto = fp32)')
+        .choices(['auto', 'fp32', 'fp16', 'int8'])
+        .default('auto'),
+    )
+    .option(
+      '--max-model-len <tokens>',
+      "tokens per request for the concurrency line (default: the model's context)",
+      intAtLeast(1),
+    )
     .option('--json', 'print the figures as JSON')
     .action(async (modelArg: string | undefined, opts: InfoCliOptions) => {
       const model = modelArg ?? defaultModelPath();
       checkModelPath(model, 'the first argument (pagellm info <model>) or PAGELLM_MODEL');
       const info = await modelInfo(model, opts);
-      process.stdout.write(opts.json === true ? `${JSON.stringify(info, null, 2)}\n` : `${modelInfoLines(info).join('\n')}\n`);
+      process.stdout.write(
+        opts.json === true ? `${JSON.stringify(info, null, 2)}\n` : `${modelInfoLines(info).join('\n')}\n`,
+      );
     });
 }

@@ -23,7 +23,7 @@ function packageVersion(): string {
 export function buildProgram(): Command {
   const version = packageVersion();
   const program = new Command('pagellm')
-    .description('pagellm: an LLM serving engine in TypeScript built around vLLM\'s paged KV cache')
+    .description("pagellm: an LLM serving engine in TypeScript built around vLLM's paged KV cache")
     .version(version)
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
@@ -68,7 +68,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       return err.exitCode;
     }
     const debug = process.env.PAGELLM_DEBUG === '1';
-    process.stderr.write(`error: ${debug && err instanceof Error && err.stack !== undefined ? err.stack : errorMessage(err)}\n`);
+    process.stderr.write(
+      `error: ${debug && err instanceof Error && err.stack !== undefined ? err.stack : errorMessage(err)}\n`,
+    );
     return 1;
   }
 }

@@ -46,7 +46,8 @@ export function parseSize(text: string): number {
   const match = /^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$/i.exec(text);
   if (match === null) {
     throw new InvalidSizeError(
-      `cannot read "${text}" as a size: write a number of bytes, optionally with a unit, e.g. 512MiB, 2GiB, 1GB, 4096`);
+      `cannot read "${text}" as a size: write a number of bytes, optionally with a unit, e.g. 512MiB, 2GiB, 1GB, 4096`,
+    );
   }
   const value = Number(match[1]);
   const unit = match[2].toLowerCase();
@@ -54,7 +55,8 @@ export function parseSize(text: string): number {
   if (factor === undefined) {
     throw new InvalidSizeError(
       `unknown size unit "${match[2]}" in "${text}": use B, KiB, MiB, GiB, TiB (or K, M, G, T) for powers of 1024, ` +
-      'kB, MB, GB, TB for powers of 1000');
+        'kB, MB, GB, TB for powers of 1000',
+    );
   }
   const bytes = Math.floor(value * factor);
   if (!Number.isSafeInteger(bytes)) throw new InvalidSizeError(`size "${text}" is too large`);

@@ -21,10 +21,18 @@ export interface SamplingCliOptions {
  */
 export function addSamplingOptions(cmd: Command, defaultMaxTokens: number | undefined): Command {
   return cmd
-    .option('--max-tokens <n>', `most tokens to generate per sequence (default: ${defaultMaxTokens ?? 'the rest of the context'})`,
-      intAtLeast(1))
+    .option(
+      '--max-tokens <n>',
+      `most tokens to generate per sequence (default: ${defaultMaxTokens ?? 'the rest of the context'})`,
+      intAtLeast(1),
+    )
     .option('--temperature <t>', 'sampling temperature; 0 is greedy', numberIn(0, 100), 1)
-    .option('--top-p <p>', 'nucleus sampling: keep the most likely tokens up to this probability mass', numberIn(1e-9, 1), 1)
+    .option(
+      '--top-p <p>',
+      'nucleus sampling: keep the most likely tokens up to this probability mass',
+      numberIn(1e-9, 1),
+      1,
+    )
     .option('--top-k <k>', 'keep the k most likely tokens (-1: all)', intAtLeast(-1), -1)
     .option('--min-p <p>', 'drop tokens less likely than p × the most likely one', numberIn(0, 1), 0)
     .option('--stop <text>', 'stop when this text is generated (repeatable)', collect)

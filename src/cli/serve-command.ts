@@ -4,7 +4,11 @@ import { startupLogLines } from '../server/startup-log.js';
 import { TOOL_CALL_PARSERS, type ToolCallParserName } from '../server/tool-call-parser.js';
 import { createByteProgress, type ByteProgress } from './byte-progress.js';
 import {
-  addChatTemplateOption, addEngineOptions, addKvStoreOptions, addPoolingOption, engineArgsFromCli,
+  addChatTemplateOption,
+  addEngineOptions,
+  addKvStoreOptions,
+  addPoolingOption,
+  engineArgsFromCli,
   type EngineCliOptions,
 } from './engine-cli-options.js';
 import { checkModelPath } from './input-path.js';
@@ -40,7 +44,9 @@ interface ServeCliOptions extends EngineCliOptions {
 /** Prints one log line on stdout, prefixed like vLLM's INFO / WARNING lines. */
 function log(line: string): void {
   const warning = line.startsWith('WARNING: ');
-  process.stdout.write(`${warning ? 'WARNING' : 'INFO'} ${new Date().toISOString()} ${warning ? line.slice(9) : line}\n`);
+  process.stdout.write(
+    `${warning ? 'WARNING' : 'INFO'} ${new Date().toISOString()} ${warning ? line.slice(9) : line}\n`,
+  );
 }
 
 /**
@@ -53,39 +59,76 @@ export function createServeCommand(version: string): Command {
   const cmd = new Command('serve')
     .description('start the OpenAI-compatible HTTP server')
     .argument('[model]', 'model file or folder (same as --model)');
-  addEngineOptions(cmd)
-    .option('--served-model-name <names...>', 'model name(s) the API answers to (default: the model\'s folder/file name)');
+  addEngineOptions(cmd).option(
+    '--served-model-name <names...>',
+    "model name(s) the API answers to (default: the model's folder/file name)",
+  );
   addPoolingOption(cmd);
   addKvStoreOptions(cmd);
   addChatTemplateOption(cmd)
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
     .option('--port <port>', 'TCP port (0: any free port)', intAtLeast(0), 8000)
-    .option('--agent-check-port <port>', 'also answer HAProxy\'s agent check (a weight from the load, "drain" while ' +
-      'shutting down) on this TCP port of --host (off by default)', intAtLeast(0))
-    .option('--api-key <key>', 'require "Authorization: Bearer <key>" on every route but /health; the dashboard ' +
-      'asks for it once (env PAGELLM_API_KEY)')
+    .option(
+      '--agent-check-port <port>',
+      'also answer HAProxy\'s agent check (a weight from the load, "drain" while ' +
+        'shutting down) on this TCP port of --host (off by default)',
+      intAtLeast(0),
+    )
+    .option(
+      '--api-key <key>',
+      'require "Authorization: Bearer <key>" on every route but /health; the dashboard ' +
+        'asks for it once (env PAGELLM_API_KEY)',
+    )
     .option('--metrics-public', 'serve /metrics without the API key')
-    .option('--allowed-hosts <hosts...>', 'Host names to answer to besides localhost, 127.0.0.1, [::1] and --host ' +
-      '(DNS-rebinding protection; "*": any; on 0.0.0.0 no check unless given)', listValues)
+    .option(
+      '--allowed-hosts <hosts...>',
+      'Host names to answer to besides localhost, 127.0.0.1, [::1] and --host ' +
+        '(DNS-rebinding protection; "*": any; on 0.0.0.0 no check unless given)',
+      listValues,
+    )
     .option('--allowed-origins <origins...>', 'enable CORS for these origins ("*": any)', listValues)
     .option('--allowed-methods <methods...>', 'CORS: methods allowed cross-origin (default GET, POST)', listValues)
-    .option('--allowed-headers <headers...>', 'CORS: request headers allowed cross-origin (default Authorization, ' +
-      'Content-Type)', listValues)
+    .option(
+      '--allowed-headers <headers...>',
+      'CORS: request headers allowed cross-origin (default Authorization, ' + 'Content-Type)',
+      listValues,
+    )
     .option('--allow-credentials', 'CORS: allow credentials (cookies) cross-origin')
-    .option('--request-timeout <seconds>', 'time to receive a whole request, headers and body (408 after)',
-      numberIn(0.01, 86_400), 60)
+    .option(
+      '--request-timeout <seconds>',
+      'time to receive a whole request, headers and body (408 after)',
+      numberIn(0.01, 86_400),
+      60,
+    )
     .option('--keep-alive-timeout <seconds>', 'idle time of a keep-alive connection', numberIn(0.01, 86_400), 5)
-    .option('--drain-timeout <seconds>', 'on SIGINT/SIGTERM, how long requests in flight may finish before they are ' +
-      'ended with 503', numberIn(0, 86_400), 30)
+    .option(
+      '--drain-timeout <seconds>',
+      'on SIGINT/SIGTERM, how long requests in flight may finish before they are ' + 'ended with 503',
+      numberIn(0, 86_400),
+      30,
+    )
     .option('--disable-log-stats', 'do not log throughput and KV usage every 10 s')
     .option('--trust-request-chat-template', 'accept "chat_template" sent in requests (refused with 400 otherwise)')
-    .option('--max-seqs-per-request <n>', 'most sequences one request may start, prompts × n (default: --max-num-seqs)',
-      intAtLeast(1))
-    .option('--chat-template-timeout <ms>', 'wall-clock limit of one chat-template render (default: 5000)', intAtLeast(1))
-    .option('--enable-auto-tool-choice', 'let the model decide when to call tools (tool_choice "auto", the default ' +
-      'when tools are given); needs --tool-call-parser')
-    .addOption(new Option('--tool-call-parser <name>', 'the format the model writes tool calls in')
-      .choices([...TOOL_CALL_PARSERS]));
+    .option(
+      '--max-seqs-per-request <n>',
+      'most sequences one request may start, prompts × n (default: --max-num-seqs)',
+      intAtLeast(1),
+    )
+    .option(
+      '--chat-template-timeout <ms>',
+      'wall-clock limit of one chat-template render (default: 5000)',
+      intAtLeast(1),
+    )
+    .option(
+      '--enable-auto-tool-choice',
+      'let the model decide when to call tools (tool_choice "auto", the default ' +
+        'when tools are given); needs --tool-call-parser',
+    )
+    .addOption(
+      new Option('--tool-call-parser <name>', 'the format the model writes tool calls in').choices([
+        ...TOOL_CALL_PARSERS,
+      ]),
+    );
   cmd.action(async (modelArg: string | undefined, opts: ServeCliOptions) => {
     let progress: ByteProgress | undefined;
     checkModelPath(modelArg ?? opts.model, '--model <path>, as the first argument or with PAGELLM_MODEL');
@@ -93,14 +136,20 @@ export function createServeCommand(version: string): Command {
       progress ??= createByteProgress('loading weights', total);
       progress.set(done, total);
     });
-    if (opts.allowedOrigins === undefined &&
-      (opts.allowedMethods !== undefined || opts.allowedHeaders !== undefined || opts.allowCredentials === true)) {
-      cmd.error('error: --allowed-methods, --allowed-headers and --allow-credentials configure CORS, which is off ' +
-        'until --allowed-origins names the origins to allow');
+    if (
+      opts.allowedOrigins === undefined &&
+      (opts.allowedMethods !== undefined || opts.allowedHeaders !== undefined || opts.allowCredentials === true)
+    ) {
+      cmd.error(
+        'error: --allowed-methods, --allowed-headers and --allow-credentials configure CORS, which is off ' +
+          'until --allowed-origins names the origins to allow',
+      );
     }
     if (opts.enableAutoToolChoice === true && opts.toolCallParser === undefined) {
-      cmd.error('error: --enable-auto-tool-choice needs --tool-call-parser to read the calls out of the model\'s ' +
-        `output (${TOOL_CALL_PARSERS.join(', ')})`);
+      cmd.error(
+        "error: --enable-auto-tool-choice needs --tool-call-parser to read the calls out of the model's " +
+          `output (${TOOL_CALL_PARSERS.join(', ')})`,
+      );
     }
     log(`pagellm ${version} starting: model ${engineArgs.model}`);
     let handle: ServerHandle;
@@ -115,16 +164,22 @@ export function createServeCommand(version: string): Command {
         apiKey: opts.apiKey ?? (process.env.PAGELLM_API_KEY || undefined),
         metricsPublic: opts.metricsPublic,
         allowedHosts: opts.allowedHosts,
-        cors: opts.allowedOrigins === undefined ? undefined : {
-          allowedOrigins: opts.allowedOrigins, allowedMethods: opts.allowedMethods,
-          allowedHeaders: opts.allowedHeaders, allowCredentials: opts.allowCredentials,
-        },
+        cors:
+          opts.allowedOrigins === undefined
+            ? undefined
+            : {
+                allowedOrigins: opts.allowedOrigins,
+                allowedMethods: opts.allowedMethods,
+                allowedHeaders: opts.allowedHeaders,
+                allowCredentials: opts.allowCredentials,
+              },
         requestTimeoutMs: opts.requestTimeout * 1000,
         keepAliveTimeoutMs: opts.keepAliveTimeout * 1000,
         chatTemplate: opts.chatTemplate,
         trustRequestChatTemplate: opts.trustRequestChatTemplate,
         maxSeqsPerRequest: opts.maxSeqsPerRequest,
-        chatTemplateLimits: opts.chatTemplateTimeout !== undefined ? { timeoutMs: opts.chatTemplateTimeout } : undefined,
+        chatTemplateLimits:
+          opts.chatTemplateTimeout !== undefined ? { timeoutMs: opts.chatTemplateTimeout } : undefined,
         allowRandomWeights: opts.allowRandomWeights,
         enableAutoToolChoice: opts.enableAutoToolChoice,
         toolCallParser: opts.toolCallParser,
@@ -138,12 +193,16 @@ export function createServeCommand(version: string): Command {
     const shutdown = waitForShutdownSignal(handle, opts.drainTimeout * 1000, () => stopStats());
     for (const line of startupLogLines(handle.summary, handle.url)) log(line);
     if (handle.agentCheckPort !== undefined) {
-      log(`HAProxy agent check on tcp port ${handle.agentCheckPort} of ${opts.host} (load as JSON: ${handle.url}/load)`);
+      log(
+        `HAProxy agent check on tcp port ${handle.agentCheckPort} of ${opts.host} (load as JSON: ${handle.url}/load)`,
+      );
     }
     const kvStore = handle.engine.kvStoreConnector;
     if (kvStore !== null) {
-      log(`shared KV store: ${kvStore.store.description} (lookup + fetch timeout ${kvStore.timeoutMs} ms + 100 ms/MB; ` +
-        'eviction is the store\'s: maxmemory-policy allkeys-lru)');
+      log(
+        `shared KV store: ${kvStore.store.description} (lookup + fetch timeout ${kvStore.timeoutMs} ms + 100 ms/MB; ` +
+          "eviction is the store's: maxmemory-policy allkeys-lru)",
+      );
     }
     if (opts.disableLogStats !== true) stopStats = startStatsLogger(handle);
     await shutdown;
@@ -164,8 +223,10 @@ function waitForShutdownSignal(handle: ServerHandle, drainTimeoutMs: number, sto
         process.exit(1);
       }
       shuttingDown = true;
-      log(`received ${signal}: shutting down (draining ${handle.context.numInFlight} requests in flight for at most ` +
-        `${drainTimeoutMs / 1000} s; new requests get 503)`);
+      log(
+        `received ${signal}: shutting down (draining ${handle.context.numInFlight} requests in flight for at most ` +
+          `${drainTimeoutMs / 1000} s; new requests get 503)`,
+      );
       stopStats();
       handle.drain(drainTimeoutMs).then(() => {
         process.off('SIGINT', onSignal);
@@ -194,11 +255,13 @@ function startStatsLogger(handle: ServerHandle): () => void {
     const active = s.numRunning + s.numWaiting + s.numSwapped > 0;
     if (active || prompt > 0 || gen > 0) {
       const hitRate = queries > 0 ? (100 * (s.prefixCacheHits - last.prefixCacheHits)) / queries : 0;
-      log(`Avg prompt throughput: ${prompt.toFixed(1)} tokens/s, Avg generation throughput: ${gen.toFixed(1)} ` +
-        `tokens/s, Running: ${s.numRunning} reqs, Swapped: ${s.numSwapped} reqs, Pending: ${s.numWaiting} reqs, ` +
-        `GPU KV cache usage: ${(100 * s.gpuCacheUsage).toFixed(1)}%, CPU KV cache usage: ` +
-        `${(100 * s.cpuCacheUsage).toFixed(1)}%, prefix cache hit rate: ${hitRate.toFixed(1)}%, ` +
-        `RSS: ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB`);
+      log(
+        `Avg prompt throughput: ${prompt.toFixed(1)} tokens/s, Avg generation throughput: ${gen.toFixed(1)} ` +
+          `tokens/s, Running: ${s.numRunning} reqs, Swapped: ${s.numSwapped} reqs, Pending: ${s.numWaiting} reqs, ` +
+          `GPU KV cache usage: ${(100 * s.gpuCacheUsage).toFixed(1)}%, CPU KV cache usage: ` +
+          `${(100 * s.cpuCacheUsage).toFixed(1)}%, prefix cache hit rate: ${hitRate.toFixed(1)}%, ` +
+          `RSS: ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB`,
+      );
     }
     last = s;
   }, 10_000);

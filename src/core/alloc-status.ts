@@ -7,11 +7,7 @@
  *
  * Mirrors vLLM's `AllocStatus` (vllm/core/interfaces.py).
  */
-export const AllocStatus = {
-  OK: 'OK',
-  LATER: 'LATER',
-  NEVER: 'NEVER',
-} as const;
+export const AllocStatus = { OK: 'OK', LATER: 'LATER', NEVER: 'NEVER' } as const;
 
 /** `AllocStatus.OK`, `AllocStatus.LATER` or `AllocStatus.NEVER`. */
 export type AllocStatus = (typeof AllocStatus)[keyof typeof AllocStatus];

@@ -21,13 +21,13 @@ export function getAllBlocksRecursively(lastBlock: Block): Block[] {
  */
 export function checkSwapIn(blocks: readonly Block[], shareKeys: readonly number[] | undefined): number {
   if (shareKeys !== undefined && shareKeys.length !== blocks.length) {
-    throw new InvalidArgumentError(
-      `swapIn: shareKeys has ${shareKeys.length} entries for ${blocks.length} blocks`);
+    throw new InvalidArgumentError(`swapIn: shareKeys has ${shareKeys.length} entries for ${blocks.length} blocks`);
   }
   for (let i = 0; i < blocks.length; i++) {
     if (blocks[i].blockId !== null) {
       throw new InvalidStateError(
-        `swapIn: block ${i} still holds physical id ${blocks[i].blockId}; swap it out of its device first`);
+        `swapIn: block ${i} still holds physical id ${blocks[i].blockId}; swap it out of its device first`,
+      );
     }
   }
   return shareKeys === undefined ? blocks.length : new Set(shareKeys).size;
@@ -37,8 +37,12 @@ export function checkSwapIn(blocks: readonly Block[], shareKeys: readonly number
  * Throws {@link FreedBlockError} unless `block` holds an id referenced in `refCounter`, and the error `unknownId`
  * builds for an id outside it. Shared by the naive and prefix-caching allocators.
  */
-export function checkLiveBlock(refCounter: RefCounter, block: Block, what: string,
-  unknownId: (id: BlockId) => Error): void {
+export function checkLiveBlock(
+  refCounter: RefCounter,
+  block: Block,
+  what: string,
+  unknownId: (id: BlockId) => Error,
+): void {
   const id = block.blockId;
   if (id === null) throw new FreedBlockError(`cannot ${what} a freed block (its physical id is null)`);
   if (!refCounter.contains(id)) throw unknownId(id);
@@ -51,8 +55,12 @@ export function checkLiveBlock(refCounter: RefCounter, block: Block, what: strin
  * Checks that every block is live and no id is released more often than it is referenced: throws
  * {@link DoubleFreeError} otherwise (before anything is released, so counts never go wrong).
  */
-export function checkReleasableBlocks(refCounter: RefCounter, blocks: readonly Block[], what: string,
-  unknownId: (id: BlockId) => Error): void {
+export function checkReleasableBlocks(
+  refCounter: RefCounter,
+  blocks: readonly Block[],
+  what: string,
+  unknownId: (id: BlockId) => Error,
+): void {
   const uses = new Map<BlockId, number>();
   for (const b of blocks) {
     checkLiveBlock(refCounter, b, what, unknownId);
@@ -69,16 +77,28 @@ export function checkReleasableBlocks(refCounter: RefCounter, blocks: readonly B
  * Throws {@link InvalidArgumentError} unless `tokenIds[start .. start + numBlocks·blockSize)` lies inside `tokenIds`
  * and holds token ids in [0, 2^32).
  */
-export function checkTokenRange(tokenIds: readonly number[], start: number, numBlocks: number, blockSize: number): void {
+export function checkTokenRange(
+  tokenIds: readonly number[],
+  start: number,
+  numBlocks: number,
+  blockSize: number,
+): void {
   const end = start + numBlocks * blockSize;
-  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(numBlocks) || start < 0 || numBlocks < 0 ||
-    end > tokenIds.length) {
-    throw new InvalidArgumentError(`${describe(numBlocks)} blocks of ${blockSize} tokens from index ` +
-      `${describe(start)} do not fit in ${tokenIds.length} token ids`);
+  if (
+    !Number.isSafeInteger(start) ||
+    !Number.isSafeInteger(numBlocks) ||
+    start < 0 ||
+    numBlocks < 0 ||
+    end > tokenIds.length
+  ) {
+    throw new InvalidArgumentError(
+      `${describe(numBlocks)} blocks of ${blockSize} tokens from index ` +
+        `${describe(start)} do not fit in ${tokenIds.length} token ids`,
+    );
   }
   for (let i = start; i < end; i++) {
     const t = tokenIds[i];
-    if ((t >>> 0) !== t) {
+    if (t >>> 0 !== t) {
       throw new InvalidArgumentError(`token id at index ${i} must be an integer in [0, 2^32), got ${describe(t)}`);
     }
   }
@@ -88,12 +108,15 @@ export function checkTokenRange(tokenIds: readonly number[], start: number, numB
 export function checkFullBlockTokenIds(tokenIds: readonly number[], index: number, blockSize: number): void {
   if (!Array.isArray(tokenIds) || tokenIds.length !== blockSize) {
     throw new InvalidArgumentError(
-      `immutable block ${index} must hold exactly ${blockSize} token ids, got ${describe(tokenIds)}`);
+      `immutable block ${index} must hold exactly ${blockSize} token ids, got ${describe(tokenIds)}`,
+    );
   }
   for (let i = 0; i < tokenIds.length; i++) {
     const t = tokenIds[i];
-    if ((t >>> 0) !== t) {
-      throw new InvalidArgumentError(`token id ${i} of block ${index} must be an integer in [0, 2^32), got ${describe(t)}`);
+    if (t >>> 0 !== t) {
+      throw new InvalidArgumentError(
+        `token id ${i} of block ${index} must be an integer in [0, 2^32), got ${describe(t)}`,
+      );
     }
   }
 }

@@ -68,16 +68,26 @@ export class BlockHashIndex {
    * The id of the block caching the content hashed `hash` from (`parent`, `tokens[start .. start + blockSize)`,
    * `extraHash`), or -1 when no block caches exactly that.
    */
-  lookup(hash: HashValue, parent: HashValue | null, tokens: ArrayLike<number>, start: number,
-    extraHash: string | null): BlockId {
+  lookup(
+    hash: HashValue,
+    parent: HashValue | null,
+    tokens: ArrayLike<number>,
+    start: number,
+    extraHash: string | null,
+  ): BlockId {
     const id = this.blockOfHash(hash);
     if (id < 0) return -1;
     return this.verify(id, parent, tokens, start, extraHash) ? id : -1;
   }
 
   /** True when block `blockId` caches content with this parent hash, extra key and token ids. */
-  verify(blockId: BlockId, parent: HashValue | null, tokens: ArrayLike<number>, start: number,
-    extraHash: string | null): boolean {
+  verify(
+    blockId: BlockId,
+    parent: HashValue | null,
+    tokens: ArrayLike<number>,
+    start: number,
+    extraHash: string | null,
+  ): boolean {
     const i = blockId - this.firstBlockId;
     if (this.parents[i] !== parent || this.extras[i] !== extraHash) return false;
     const bs = this.blockSize;
@@ -92,8 +102,13 @@ export class BlockHashIndex {
    * then maps to `blockId`, whichever block it mapped to before). A block caches one content at a time: what it
    * cached before is unregistered first.
    */
-  register(blockId: BlockId, hash: HashValue, parent: HashValue | null, tokens: ArrayLike<number>,
-    extraHash: string | null): void {
+  register(
+    blockId: BlockId,
+    hash: HashValue,
+    parent: HashValue | null,
+    tokens: ArrayLike<number>,
+    extraHash: string | null,
+  ): void {
     const i = blockId - this.firstBlockId;
     if (this.hashes[i] !== null) this.unregister(blockId);
     const found = this.find(hash); // leaves the hash's halves in hi / lo

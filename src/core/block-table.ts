@@ -46,7 +46,8 @@ export class BlockTable {
     assertPositiveInt('blockSize', blockSize);
     if (blockAllocator.blockSize !== blockSize) {
       throw new InvalidArgumentError(
-        `block table block size ${blockSize} differs from the allocator's ${blockAllocator.blockSize}`);
+        `block table block size ${blockSize} differs from the allocator's ${blockAllocator.blockSize}`,
+      );
     }
     if (maxBlockSlidingWindow !== null) assertPositiveInt('maxBlockSlidingWindow', maxBlockSlidingWindow);
     this.blockSize = blockSize;
@@ -102,7 +103,8 @@ export class BlockTable {
     if (tokenIds.length === 0) throw new InvalidArgumentError('cannot allocate a block table for 0 tokens');
     if (!Number.isSafeInteger(numTokens) || numTokens < 1 || numTokens > tokenIds.length) {
       throw new InvalidArgumentError(
-        `numTokens must be an integer in [1, ${tokenIds.length}] (the tokens given), got ${describe(numTokens)}`);
+        `numTokens must be an integer in [1, ${tokenIds.length}] (the tokens given), got ${describe(numTokens)}`,
+      );
     }
     assertTokenIds('tokenIds', tokenIds, numTokens); // the tokens that get slots
     const bs = this.blockSize;
@@ -112,11 +114,12 @@ export class BlockTable {
     const alloc = this.allocator;
     if (alloc.allocatorType === 'naive' && needed > alloc.getNumFreeBlocks(device)) {
       throw new NoFreeBlocksError(
-        `cannot allocate ${needed} blocks on ${device} for ${numTokens} tokens: ${alloc.getNumFreeBlocks(device)} free`);
+        `cannot allocate ${needed} blocks on ${device} for ${numTokens} tokens: ${alloc.getNumFreeBlocks(device)} free`,
+      );
     }
     const hashes = blockHashes === undefined || blockHashes.length < numFull ? undefined : blockHashes;
-    const blocks: Block[] = numFull > 0
-      ? alloc.allocateImmutableBlocksFrom(null, tokenIds, 0, numFull, device, extraHash, hashes) : [];
+    const blocks: Block[] =
+      numFull > 0 ? alloc.allocateImmutableBlocksFrom(null, tokenIds, 0, numFull, device, extraHash, hashes) : [];
     if (tail > 0) {
       let block: Block;
       try {
@@ -172,25 +175,28 @@ export class BlockTable {
       throw new InvalidStateError('cannot append to a block table that was never allocated (call allocate first)');
     }
     const n = end - start;
-    if (n === 1 && numLookaheadSlots === 0 && numComputedSlots === null && this.appendOne(src, start, extraHash)) return;
+    if (n === 1 && numLookaheadSlots === 0 && numComputedSlots === null && this.appendOne(src, start, extraHash))
+      return;
     if (n < 0 || numLookaheadSlots < 0 || (numLookaheadSlots | 0) !== numLookaheadSlots) {
-      throw new InvalidArgumentError(
-        `bad append: ${n} tokens with ${describe(numLookaheadSlots)} lookahead slots`);
+      throw new InvalidArgumentError(`bad append: ${n} tokens with ${describe(numLookaheadSlots)} lookahead slots`);
     }
     for (let k = start; k < end; k++) {
       const t = src[k];
-      if ((t >>> 0) !== t) {
+      if (t >>> 0 !== t) {
         throw new InvalidArgumentError(`token id at index ${k} must be an integer in [0, 2^32), got ${describe(t)}`);
       }
     }
     const windowEnd = numComputedSlots !== null ? this.slidingWindowEnd(numComputedSlots) : 0;
-    const net = windowEnd === 0 ? this.getNumNewBlocksForAppendSlots(n, numLookaheadSlots)
-      : this.getNumNetNewBlocksForAppend(n, numLookaheadSlots, numComputedSlots);
+    const net =
+      windowEnd === 0
+        ? this.getNumNewBlocksForAppendSlots(n, numLookaheadSlots)
+        : this.getNumNetNewBlocksForAppend(n, numLookaheadSlots, numComputedSlots);
     const free = this.allocator.getNumFreeBlocks(Device.GPU);
     if (net > free) {
       throw new NoFreeBlocksError(
         `cannot append ${n} tokens (+${numLookaheadSlots} lookahead slots): ${net} more GPU blocks needed than the ` +
-        `sliding window releases, ${free} free`);
+          `sliding window releases, ${free} free`,
+      );
     }
     if (windowEnd > 0) this.freeBlocksOutsideWindow(windowEnd);
     this.ensureNumEmptySlots(n + numLookaheadSlots, extraHash);
@@ -222,7 +228,7 @@ export class BlockTable {
     const last = list.length - 1;
     // The token's offset in the last block (no division: outside (0, bs] it is not a fast append).
     const offset = this.numFullSlotsValue - last * bs;
-    if (offset <= 0 || offset > bs || (tokenId >>> 0) !== tokenId) return false;
+    if (offset <= 0 || offset > bs || tokenId >>> 0 !== tokenId) return false;
     if (offset === bs) {
       if (this.allocator.getNumFreeGpuBlocks() === 0) return false;
       list.append(this.allocator.allocateMutableBlock(list.get(last), Device.GPU, extraHash));
@@ -260,7 +266,9 @@ export class BlockTable {
     const count = Math.ceil((numEmptySlots - empty) / this.blockSize);
     const free = this.allocator.getNumFreeBlocks(Device.GPU);
     if (count > free) {
-      throw new NoFreeBlocksError(`cannot reserve ${numEmptySlots} empty slots: ${count} new GPU blocks needed, ${free} free`);
+      throw new NoFreeBlocksError(
+        `cannot reserve ${numEmptySlots} empty slots: ${count} new GPU blocks needed, ${free} free`,
+      );
     }
     for (let k = 0; k < count; k++) {
       list.append(this.allocator.allocateMutableBlock(list.get(list.length - 1), Device.GPU, extraHash));
@@ -279,7 +287,8 @@ export class BlockTable {
     if (numNull !== this.numNullBlocks) {
       throw new InvalidStateError(
         `block table chain is broken: ${forked.length} linked blocks after ${this.numNullBlocks} null blocks, ` +
-        `${list.length} blocks in all`);
+          `${list.length} blocks in all`,
+      );
     }
     let blocks: Block[] = forked;
     if (numNull > 0) {

@@ -17,7 +17,8 @@ export function getDtypeSize(dtype: CacheDtype): number {
   const bytes = Object.prototype.hasOwnProperty.call(DTYPE_BYTES, dtype) ? DTYPE_BYTES[dtype] : undefined;
   if (bytes === undefined) {
     throw new InvalidArgumentError(
-      `cacheDtype must be one of ${Object.keys(DTYPE_BYTES).join(', ')}, got ${describe(dtype)}`);
+      `cacheDtype must be one of ${Object.keys(DTYPE_BYTES).join(', ')}, got ${describe(dtype)}`,
+    );
   }
   return bytes;
 }
@@ -91,7 +92,11 @@ export function determineNumAvailableBlocks(params: NumAvailableBlocksParams): {
   numCpuBlocks: number;
 } {
   const { totalMemory, memoryUtilization, peakMemory, blockBytes, swapSpace } = params;
-  for (const [name, v] of [['totalMemory', totalMemory], ['peakMemory', peakMemory], ['swapSpace', swapSpace]] as const) {
+  for (const [name, v] of [
+    ['totalMemory', totalMemory],
+    ['peakMemory', peakMemory],
+    ['swapSpace', swapSpace],
+  ] as const) {
     if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
       throw new InvalidArgumentError(`${name} must be a finite number of bytes >= 0, got ${describe(v)}`);
     }

@@ -53,7 +53,7 @@ export class NullBlock implements Block {
   }
 
   set blockId(_value: BlockId | null) {
-    throw new NullBlockError('the null block\'s id cannot change');
+    throw new NullBlockError("the null block's id cannot change");
   }
 
   get prevBlock(): Block | null {
@@ -124,7 +124,11 @@ export class CpuGpuBlockAllocator {
       const blockPool = new BlockPool(() => new NaiveBlock(blockSize, gpu!), poolSize);
       gpu = new NaiveBlockAllocator({ numBlocks: numGpuBlocks, blockSize, firstBlockId: 0, name: 'GPU', blockPool });
       const cpu = new NaiveBlockAllocator({
-        numBlocks: numCpuBlocks, blockSize, firstBlockId: numGpuBlocks, name: 'CPU', blockPool,
+        numBlocks: numCpuBlocks,
+        blockSize,
+        firstBlockId: numGpuBlocks,
+        name: 'CPU',
+        blockPool,
       });
       return new CpuGpuBlockAllocator(gpu, cpu, 'naive');
     }
@@ -134,10 +138,20 @@ export class CpuGpuBlockAllocator {
       let gpu: PrefixCachingBlockAllocator | null = null;
       const blockPool = new BlockPool(() => new PrefixCachingBlock(blockSize, gpu!), poolSize);
       gpu = new PrefixCachingBlockAllocator({
-        numBlocks: numGpuBlocks, blockSize, firstBlockId: 0, name: 'GPU', hashAlgorithm, blockPool,
+        numBlocks: numGpuBlocks,
+        blockSize,
+        firstBlockId: 0,
+        name: 'GPU',
+        hashAlgorithm,
+        blockPool,
       });
       const cpu = new PrefixCachingBlockAllocator({
-        numBlocks: numCpuBlocks, blockSize, firstBlockId: numGpuBlocks, name: 'CPU', hashAlgorithm, blockPool,
+        numBlocks: numCpuBlocks,
+        blockSize,
+        firstBlockId: numGpuBlocks,
+        name: 'CPU',
+        hashAlgorithm,
+        blockPool,
       });
       return new CpuGpuBlockAllocator(gpu, cpu, 'prefix_caching');
     }
@@ -151,7 +165,8 @@ export class CpuGpuBlockAllocator {
   constructor(gpuAllocator: BlockAllocator, cpuAllocator: BlockAllocator, allocatorType: AllocatorType) {
     if (gpuAllocator.blockSize !== cpuAllocator.blockSize) {
       throw new InvalidArgumentError(
-        `GPU and CPU allocators must share a block size (${gpuAllocator.blockSize} vs ${cpuAllocator.blockSize})`);
+        `GPU and CPU allocators must share a block size (${gpuAllocator.blockSize} vs ${cpuAllocator.blockSize})`,
+      );
     }
     if (gpuAllocator.firstBlockId !== 0 || cpuAllocator.firstBlockId !== gpuAllocator.getNumTotalBlocks()) {
       throw new InvalidArgumentError('GPU ids must start at 0 and CPU ids right after the last GPU id');
@@ -180,7 +195,8 @@ export class CpuGpuBlockAllocator {
     }
     throw new UnknownBlockIdError(
       `block id ${describe(blockId)} belongs to no device (GPU 0..${this.numGpuBlocks - 1}, ` +
-      `CPU ${this.numGpuBlocks}..${this.numGpuBlocks + this.numCpuBlocks - 1})`);
+        `CPU ${this.numGpuBlocks}..${this.numGpuBlocks + this.numCpuBlocks - 1})`,
+    );
   }
 
   /** A new empty block on `device` after `prevBlock`. Throws {@link NoFreeBlocksError}. */
@@ -220,7 +236,13 @@ export class CpuGpuBlockAllocator {
     blockHashes?: readonly BlockHash[],
   ): Block[] {
     return this.getAllocator(device).allocateImmutableBlocksFrom(
-      prevBlock, tokenIds, start, numBlocks, extraHash, blockHashes);
+      prevBlock,
+      tokenIds,
+      start,
+      numBlocks,
+      extraHash,
+      blockHashes,
+    );
   }
 
   /**
@@ -297,7 +319,8 @@ export class CpuGpuBlockAllocator {
       const id = b.blockId;
       if (id === null || this.getDeviceOfBlockId(id) !== srcDevice) {
         throw new InvalidArgumentError(
-          `swap from ${srcDevice}: a block is ${id === null ? 'freed' : `on ${this.getDeviceOfBlockId(id)} (id ${id})`}`);
+          `swap from ${srcDevice}: a block is ${id === null ? 'freed' : `on ${this.getDeviceOfBlockId(id)} (id ${id})`}`,
+        );
       }
       moving.push(b);
       srcIds.push(id);
@@ -307,7 +330,8 @@ export class CpuGpuBlockAllocator {
     if (required > dst.getNumFreeBlocks()) {
       throw new NoFreeBlocksError(
         `cannot swap ${moving.length} blocks from ${srcDevice} to ${dstDevice}: ${required} new blocks needed, ` +
-        `${dst.getNumFreeBlocks()} free (check canSwapIn / canSwapOut first)`);
+          `${dst.getNumFreeBlocks()} free (check canSwapIn / canSwapOut first)`,
+      );
     }
     src.swapOut(moving);
     dst.swapIn(moving, srcIds);

@@ -121,7 +121,8 @@ export class LRUEvictor implements Evictor {
     const i = blockId - this.firstBlockId;
     if ((i | 0) !== i || i < 0 || i >= this.capacity) {
       throw new UnknownBlockIdError(
-        `block id ${blockId} is outside the evictor's range ${this.firstBlockId}..${this.firstBlockId + this.capacity - 1}`);
+        `block id ${blockId} is outside the evictor's range ${this.firstBlockId}..${this.firstBlockId + this.capacity - 1}`,
+      );
     }
     return i;
   }

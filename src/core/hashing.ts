@@ -47,12 +47,15 @@ let xxhashLoading: Promise<void> | null = null;
 export function initHashing(): Promise<void> {
   if (xxhashApi !== null) return Promise.resolve();
   if (xxhashLoading === null) {
-    xxhashLoading = xxhash().then((api) => {
-      xxhashApi = api;
-    }, (err: unknown) => {
-      xxhashLoading = null;
-      throw err;
-    });
+    xxhashLoading = xxhash().then(
+      (api) => {
+        xxhashApi = api;
+      },
+      (err: unknown) => {
+        xxhashLoading = null;
+        throw err;
+      },
+    );
   }
   return xxhashLoading;
 }
@@ -66,7 +69,8 @@ export function isHashingInitialized(): boolean {
 export function assertHashAlgorithm(algorithm: unknown): asserts algorithm is HashAlgorithm {
   if (algorithm !== 'murmur3x2' && algorithm !== 'xxhash64' && algorithm !== 'sha256') {
     throw new InvalidArgumentError(
-      `hashAlgorithm must be 'murmur3x2', 'xxhash64' or 'sha256', got ${describe(algorithm)}`);
+      `hashAlgorithm must be 'murmur3x2', 'xxhash64' or 'sha256', got ${describe(algorithm)}`,
+    );
   }
 }
 
@@ -101,8 +105,9 @@ export class BlockHasher {
     if (algorithm === 'xxhash64') {
       if (xxhashApi === null) {
         throw new HashingNotInitializedError(
-          "the xxhash64 block hasher is not ready: call `await initHashing()` (from src/core) once at start-up, " +
-          "or use hashAlgorithm 'sha256'");
+          'the xxhash64 block hasher is not ready: call `await initHashing()` (from src/core) once at start-up, ' +
+            "or use hashAlgorithm 'sha256'",
+        );
       }
       this.xx = xxhashApi;
     } else {
@@ -190,8 +195,13 @@ const SPLIT64 = new BigUint64Array(1);
 const SPLIT32 = new Uint32Array(SPLIT64.buffer);
 
 /** {@link BlockHasher.hashBlock} for murmur3x2: the parent's halves in, the hash's halves out as one bigint. */
-function hashLanes(parentHash: HashValue | null, tokenIds: ArrayLike<number>, start: number, end: number,
-  extraHash: string | null): bigint {
+function hashLanes(
+  parentHash: HashValue | null,
+  tokenIds: ArrayLike<number>,
+  start: number,
+  end: number,
+  extraHash: string | null,
+): bigint {
   let flags = extraHash === null ? 0 : FLAG_EXTRA;
   let hi = 0;
   let lo = 0;

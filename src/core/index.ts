@@ -7,20 +7,37 @@
 export { Device, ALL_DEVICES } from './device.js';
 export { AllocStatus } from './alloc-status.js';
 export {
-  CoreError, InvalidArgumentError, NoFreeBlocksError, DoubleFreeError, FreedBlockError, UnknownBlockIdError,
-  BlockOverflowError, NullBlockError, UnknownSequenceError, InvalidStateError, HashingNotInitializedError,
+  CoreError,
+  InvalidArgumentError,
+  NoFreeBlocksError,
+  DoubleFreeError,
+  FreedBlockError,
+  UnknownBlockIdError,
+  BlockOverflowError,
+  NullBlockError,
+  UnknownSequenceError,
+  InvalidStateError,
+  HashingNotInitializedError,
 } from './errors.js';
 export {
-  getDtypeSize, getCacheBlockSize, determineNumAvailableBlocks, maxConcurrency,
-  type CacheDtype, type CacheBlockSizeParams, type NumAvailableBlocksParams,
+  getDtypeSize,
+  getCacheBlockSize,
+  determineNumAvailableBlocks,
+  maxConcurrency,
+  type CacheDtype,
+  type CacheBlockSizeParams,
+  type NumAvailableBlocksParams,
 } from './cache-sizing.js';
-export {
-  SequenceStatus, isFinishedStatus, type SequenceLike, type SequenceGroupLike,
-} from './sequence-like.js';
+export { SequenceStatus, isFinishedStatus, type SequenceLike, type SequenceGroupLike } from './sequence-like.js';
 export type { Block, BlockId } from './block.js';
 export {
-  initHashing, isHashingInitialized, BlockHasher, computeBlockHashes,
-  type HashAlgorithm, type HashValue, type BlockHash,
+  initHashing,
+  isHashingInitialized,
+  BlockHasher,
+  computeBlockHashes,
+  type HashAlgorithm,
+  type HashValue,
+  type BlockHash,
 } from './hashing.js';
 export { RefCounter, type RefCounterReader } from './ref-counter.js';
 export { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
@@ -29,14 +46,18 @@ export { BlockList } from './block-list.js';
 export type { BlockAllocator, BlockStates } from './block-allocator.js';
 export { NaiveBlockAllocator, NaiveBlock, type NaiveBlockAllocatorOptions } from './naive-block-allocator.js';
 export { getAllBlocksRecursively } from './allocator-checks.js';
-export { PrefixCachingBlockAllocator, type PrefixCachingBlockAllocatorOptions } from './prefix-caching-block-allocator.js';
+export {
+  PrefixCachingBlockAllocator,
+  type PrefixCachingBlockAllocatorOptions,
+} from './prefix-caching-block-allocator.js';
 export { PrefixCachingBlock } from './prefix-caching-block.js';
 export { BlockHashIndex } from './block-hash-index.js';
 export { LRUEvictor, type Evictor } from './evictor.js';
 export {
-  CpuGpuBlockAllocator, NullBlock, type AllocatorType, type CpuGpuBlockAllocatorOptions,
+  CpuGpuBlockAllocator,
+  NullBlock,
+  type AllocatorType,
+  type CpuGpuBlockAllocatorOptions,
 } from './cpu-gpu-block-allocator.js';
 export { BlockTable } from './block-table.js';
-export {
-  BlockSpaceManager, type BlockSpaceManagerOptions, type PhysicalBlockPair,
-} from './block-space-manager.js';
+export { BlockSpaceManager, type BlockSpaceManagerOptions, type PhysicalBlockPair } from './block-space-manager.js';

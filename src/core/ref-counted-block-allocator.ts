@@ -3,7 +3,10 @@ import { BlockPool } from './block-pool.js';
 import { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
 import { DoubleFreeError, NoFreeBlocksError, UnknownBlockIdError } from './errors.js';
 import {
-  checkFullBlockTokenIds, checkLiveBlock, checkReleasableBlocks, getAllBlocksRecursively,
+  checkFullBlockTokenIds,
+  checkLiveBlock,
+  checkReleasableBlocks,
+  getAllBlocksRecursively,
 } from './allocator-checks.js';
 import { RefCounter } from './ref-counter.js';
 import type { TokenBlock } from './token-block.js';
@@ -47,8 +50,11 @@ export abstract class RefCountedBlockAllocator<B extends TokenBlock> {
    * by `makeBlock`. Throws {@link InvalidArgumentError} for a non-integer or non-positive block size or a negative
    * count or first id.
    */
-  protected constructor(options: RefCountedBlockAllocatorOptions, blockPool: BlockPool<B> | undefined,
-    makeBlock: (allocator: RefCountedBlockAllocator<B>) => B) {
+  protected constructor(
+    options: RefCountedBlockAllocatorOptions,
+    blockPool: BlockPool<B> | undefined,
+    makeBlock: (allocator: RefCountedBlockAllocator<B>) => B,
+  ) {
     assertNonNegativeInt('numBlocks', options.numBlocks);
     assertPositiveInt('blockSize', options.blockSize);
     const first = options.firstBlockId ?? 0;
@@ -178,11 +184,13 @@ export abstract class RefCountedBlockAllocator<B extends TokenBlock> {
   protected noFreeBlocks(needed: number): NoFreeBlocksError {
     return new NoFreeBlocksError(
       `${this.name}: no free blocks (${needed} needed, ${this.getNumFreeBlocks()} ${this.freeWords} of ` +
-      `${this.numBlocks}); free or swap out sequences first (the scheduler checks canAllocate / canAppendSlots)`);
+        `${this.numBlocks}); free or swap out sequences first (the scheduler checks canAllocate / canAppendSlots)`,
+    );
   }
 
   protected unknownId(id: BlockId): UnknownBlockIdError {
     return new UnknownBlockIdError(
-      `${this.name}: block id ${id} is not managed here (ids ${this.firstBlockId}..${this.firstBlockId + this.numBlocks - 1})`);
+      `${this.name}: block id ${id} is not managed here (ids ${this.firstBlockId}..${this.firstBlockId + this.numBlocks - 1})`,
+    );
   }
 }

@@ -46,7 +46,8 @@ export class RefCounter implements RefCounterReader {
     const c = this.counts[i];
     if (c === 0) {
       throw new DoubleFreeError(
-        `block ${blockId} was freed more times than it is referenced (its ref count is already 0)`);
+        `block ${blockId} was freed more times than it is referenced (its ref count is already 0)`,
+      );
     }
     this.counts[i] = c - 1;
     return c - 1;
@@ -88,7 +89,8 @@ export class RefCounter implements RefCounterReader {
     const i = blockId - this.firstBlockId;
     if ((i | 0) !== i || i < 0 || i >= this.numBlocks) {
       throw new UnknownBlockIdError(
-        `block id ${blockId} is not managed here (ids ${this.firstBlockId}..${this.firstBlockId + this.numBlocks - 1})`);
+        `block id ${blockId} is not managed here (ids ${this.firstBlockId}..${this.firstBlockId + this.numBlocks - 1})`,
+      );
     }
     return i;
   }

@@ -25,8 +25,12 @@ export type SequenceStatus = (typeof SequenceStatus)[keyof typeof SequenceStatus
 
 /** True for the four `FINISHED_*` states. Mirrors vLLM's `SequenceStatus.is_finished`. */
 export function isFinishedStatus(status: SequenceStatus): boolean {
-  return status === SequenceStatus.FINISHED_STOPPED || status === SequenceStatus.FINISHED_LENGTH_CAPPED ||
-    status === SequenceStatus.FINISHED_ABORTED || status === SequenceStatus.FINISHED_IGNORED;
+  return (
+    status === SequenceStatus.FINISHED_STOPPED ||
+    status === SequenceStatus.FINISHED_LENGTH_CAPPED ||
+    status === SequenceStatus.FINISHED_ABORTED ||
+    status === SequenceStatus.FINISHED_IGNORED
+  );
 }
 
 /**

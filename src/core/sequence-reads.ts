@@ -25,13 +25,17 @@ export function firstWaiting(seqGroup: SequenceGroupLike): SequenceLike {
 export function newTokenCount(seq: SequenceLike, seen: number, numNewTokens: number | undefined): number {
   const unseen = seq.getLen() - seen;
   if (unseen < 0) {
-    throw new InvalidStateError(`sequence ${seq.seqId} has ${seq.getLen()} tokens but its block table already holds ${seen}`);
+    throw new InvalidStateError(
+      `sequence ${seq.seqId} has ${seq.getLen()} tokens but its block table already holds ${seen}`,
+    );
   }
   if (numNewTokens === undefined) return unseen;
   const min = seen === 0 ? 1 : 0;
   if (!Number.isSafeInteger(numNewTokens) || numNewTokens < min || numNewTokens > unseen) {
-    throw new InvalidArgumentError(`sequence ${seq.seqId}: numNewTokens must be an integer in [${min}, ${unseen}] ` +
-      `(its tokens not yet in its block table), got ${describe(numNewTokens)}`);
+    throw new InvalidArgumentError(
+      `sequence ${seq.seqId}: numNewTokens must be an integer in [${min}, ${unseen}] ` +
+        `(its tokens not yet in its block table), got ${describe(numNewTokens)}`,
+    );
   }
   return numNewTokens;
 }

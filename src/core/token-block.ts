@@ -119,11 +119,12 @@ function checkAppend(block: Block, src: readonly number[], start: number, end: n
   const empty = block.numEmptySlots;
   if (n > empty) {
     throw new BlockOverflowError(
-      `cannot append ${n} token ids to block ${block.blockId}: only ${empty} of its ${block.blockSize} slots are empty`);
+      `cannot append ${n} token ids to block ${block.blockId}: only ${empty} of its ${block.blockSize} slots are empty`,
+    );
   }
   for (let i = start; i < end; i++) {
     const t = src[i];
-    if ((t >>> 0) !== t) {
+    if (t >>> 0 !== t) {
       throw new InvalidArgumentError(`token id at index ${i} must be an integer in [0, 2^32), got ${describe(t)}`);
     }
   }

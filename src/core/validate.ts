@@ -28,9 +28,8 @@ export function assertTokenIds(name: string, tokenIds: readonly number[], end: n
   }
   for (let i = 0; i < end; i++) {
     const t = tokenIds[i];
-    if ((t >>> 0) !== t) {
-      throw new InvalidArgumentError(
-        `${name}[${i}] must be a token id (an integer in [0, 2^32)), got ${describe(t)}`);
+    if (t >>> 0 !== t) {
+      throw new InvalidArgumentError(`${name}[${i}] must be a token id (an integer in [0, 2^32)), got ${describe(t)}`);
     }
   }
 }

@@ -96,13 +96,19 @@ export class AsyncLLMEngine {
    *   RequestAbortedError when `signal` aborts, and StepFailedError when a step computing this request failed (the
    *   engine goes on serving the other requests).
    */
-  generate(prompt: PromptInput, params?: SamplingParams | SamplingParamsInit,
-    options: AsyncGenerateOptions = {}): AsyncGenerator<RequestOutput> {
-    const p = params instanceof SamplingParams ? params
-      : new SamplingParams({ outputKind: RequestOutputKind.DELTA, ...params });
+  generate(
+    prompt: PromptInput,
+    params?: SamplingParams | SamplingParamsInit,
+    options: AsyncGenerateOptions = {},
+  ): AsyncGenerator<RequestOutput> {
+    const p =
+      params instanceof SamplingParams
+        ? params
+        : new SamplingParams({ outputKind: RequestOutputKind.DELTA, ...params });
     const id = options.requestId ?? `async-${this.nextId++}`;
-    return this.start(id, options, () => this.engine.addRequest(id, prompt, p,
-      { priority: options.priority, arrivalTime: options.arrivalTime }));
+    return this.start(id, options, () =>
+      this.engine.addRequest(id, prompt, p, { priority: options.priority, arrivalTime: options.arrivalTime }),
+    );
   }
 
   /**
@@ -110,19 +116,33 @@ export class AsyncLLMEngine {
    * the vector (see LLMEngine.addPoolingRequest). Mirrors vLLM's `AsyncLLMEngine.encode`.
    * @throws as {@link generate}, with the pooling parameters' errors.
    */
-  encode(prompt: PromptInput, params: PoolingParams | PoolingParamsInit = {},
-    options: AsyncGenerateOptions = {}): AsyncGenerator<RequestOutput> {
+  encode(
+    prompt: PromptInput,
+    params: PoolingParams | PoolingParamsInit = {},
+    options: AsyncGenerateOptions = {},
+  ): AsyncGenerator<RequestOutput> {
     const id = options.requestId ?? `async-pool-${this.nextId++}`;
-    return this.start(id, options, () => this.engine.addPoolingRequest(id, prompt, params,
-      { priority: options.priority, arrivalTime: options.arrivalTime }));
+    return this.start(id, options, () =>
+      this.engine.addPoolingRequest(id, prompt, params, {
+        priority: options.priority,
+        arrivalTime: options.arrivalTime,
+      }),
+    );
   }
 
   /** Queues a beam search; the iterator yields one output, when it finishes (see LLMEngine.addBeamSearchRequest). */
-  beamSearch(prompt: PromptInput, params: BeamSearchParamsInit,
-    options: AsyncGenerateOptions = {}): AsyncGenerator<RequestOutput> {
+  beamSearch(
+    prompt: PromptInput,
+    params: BeamSearchParamsInit,
+    options: AsyncGenerateOptions = {},
+  ): AsyncGenerator<RequestOutput> {
     const id = options.requestId ?? `async-beam-${this.nextId++}`;
-    return this.start(id, options, () => this.engine.addBeamSearchRequest(id, prompt, params,
-      { priority: options.priority, arrivalTime: options.arrivalTime }));
+    return this.start(id, options, () =>
+      this.engine.addBeamSearchRequest(id, prompt, params, {
+        priority: options.priority,
+        arrivalTime: options.arrivalTime,
+      }),
+    );
   }
 
   /** Aborts a request (its stream ends with a final output whose finish reason is "abort"). */
@@ -157,7 +177,9 @@ export class AsyncLLMEngine {
 
   private start(id: string, options: AsyncGenerateOptions, add: () => void): AsyncGenerator<RequestOutput> {
     if (this.failure !== null) {
-      throw new EngineStateError(`the engine stopped after a failed step: ${this.failure.message}`, { cause: this.failure });
+      throw new EngineStateError(`the engine stopped after a failed step: ${this.failure.message}`, {
+        cause: this.failure,
+      });
     }
     if (this.engine.isClosed) throw new EngineStateError('the engine is closed');
     if (options.signal?.aborted) throw new RequestAbortedError(`request ${id} was aborted before it started`);

@@ -38,8 +38,12 @@ export interface BeamSearchOutput {
  * vLLM's `get_beam_search_score` (vllm/beam_search.py): cumulative logprob divided by the length (prompt + output,
  * not counting a final EOS, as Hugging Face does) raised to the length penalty.
  */
-export function getBeamSearchScore(tokenIds: readonly number[], cumulativeLogprob: number,
-  eosTokenIds: readonly number[], lengthPenalty: number): number {
+export function getBeamSearchScore(
+  tokenIds: readonly number[],
+  cumulativeLogprob: number,
+  eosTokenIds: readonly number[],
+  lengthPenalty: number,
+): number {
   let len = tokenIds.length;
   if (len > 0 && eosTokenIds.includes(tokenIds[len - 1])) len -= 1;
   return cumulativeLogprob / len ** lengthPenalty;
@@ -97,7 +101,13 @@ export function beamSearchStep(group: SequenceGroup, beams: readonly BeamCandida
   const params = group.beamSearch;
   if (params === null) throw new RangeError(`group ${group.requestId} is not a beam search`);
   const { beamWidth, lengthPenalty, ignoreEos } = params;
-  interface Proposal { parent: Sequence; token: TokenLogprob; cum: number; score: number; order: number }
+  interface Proposal {
+    parent: Sequence;
+    token: TokenLogprob;
+    cum: number;
+    score: number;
+    order: number;
+  }
   const proposals: Proposal[] = [];
   let order = 0;
   for (const { seq, candidates } of beams) {
@@ -108,7 +118,9 @@ export function beamSearchStep(group: SequenceGroup, beams: readonly BeamCandida
       const newTokens = [...tokens, c.tokenId];
       if (!ignoreEos && ctx.eosTokenIds.includes(c.tokenId)) {
         group.completedBeams.push({
-          tokenIds: newTokens, cumulativeLogprob: cum, outputTokenIds: newTokens.slice(seq.getPromptLen()),
+          tokenIds: newTokens,
+          cumulativeLogprob: cum,
+          outputTokenIds: newTokens.slice(seq.getPromptLen()),
         });
         continue;
       }
@@ -116,7 +128,7 @@ export function beamSearchStep(group: SequenceGroup, beams: readonly BeamCandida
       proposals.push({ parent: seq, token: c, cum, score, order: order++ });
     }
   }
-  proposals.sort((a, b) => (b.score - a.score) || (a.order - b.order));
+  proposals.sort((a, b) => b.score - a.score || a.order - b.order);
   const chosen = proposals.slice(0, beamWidth);
   group.beamSteps++;
   if (chosen.length === 0) {
@@ -156,7 +168,8 @@ export function beamSearchStep(group: SequenceGroup, beams: readonly BeamCandida
   if (group.beamSteps >= params.maxTokens || live.length === 0 || tooLong) {
     for (const seq of live) {
       group.completedBeams.push({
-        tokenIds: seq.getTokenIds().slice(), cumulativeLogprob: seq.cumulativeLogprob,
+        tokenIds: seq.getTokenIds().slice(),
+        cumulativeLogprob: seq.cumulativeLogprob,
         outputTokenIds: seq.getOutputTokenIds(),
       });
       seq.status = SequenceStatus.FINISHED_LENGTH_CAPPED;
@@ -166,20 +179,29 @@ export function beamSearchStep(group: SequenceGroup, beams: readonly BeamCandida
 }
 
 /** The beamWidth best completed beams of a finished group, best first. */
-export function bestBeams(group: SequenceGroup, eosTokenIds: readonly number[],
-  decode: (tokenIds: readonly number[]) => string): BeamSearchSequence[] {
+export function bestBeams(
+  group: SequenceGroup,
+  eosTokenIds: readonly number[],
+  decode: (tokenIds: readonly number[]) => string,
+): BeamSearchSequence[] {
   const params = group.beamSearch;
   if (params === null) throw new RangeError(`group ${group.requestId} is not a beam search`);
   const scored = group.completedBeams.map((b: CompletedBeam, i) => ({
-    b, i, score: getBeamSearchScore(b.tokenIds, b.cumulativeLogprob, eosTokenIds, params.lengthPenalty),
+    b,
+    i,
+    score: getBeamSearchScore(b.tokenIds, b.cumulativeLogprob, eosTokenIds, params.lengthPenalty),
   }));
-  scored.sort((x, y) => (y.score - x.score) || (x.i - y.i));
+  scored.sort((x, y) => y.score - x.score || x.i - y.i);
   return scored.slice(0, params.beamWidth).map(({ b, score }) => {
     const last = b.tokenIds[b.tokenIds.length - 1];
     const endsAtEos = !params.ignoreEos && eosTokenIds.includes(last);
     return {
-      tokenIds: b.tokenIds, outputTokenIds: b.outputTokenIds, cumulativeLogprob: b.cumulativeLogprob,
-      text: decode(b.outputTokenIds), score, finishReason: endsAtEos ? 'stop' : 'length',
+      tokenIds: b.tokenIds,
+      outputTokenIds: b.outputTokenIds,
+      cumulativeLogprob: b.cumulativeLogprob,
+      text: decode(b.outputTokenIds),
+      score,
+      finishReason: endsAtEos ? 'stop' : 'length',
     };
   });
 }

@@ -32,8 +32,12 @@ class EngineSequenceDetokenizer implements SequenceDetokenizer {
 
   /** Replays the generated tokens into a fresh detokenizer (forks happen when a prompt completes: cheap then). */
   fork(): SequenceDetokenizer {
-    return new EngineSequenceDetokenizer(this.tokenizer, this.promptTokenIds, this.skipSpecialTokens,
-      this.inner.outputTokenIds);
+    return new EngineSequenceDetokenizer(
+      this.tokenizer,
+      this.promptTokenIds,
+      this.skipSpecialTokens,
+      this.inner.outputTokenIds,
+    );
   }
 
   /**
@@ -49,7 +53,10 @@ class EngineSequenceDetokenizer implements SequenceDetokenizer {
 }
 
 /** A per-sequence incremental detokenizer that starts after `promptTokenIds`. */
-export function createSequenceDetokenizer(tokenizer: Tokenizer, promptTokenIds: readonly number[],
-  skipSpecialTokens: boolean): SequenceDetokenizer {
+export function createSequenceDetokenizer(
+  tokenizer: Tokenizer,
+  promptTokenIds: readonly number[],
+  skipSpecialTokens: boolean,
+): SequenceDetokenizer {
   return new EngineSequenceDetokenizer(tokenizer, promptTokenIds, skipSpecialTokens);
 }

@@ -43,21 +43,27 @@ export function draftBlockBytes(draft: LoadedModel, blockSize: number, cacheDtyp
  * draft model's backend.
  * @throws EngineConfigError for a bad block count or draft length; the cache's allocation errors.
  */
-export function createDraftModelProposer(draft: LoadedModel, backend: KernelBackend, options: {
-  readonly numSpeculativeTokens: number;
-  readonly blockSize: number;
-  readonly cacheDtype: KvCacheDType;
-  readonly numBlocks: number;
-  /** Most tokens a sequence feeds the draft per forward (default 512; the engine's token budget). */
-  readonly maxChunkTokens?: number;
-}): DraftModelProposer {
+export function createDraftModelProposer(
+  draft: LoadedModel,
+  backend: KernelBackend,
+  options: {
+    readonly numSpeculativeTokens: number;
+    readonly blockSize: number;
+    readonly cacheDtype: KvCacheDType;
+    readonly numBlocks: number;
+    /** Most tokens a sequence feeds the draft per forward (default 512; the engine's token budget). */
+    readonly maxChunkTokens?: number;
+  },
+): DraftModelProposer {
   if (!Number.isSafeInteger(options.numBlocks) || options.numBlocks < 1) {
     throw new EngineConfigError(`the draft model's KV cache needs at least one block, got ${options.numBlocks}`);
   }
   const spec = makeKvCacheSpec(draft.source.config, { blockSize: options.blockSize, cacheDtype: options.cacheDtype });
   const cacheEngine = new CacheEngine(spec, backend, { numGpuBlocks: options.numBlocks, numCpuBlocks: 0 });
   return new DraftModelProposer({
-    model: draft.model, cacheEngine, numSpeculativeTokens: options.numSpeculativeTokens,
+    model: draft.model,
+    cacheEngine,
+    numSpeculativeTokens: options.numSpeculativeTokens,
     maxChunkTokens: options.maxChunkTokens,
   });
 }

@@ -89,7 +89,9 @@ export class DraftModelProposer implements SpeculativeProposer {
     try {
       options.cacheEngine.assertMatchesModel(options.model.config);
     } catch (e) {
-      throw new EngineConfigError(`the draft KV cache does not fit the draft model: ${(e as Error).message}`, { cause: e });
+      throw new EngineConfigError(`the draft KV cache does not fit the draft model: ${(e as Error).message}`, {
+        cause: e,
+      });
     }
     const chunk = options.maxChunkTokens ?? 512;
     if (!Number.isSafeInteger(chunk) || chunk < 1) {
@@ -102,9 +104,14 @@ export class DraftModelProposer implements SpeculativeProposer {
     this.blockSize = options.cacheEngine.spec.blockSize;
     this.maxPositions = options.model.config.maxPositionEmbeddings;
     this.allocator = new NaiveBlockAllocator({
-      numBlocks: options.cacheEngine.numGpuBlocks, blockSize: this.blockSize, name: 'draft model KV',
+      numBlocks: options.cacheEngine.numGpuBlocks,
+      blockSize: this.blockSize,
+      name: 'draft model KV',
     });
-    this.meta = new AttentionMetadataBuilder({ blockSize: this.blockSize, numGpuBlocks: options.cacheEngine.numGpuBlocks });
+    this.meta = new AttentionMetadataBuilder({
+      blockSize: this.blockSize,
+      numGpuBlocks: options.cacheEngine.numGpuBlocks,
+    });
     this.onClose = options.onClose;
   }
 
@@ -165,7 +172,12 @@ export class DraftModelProposer implements SpeculativeProposer {
    * The sequence's draft state with its stale tail cut off (positions whose token differs from `tokenIds`) and
    * blocks for `numSlots` positions; null when the blocks cannot be had.
    */
-  private prepare(seqId: number, tokenIds: readonly number[], numSlots: number, keep: ReadonlySet<number>): DraftSequence | null {
+  private prepare(
+    seqId: number,
+    tokenIds: readonly number[],
+    numSlots: number,
+    keep: ReadonlySet<number>,
+  ): DraftSequence | null {
     let s = this.seqs.get(seqId);
     if (s === undefined) {
       s = { blocks: [], blockIds: [], written: [] };
@@ -223,7 +235,10 @@ export class DraftModelProposer implements SpeculativeProposer {
       const tokens = requests[w.index].tokenIds;
       while (tokens.length - w.state.written.length > this.maxChunkTokens) {
         const from = w.state.written.length;
-        const feed = tokens.slice(from, from + Math.min(this.maxChunkTokens, tokens.length - this.maxChunkTokens - from));
+        const feed = tokens.slice(
+          from,
+          from + Math.min(this.maxChunkTokens, tokens.length - this.maxChunkTokens - from),
+        );
         this.forwardAndPick([{ w, feed, contextLen: from }], feed.length > 1 ? 1 : 0);
         w.drafts.pop(); // a chunk's logits are not a draft
         w.state.written.push(...feed);
@@ -236,10 +251,14 @@ export class DraftModelProposer implements SpeculativeProposer {
    * the argmax of its last position's logits is appended to its drafts. The first numPrefills entries have
    * query length > 1.
    */
-  private forwardAndPick(entries: ReadonlyArray<{ w: DraftWork; feed: readonly number[]; contextLen: number }>,
-    numPrefills: number): void {
+  private forwardAndPick(
+    entries: ReadonlyArray<{ w: DraftWork; feed: readonly number[]; contextLen: number }>,
+    numPrefills: number,
+  ): void {
     const seqs: ScheduledSequence[] = entries.map((e) => ({
-      blockTable: e.w.state.blockIds, contextLen: e.contextLen, seqLen: e.contextLen + e.feed.length,
+      blockTable: e.w.state.blockIds,
+      contextLen: e.contextLen,
+      seqLen: e.contextLen + e.feed.length,
     }));
     const md = this.meta.build(seqs);
     const tokenIds = new Int32Array(md.numTokens);
@@ -250,9 +269,17 @@ export class DraftModelProposer implements SpeculativeProposer {
       sampleIndices[i] = t - 1;
     }
     const batch: ForwardBatch = {
-      tokenIds, positions: md.positions, slotMapping: md.slotMapping, numTokens: md.numTokens, numSeqs: md.numSeqs,
-      numPrefills, queryStartLoc: md.queryStartLoc, seqLens: md.seqLens, blockTables: md.blockTables,
-      maxBlocksPerSeq: md.maxBlocksPerSeq, sampleIndices,
+      tokenIds,
+      positions: md.positions,
+      slotMapping: md.slotMapping,
+      numTokens: md.numTokens,
+      numSeqs: md.numSeqs,
+      numPrefills,
+      queryStartLoc: md.queryStartLoc,
+      seqLens: md.seqLens,
+      blockTables: md.blockTables,
+      maxBlocksPerSeq: md.maxBlocksPerSeq,
+      sampleIndices,
     };
     const logits = this.model.forward(batch, this.cacheEngine.gpuCache);
     const vocab = this.model.config.vocabSize;
@@ -292,11 +319,14 @@ export interface SpeculationTarget {
  */
 export function checkDraftModelCompatible(target: SpeculationTarget, draft: SpeculationTarget): void {
   const differ = (what: string, t: unknown, d: unknown): never => {
-    throw new DraftModelMismatchError(`the draft model's tokenizer differs from the target's: ${what} is ` +
-      `${JSON.stringify(d)} in the draft and ${JSON.stringify(t)} in the target; a draft model must use the target's ` +
-      'tokenizer (the same vocabulary, token for token)');
+    throw new DraftModelMismatchError(
+      `the draft model's tokenizer differs from the target's: ${what} is ` +
+        `${JSON.stringify(d)} in the draft and ${JSON.stringify(t)} in the target; a draft model must use the target's ` +
+        'tokenizer (the same vocabulary, token for token)',
+    );
   };
-  if (target.config.vocabSize !== draft.config.vocabSize) differ('the vocabulary size', target.config.vocabSize, draft.config.vocabSize);
+  if (target.config.vocabSize !== draft.config.vocabSize)
+    differ('the vocabulary size', target.config.vocabSize, draft.config.vocabSize);
   const tt = target.tokenizer;
   const dt = draft.tokenizer;
   if (tt.vocabSize !== dt.vocabSize) differ("the tokenizer's vocabulary size", tt.vocabSize, dt.vocabSize);

@@ -105,11 +105,15 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
   }
   const kvCacheMemory = args.kvCacheMemory ?? DEFAULT_KV_CACHE_MEMORY;
   const swapSpace = args.swapSpace ?? 0;
-  for (const [name, v] of [['kvCacheMemory', kvCacheMemory], ['swapSpace', swapSpace]] as const) {
-    if (!Number.isFinite(v) || v < 0) throw new EngineConfigError(`${name} must be a non-negative byte count, got ${v}`);
+  for (const [name, v] of [
+    ['kvCacheMemory', kvCacheMemory],
+    ['swapSpace', swapSpace],
+  ] as const) {
+    if (!Number.isFinite(v) || v < 0)
+      throw new EngineConfigError(`${name} must be a non-negative byte count, got ${v}`);
   }
-  const cacheDtype: KvCacheDType = args.kvCacheDtype === undefined || args.kvCacheDtype === 'auto'
-    ? 'fp32' : args.kvCacheDtype;
+  const cacheDtype: KvCacheDType =
+    args.kvCacheDtype === undefined || args.kvCacheDtype === 'auto' ? 'fp32' : args.kvCacheDtype;
   const enablePrefixCaching = args.enablePrefixCaching ?? true;
   if (enablePrefixCaching) await initHashing();
 
@@ -120,37 +124,46 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
       backend,
       onProgress: args.onLoadProgress,
       tokenizerPath: args.tokenizerPath,
-      model: {
-        maxNumTokens: args.maxNumBatchedTokens ?? 512,
-        maxPositions: args.maxModelLen,
-      },
+      model: { maxNumTokens: args.maxNumBatchedTokens ?? 512, maxPositions: args.maxModelLen },
     });
     const config = loaded.source.config;
-    const specConfig = args.speculativeConfig === undefined ? undefined : resolveSpecDecodeConfig(args.speculativeConfig);
+    const specConfig =
+      args.speculativeConfig === undefined ? undefined : resolveSpecDecodeConfig(args.speculativeConfig);
     // A draft model's KV blocks come out of the same budget: the draft gets as many blocks as the target, its own.
-    const draft = specConfig?.method === 'draft_model' && args.speculativeProposer === undefined
-      ? await loadDraftModel(specConfig.model, {
-        backend, target: { config, tokenizer: loaded.source.tokenizer }, maxNumTokens: args.maxNumBatchedTokens ?? 512,
-      })
-      : null;
+    const draft =
+      specConfig?.method === 'draft_model' && args.speculativeProposer === undefined
+        ? await loadDraftModel(specConfig.model, {
+            backend,
+            target: { config, tokenizer: loaded.source.tokenizer },
+            maxNumTokens: args.maxNumBatchedTokens ?? 512,
+          })
+        : null;
     const spec = makeKvCacheSpec(config, { blockSize, cacheDtype });
     const blockBytes = CacheEngine.getCacheBlockSize(spec);
     const draftBytes = draft === null ? 0 : draftBlockBytes(draft, blockSize, cacheDtype);
     const numGpuBlocks = args.numGpuBlocksOverride ?? Math.floor(kvCacheMemory / (blockBytes + draftBytes));
     if (!Number.isSafeInteger(numGpuBlocks) || numGpuBlocks < 1) {
-      throw new EngineConfigError(`the KV cache holds no block: kvCacheMemory ${kvCacheMemory} B is less than one ` +
-        `block of ${blockBytes + draftBytes} B (block size ${blockSize}, ${config.numLayers} layers, ` +
-        `${config.numKvHeads} KV heads × ${config.headSize}, ${cacheDtype}` +
-        `${draftBytes > 0 ? `, plus ${draftBytes} B of draft model KV` : ''}); raise kvCacheMemory`);
+      throw new EngineConfigError(
+        `the KV cache holds no block: kvCacheMemory ${kvCacheMemory} B is less than one ` +
+          `block of ${blockBytes + draftBytes} B (block size ${blockSize}, ${config.numLayers} layers, ` +
+          `${config.numKvHeads} KV heads × ${config.headSize}, ${cacheDtype}` +
+          `${draftBytes > 0 ? `, plus ${draftBytes} B of draft model KV` : ''}); raise kvCacheMemory`,
+      );
     }
     const numCpuBlocks = Math.floor(swapSpace / blockBytes);
     const cacheEngine = new CacheEngine(spec, backend, { numGpuBlocks, numCpuBlocks });
     kvStore = await kvStoreOptions(args, loaded.source, spec);
-    const speculativeProposer = args.speculativeProposer ?? (draft === null || specConfig === undefined ? undefined
-      : createDraftModelProposer(draft, backend, {
-        numSpeculativeTokens: specConfig.numSpeculativeTokens, blockSize, cacheDtype, numBlocks: numGpuBlocks,
-        maxChunkTokens: args.maxNumBatchedTokens ?? 512,
-      }));
+    const speculativeProposer =
+      args.speculativeProposer ??
+      (draft === null || specConfig === undefined
+        ? undefined
+        : createDraftModelProposer(draft, backend, {
+            numSpeculativeTokens: specConfig.numSpeculativeTokens,
+            blockSize,
+            cacheDtype,
+            numBlocks: numGpuBlocks,
+            maxChunkTokens: args.maxNumBatchedTokens ?? 512,
+          }));
     return new LLMEngine({
       kvStore,
       model: loaded.model,
@@ -185,7 +198,11 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
  * The engine's shared-KV-store options from the args: a Redis client and the model identity, or undefined without
  * `kvCacheStore`. @throws EngineConfigError for a bad URL, queue budget or timeout, or a store without prefix caching.
  */
-async function kvStoreOptions(args: EngineArgs, source: ModelSource, spec: KvCacheSpec): Promise<LLMEngineOptions['kvStore']> {
+async function kvStoreOptions(
+  args: EngineArgs,
+  source: ModelSource,
+  spec: KvCacheSpec,
+): Promise<LLMEngineOptions['kvStore']> {
   if (args.kvCacheStore === undefined) return undefined;
   if (args.enablePrefixCaching === false) {
     throw new EngineConfigError('kvCacheStore needs prefix caching (fetched blocks enter the prefix cache): enable it');
@@ -199,7 +216,9 @@ async function kvStoreOptions(args: EngineArgs, source: ModelSource, spec: KvCac
   let store: RedisKvBlockStore;
   try {
     store = new RedisKvBlockStore({
-      url: args.kvCacheStore, queueBytes: args.kvCacheStoreQueueBytes, onConnectionChange: (_up, line) => log?.(line),
+      url: args.kvCacheStore,
+      queueBytes: args.kvCacheStoreQueueBytes,
+      onConnectionChange: (_up, line) => log?.(line),
     });
   } catch (e) {
     throw new EngineConfigError((e as Error).message, { cause: e });
@@ -209,5 +228,7 @@ async function kvStoreOptions(args: EngineArgs, source: ModelSource, spec: KvCac
 
 /** A parsed speculative config as given, or the one its JSON text / snake_case object parses to. */
 function resolveSpecDecodeConfig(spec: NonNullable<EngineArgs['speculativeConfig']>): SpecDecodeConfig {
-  return typeof spec === 'string' || !('numSpeculativeTokens' in spec) ? parseSpeculativeConfig(spec) : spec as SpecDecodeConfig;
+  return typeof spec === 'string' || !('numSpeculativeTokens' in spec)
+    ? parseSpeculativeConfig(spec)
+    : (spec as SpecDecodeConfig);
 }

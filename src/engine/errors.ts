@@ -14,7 +14,10 @@ export class EngineError extends Error {
  */
 export class SamplingParamsError extends EngineError {
   override readonly name = 'SamplingParamsError';
-  constructor(readonly field: string, message: string) {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
     super(`invalid sampling parameter ${field}: ${message}`);
   }
 }
@@ -51,7 +54,11 @@ export class RequestAbortedError extends EngineError {
  */
 export class StepFailedError extends EngineError {
   override readonly name = 'StepFailedError';
-  constructor(message: string, readonly requestIds: readonly string[], options?: ErrorOptions) {
+  constructor(
+    message: string,
+    readonly requestIds: readonly string[],
+    options?: ErrorOptions,
+  ) {
     super(message, options);
   }
 }
@@ -62,7 +69,10 @@ export class StepFailedError extends EngineError {
  */
 export class StructuredOutputError extends EngineError {
   override readonly name = 'StructuredOutputError';
-  constructor(readonly kind: string, message: string) {
+  constructor(
+    readonly kind: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -74,7 +84,10 @@ export class StructuredOutputError extends EngineError {
  */
 export class SpeculativeConfigError extends EngineConfigError {
   override readonly name = 'SpeculativeConfigError';
-  constructor(readonly field: string, message: string) {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
     super(`invalid speculative config: ${message}`);
   }
 }

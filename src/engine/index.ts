@@ -5,74 +5,150 @@
  * sampler, backoff and counters). Sits above model/, cache/, kernels/ and core/.
  */
 export {
-  EngineError, SamplingParamsError, EngineConfigError, DuplicateRequestError, InvalidRequestError, EngineStateError,
-  RequestAbortedError, StepFailedError, StructuredOutputError, SpeculativeConfigError, DraftModelMismatchError,
+  EngineError,
+  SamplingParamsError,
+  EngineConfigError,
+  DuplicateRequestError,
+  InvalidRequestError,
+  EngineStateError,
+  RequestAbortedError,
+  StepFailedError,
+  StructuredOutputError,
+  SpeculativeConfigError,
+  DraftModelMismatchError,
 } from './errors.js';
 export {
-  SamplingParams, SamplingType, RequestOutputKind, SAMPLING_EPS, type SamplingParamsInit,
+  SamplingParams,
+  SamplingType,
+  RequestOutputKind,
+  SAMPLING_EPS,
+  type SamplingParamsInit,
 } from './sampling-params.js';
 export {
-  Sequence, SequenceStatus, isFinishedStatus, getFinishedReason,
-  type FinishReason, type Logprob, type SampleLogprobs, type SequenceDetokenizer,
+  Sequence,
+  SequenceStatus,
+  isFinishedStatus,
+  getFinishedReason,
+  type FinishReason,
+  type Logprob,
+  type SampleLogprobs,
+  type SequenceDetokenizer,
 } from './sequence.js';
 export {
-  SequenceGroup, type RequestMetrics, type BeamSearchGroupParams, type CompletedBeam,
+  SequenceGroup,
+  type RequestMetrics,
+  type BeamSearchGroupParams,
+  type CompletedBeam,
 } from './sequence-group.js';
 export { RandomGenerator } from '../model/random-generator.js';
 export {
-  Sampler, processLogits, applyPenalties, applyTopKTopP, applyMinP, type SamplingRow, type SamplerRowOutput, type TokenLogprob,
+  Sampler,
+  processLogits,
+  applyPenalties,
+  applyTopKTopP,
+  applyMinP,
+  type SamplingRow,
+  type SamplerRowOutput,
+  type TokenLogprob,
 } from './sampler.js';
 export {
-  PreemptionMode, resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit, type SchedulingPolicy,
+  PreemptionMode,
+  resolveSchedulerConfig,
+  type SchedulerConfig,
+  type SchedulerConfigInit,
+  type SchedulingPolicy,
 } from './scheduler-config.js';
 export { SchedulingBudget } from './scheduling-budget.js';
 export { Scheduler, type SchedulerBlockManager, type SchedulerOptions } from './scheduler.js';
 export { SchedulerQueues } from './scheduler-queues.js';
 export type { SchedulerOutputs, ScheduledSequenceGroup, SamplerOutput, SchedulerStats } from './scheduler-output.js';
 export { OutputProcessor, type OutputProcessorOptions, type SeqBlockOps } from './output-processor.js';
-export { ModelInputBuilder, type ModelInput, type SampledSequence, type ModelInputBuilderOptions } from './model-input-builder.js';
+export {
+  ModelInputBuilder,
+  type ModelInput,
+  type SampledSequence,
+  type ModelInputBuilderOptions,
+} from './model-input-builder.js';
 export { StopChecker } from './stop-checker.js';
 export {
-  parseSpeculativeConfig, MAX_SPEC_LEN, type SpecDecodeConfig, type NgramSpecDecodeConfig,
+  parseSpeculativeConfig,
+  MAX_SPEC_LEN,
+  type SpecDecodeConfig,
+  type NgramSpecDecodeConfig,
   type DraftModelSpecDecodeConfig,
 } from './spec-decode-config.js';
 export { NgramProposer, type NgramProposerOptions } from './ngram-proposer.js';
 export {
-  RejectionSampler, type RejectionSampleInput, type RejectionSampleOutput, type ProbabilityRows,
+  RejectionSampler,
+  type RejectionSampleInput,
+  type RejectionSampleOutput,
+  type ProbabilityRows,
 } from './rejection-sampler.js';
 export { SpecDecodingStats, SPEC_DECODE_METRIC_NAMES } from './spec-decoding-stats.js';
 export {
-  PoolingParams, resolvePoolerConfig, POOLING_TYPES, type PoolingType, type PoolerConfig, type PoolingParamsInit,
+  PoolingParams,
+  resolvePoolerConfig,
+  POOLING_TYPES,
+  type PoolingType,
+  type PoolerConfig,
+  type PoolingParamsInit,
 } from './pooling-params.js';
 export { Pooler, type PooledSequence, type PoolerRowOutput, type MeanPoolingState } from './pooler.js';
 export {
-  StructuredOutputsParams, type StructuredOutputsParamsInit, type StructuredOutputKind,
+  StructuredOutputsParams,
+  type StructuredOutputsParamsInit,
+  type StructuredOutputKind,
 } from './structured-outputs-params.js';
 export {
-  StructuredOutputManager, type StructuredOutputManagerOptions, type GrammarAdvance,
+  StructuredOutputManager,
+  type StructuredOutputManagerOptions,
+  type GrammarAdvance,
 } from './structured-output-manager.js';
 export { createSequenceDetokenizer } from './detokenizer.js';
 export { requestOutputFromSeqGroup, type RequestOutput, type CompletionOutput } from './request-output.js';
 export {
-  EngineMetrics, quantile, type EngineStats, type SpecDecodingSnapshot, type EngineCounters, type EngineGauges,
-  type HistogramName, type MetricsListener,
+  EngineMetrics,
+  quantile,
+  type EngineStats,
+  type SpecDecodingSnapshot,
+  type EngineCounters,
+  type EngineGauges,
+  type HistogramName,
+  type MetricsListener,
 } from './metrics.js';
 export {
-  getBeamSearchScore, resolveBeamSearchParams, beamSearchStep, bestBeams, type BeamSearchParamsInit,
-  type BeamSearchOutput, type BeamSearchSequence, type BeamCandidates, type BeamSearchContext,
+  getBeamSearchScore,
+  resolveBeamSearchParams,
+  beamSearchStep,
+  bestBeams,
+  type BeamSearchParamsInit,
+  type BeamSearchOutput,
+  type BeamSearchSequence,
+  type BeamCandidates,
+  type BeamSearchContext,
 } from './beam-search.js';
-export {
-  LLMEngine, type LLMEngineOptions, type AddRequestOptions, type PromptInput,
-} from './llm-engine.js';
+export { LLMEngine, type LLMEngineOptions, type AddRequestOptions, type PromptInput } from './llm-engine.js';
 export { createLLMEngine, DEFAULT_KV_CACHE_MEMORY, type EngineArgs } from './engine-args.js';
 export { AsyncLLMEngine, type AsyncGenerateOptions } from './async-llm-engine.js';
 export { LLM, type LLMOptions, type GenerateOptions, type EmbeddingOutput } from './llm.js';
 export { SpecDecodeWorker, type SpecDecodeWorkerOptions } from './spec-decode-worker.js';
 export { SpecDecodeBackoff, MAX_SPEC_PAUSE } from './spec-decode-backoff.js';
 export {
-  NgramSpeculativeProposer, createSpeculativeProposer, type SpeculativeProposer, type ProposalRequest, type Proposal,
+  NgramSpeculativeProposer,
+  createSpeculativeProposer,
+  type SpeculativeProposer,
+  type ProposalRequest,
+  type Proposal,
 } from './speculative-proposer.js';
 export {
-  DraftModelProposer, checkDraftModelCompatible, type DraftModelProposerOptions, type SpeculationTarget,
+  DraftModelProposer,
+  checkDraftModelCompatible,
+  type DraftModelProposerOptions,
+  type SpeculationTarget,
 } from './draft-model-proposer.js';
-export { loadDraftModel, createDraftModelProposer, draftBlockBytes, type LoadDraftModelOptions } from './draft-model-loader.js';
+export {
+  loadDraftModel,
+  createDraftModelProposer,
+  draftBlockBytes,
+  type LoadDraftModelOptions,
+} from './draft-model-loader.js';

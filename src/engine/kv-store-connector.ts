@@ -1,10 +1,20 @@
 import type { CacheEngine } from '../cache/index.js';
 import type { KvBlockStore } from '../cache/kv-block-store.js';
 import {
-  decodeKvStoreRecord, encodeKvStoreRecord, hashValueToString, identityDigest, readKvBlock, writeKvBlock,
+  decodeKvStoreRecord,
+  encodeKvStoreRecord,
+  hashValueToString,
+  identityDigest,
+  readKvBlock,
+  writeKvBlock,
 } from '../cache/kv-store-record.js';
 import {
-  BlockHasher, Device, computeBlockHashes, type Block, type BlockHash, type BlockSpaceManager,
+  BlockHasher,
+  Device,
+  computeBlockHashes,
+  type Block,
+  type BlockHash,
+  type BlockSpaceManager,
 } from '../core/index.js';
 import { EngineConfigError } from './errors.js';
 import type { EngineMetrics } from './metrics.js';
@@ -39,16 +49,23 @@ export interface KvStoreConnectorOptions {
 }
 
 /** The store settings an engine is given; the engine supplies the rest of {@link KvStoreConnectorOptions}. */
-export type KvStoreSettings = Omit<KvStoreConnectorOptions, 'blockManager' | 'cacheEngine' | 'metrics' | 'getBlockTable'>;
+export type KvStoreSettings = Omit<
+  KvStoreConnectorOptions,
+  'blockManager' | 'cacheEngine' | 'metrics' | 'getBlockTable'
+>;
 
 /**
  * The engine's connector for `settings`, or null without a store.
  * @throws EngineConfigError when prefix caching is off (fetched blocks enter the prefix cache).
  */
-export function createKvStoreConnector(settings: KvStoreSettings | undefined, enablePrefixCaching: boolean,
-  parts: Omit<KvStoreConnectorOptions, keyof KvStoreSettings>): KvStoreConnector | null {
+export function createKvStoreConnector(
+  settings: KvStoreSettings | undefined,
+  enablePrefixCaching: boolean,
+  parts: Omit<KvStoreConnectorOptions, keyof KvStoreSettings>,
+): KvStoreConnector | null {
   if (settings === undefined) return null;
-  if (!enablePrefixCaching) throw new EngineConfigError('a shared KV store (kvCacheStore) needs prefix caching: enable it');
+  if (!enablePrefixCaching)
+    throw new EngineConfigError('a shared KV store (kvCacheStore) needs prefix caching: enable it');
   return new KvStoreConnector({ ...settings, ...parts });
 }
 
@@ -134,7 +151,7 @@ export class KvStoreConnector implements WaitingGate {
     const held: SequenceGroup[] = [];
     for (const g of waiting) {
       const seq = newPromptOf(g);
-      let l = seq === null ? undefined : this.lookups.get(g) ?? this.startLookup(g, seq);
+      let l = seq === null ? undefined : (this.lookups.get(g) ?? this.startLookup(g, seq));
       if (l !== undefined && l.phase === 'fetched') this.install(seq!, l);
       if (l !== undefined && l.phase === 'pending' && this.expired(l)) {
         l.phase = 'done';
@@ -169,14 +186,24 @@ export class KvStoreConnector implements WaitingGate {
           if (this.writtenKeys.has(key)) continue;
           this.remember(key);
           const payload = readKvBlock(this.cacheEngine.gpuCache, this.cacheEngine.spec, table[k]);
-          jobs.push({ key, parent: hashValueToString(hashes[k].parent), tokens: tokens.slice(k * bs, (k + 1) * bs), payload });
+          jobs.push({
+            key,
+            parent: hashValueToString(hashes[k].parent),
+            tokens: tokens.slice(k * bs, (k + 1) * bs),
+            payload,
+          });
         }
       }
     }
     if (jobs.length === 0) return;
     setImmediate(() => {
       for (const j of jobs) {
-        const record = encodeKvStoreRecord({ identity: this.identity, parent: j.parent, tokenIds: j.tokens, payload: j.payload });
+        const record = encodeKvStoreRecord({
+          identity: this.identity,
+          parent: j.parent,
+          tokenIds: j.tokens,
+          payload: j.payload,
+        });
         if (!this.store.put(j.key, record)) this.writtenKeys.delete(j.key);
       }
     });
@@ -227,8 +254,14 @@ export class KvStoreConnector implements WaitingGate {
     const first = Math.floor(this.blockManager.getNumCachedTokens(seq.blockView) / bs);
     const hashes = first < limit ? computeBlockHashes(this.hasher, seq.getTokenIds(), bs, null, limit * bs) : [];
     const l: Lookup = {
-      phase: first < limit ? 'pending' : 'done', hashes, first, deadline: performance.now() + this.timeoutMs,
-      payloads: [], graceTurns: 2, graceArmed: false, graceOver: false,
+      phase: first < limit ? 'pending' : 'done',
+      hashes,
+      first,
+      deadline: performance.now() + this.timeoutMs,
+      payloads: [],
+      graceTurns: 2,
+      graceArmed: false,
+      graceOver: false,
     };
     this.lookups.set(g, l);
     if (l.phase === 'pending') void this.fetch(seq, l);
@@ -280,10 +313,14 @@ export class KvStoreConnector implements WaitingGate {
       if (v === null) break; // evicted between EXISTS and MGET
       const k = l.first + i;
       try {
-        out.push(decodeKvStoreRecord(v, {
-          identity: this.identity, parent: hashValueToString(l.hashes[k].parent),
-          tokenIds: tokens.slice(k * bs, (k + 1) * bs), payloadBytes: this.cacheEngine.blockBytes,
-        }));
+        out.push(
+          decodeKvStoreRecord(v, {
+            identity: this.identity,
+            parent: hashValueToString(l.hashes[k].parent),
+            tokenIds: tokens.slice(k * bs, (k + 1) * bs),
+            payloadBytes: this.cacheEngine.blockBytes,
+          }),
+        );
       } catch (e) {
         this.fault(`KV store block ${this.keyOf(l.hashes[k])} rejected: ${(e as Error).message}`);
         break;
@@ -305,7 +342,15 @@ export class KvStoreConnector implements WaitingGate {
     if (alloc.findCachedBlocksPrefix(prefix, Device.GPU).length !== l.first) return;
     let blocks: Block[];
     try {
-      blocks = alloc.allocateImmutableBlocksFrom(null, seq.getTokenIds(), 0, end, Device.GPU, null, l.hashes.slice(0, end));
+      blocks = alloc.allocateImmutableBlocksFrom(
+        null,
+        seq.getTokenIds(),
+        0,
+        end,
+        Device.GPU,
+        null,
+        l.hashes.slice(0, end),
+      );
     } catch {
       return; // no free blocks: compute instead
     }
@@ -353,7 +398,8 @@ export class KvStoreConnector implements WaitingGate {
       this.suppressedLogs++;
       return;
     }
-    const more = this.suppressedLogs > 0 ? ` (${this.suppressedLogs} more in the last ${LOG_INTERVAL_MS / 1000} s)` : '';
+    const more =
+      this.suppressedLogs > 0 ? ` (${this.suppressedLogs} more in the last ${LOG_INTERVAL_MS / 1000} s)` : '';
     this.lastLog = t;
     this.suppressedLogs = 0;
     this.log(`WARNING: ${line}; computing instead${more}`);

@@ -19,7 +19,8 @@ export async function kvStoreModelIdentity(source: ModelSource, spec: KvCacheSpe
   h.update(JSON.stringify({ format: source.format, config: source.config }));
   for (const t of source.tensors) h.update(`${t.name}:${t.dtype}:${t.shape.join('x')}:${t.byteLength};`);
   for (const file of [...new Set(source.tensors.map((t) => t.file))].sort()) h.update(await sampleFile(file));
-  const layout = `dtype=${spec.cacheDtype} block=${spec.blockSize} layers=${spec.numLayers} kvHeads=${spec.numKvHeads} ` +
+  const layout =
+    `dtype=${spec.cacheDtype} block=${spec.blockSize} layers=${spec.numLayers} kvHeads=${spec.numKvHeads} ` +
     `headSize=${spec.headSize} hash=xxhash64`;
   return `pagellm-kv/1 model=${h.digest('hex').slice(0, 32)} ${layout}`;
 }

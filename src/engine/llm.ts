@@ -71,13 +71,15 @@ export class LLM {
    *   StructuredOutputError for a constraint the grammar compiler rejects; the engine's
    *   validation errors (nothing is queued then).
    */
-  async generate(prompts: PromptInput | readonly PromptInput[],
+  async generate(
+    prompts: PromptInput | readonly PromptInput[],
     params?: SamplingParams | SamplingParamsInit | ReadonlyArray<SamplingParams | SamplingParamsInit>,
-    options: GenerateOptions = {}): Promise<RequestOutput[]> {
+    options: GenerateOptions = {},
+  ): Promise<RequestOutput[]> {
     const engine = await this.ready;
-    const list: readonly PromptInput[] = typeof prompts === 'string' || !Array.isArray(prompts)
-      ? [prompts as PromptInput] : prompts;
-    const paramList = Array.isArray(params) ? params as ReadonlyArray<SamplingParams | SamplingParamsInit> : null;
+    const list: readonly PromptInput[] =
+      typeof prompts === 'string' || !Array.isArray(prompts) ? [prompts as PromptInput] : prompts;
+    const paramList = Array.isArray(params) ? (params as ReadonlyArray<SamplingParams | SamplingParamsInit>) : null;
     if (paramList !== null && paramList.length !== list.length) {
       throw new InvalidRequestError(`${list.length} prompts but ${paramList.length} sampling parameter sets`);
     }
@@ -89,7 +91,8 @@ export class LLM {
     const ids: string[] = [];
     const shared = paramList === null ? finalOnly(params as SamplingParams | SamplingParamsInit | undefined) : null;
     const all = list.map((_, i) => shared ?? finalOnly(paramList![i]));
-    for (const p of all) if (p.structuredOutputs !== null) await engine.structuredOutputManager.prepare(p.structuredOutputs);
+    for (const p of all)
+      if (p.structuredOutputs !== null) await engine.structuredOutputManager.prepare(p.structuredOutputs);
     return this.run(engine, ids, () => {
       for (let i = 0; i < list.length; i++) {
         const id = `llm-${this.nextRequest++}`;
@@ -104,9 +107,14 @@ export class LLM {
    * length^lengthPenalty after maxTokens steps (beams ending at EOS complete early). Beams are sequences of one
    * group sharing their prompt and common-prefix blocks through fork + copy-on-write.
    */
-  async beamSearch(prompts: PromptInput | readonly PromptInput[], params: BeamSearchParamsInit): Promise<BeamSearchOutput[]> {
+  async beamSearch(
+    prompts: PromptInput | readonly PromptInput[],
+    params: BeamSearchParamsInit,
+  ): Promise<BeamSearchOutput[]> {
     const engine = await this.ready;
-    const outs = await this.runEach(engine, prompts, 'llm-beam', (id, prompt) => engine.addBeamSearchRequest(id, prompt, params));
+    const outs = await this.runEach(engine, prompts, 'llm-beam', (id, prompt) =>
+      engine.addBeamSearchRequest(id, prompt, params),
+    );
     const eos = engine.modelSource?.config.eosTokenIds ?? engine.tokenizer.eosTokenIds;
     const lengthPenalty = params.lengthPenalty ?? 1;
     return outs.map((o) => ({
@@ -115,9 +123,12 @@ export class LLM {
       sequences: o.outputs.map((c) => {
         const tokenIds = [...o.promptTokenIds, ...c.tokenIds];
         return {
-          tokenIds, outputTokenIds: c.tokenIds, cumulativeLogprob: c.cumulativeLogprob, text: c.text,
+          tokenIds,
+          outputTokenIds: c.tokenIds,
+          cumulativeLogprob: c.cumulativeLogprob,
+          text: c.text,
           score: getBeamSearchScore(tokenIds, c.cumulativeLogprob, eos, lengthPenalty),
-          finishReason: c.finishReason === 'stop' ? 'stop' as const : 'length' as const,
+          finishReason: c.finishReason === 'stop' ? ('stop' as const) : ('length' as const),
         };
       }),
     }));
@@ -131,9 +142,14 @@ export class LLM {
    * @throws InvalidRequestError when another call of this LLM is running; EngineStateError naming the prompt when
    *   one could not be embedded (e.g. longer than maxModelLen); the engine's validation errors.
    */
-  async embed(prompts: PromptInput | readonly PromptInput[], params: PoolingParamsInit = {}): Promise<EmbeddingOutput[]> {
+  async embed(
+    prompts: PromptInput | readonly PromptInput[],
+    params: PoolingParamsInit = {},
+  ): Promise<EmbeddingOutput[]> {
     const engine = await this.ready;
-    const outs = await this.runEach(engine, prompts, 'llm-embed', (id, prompt) => engine.addPoolingRequest(id, prompt, params));
+    const outs = await this.runEach(engine, prompts, 'llm-embed', (id, prompt) =>
+      engine.addPoolingRequest(id, prompt, params),
+    );
     return outs.map((o, i) => {
       if (o.pooled === undefined) {
         throw new EngineStateError(`prompt ${i} could not be embedded: ${o.error ?? 'it was aborted'}`);
@@ -149,10 +165,14 @@ export class LLM {
   }
 
   /** {@link run} over one request per prompt, added by `add` under ids `${prefix}-N`. */
-  private async runEach(engine: LLMEngine, prompts: PromptInput | readonly PromptInput[], prefix: string,
-    add: (id: string, prompt: PromptInput) => void): Promise<RequestOutput[]> {
-    const list: readonly PromptInput[] = typeof prompts === 'string' || !Array.isArray(prompts)
-      ? [prompts as PromptInput] : prompts;
+  private async runEach(
+    engine: LLMEngine,
+    prompts: PromptInput | readonly PromptInput[],
+    prefix: string,
+    add: (id: string, prompt: PromptInput) => void,
+  ): Promise<RequestOutput[]> {
+    const list: readonly PromptInput[] =
+      typeof prompts === 'string' || !Array.isArray(prompts) ? [prompts as PromptInput] : prompts;
     const ids: string[] = [];
     return this.run(engine, ids, () => {
       for (const prompt of list) {

@@ -22,9 +22,17 @@ export type HistogramName =
   | 'kvStoreFetchMs';
 
 /** The histogram names, in a fixed order. */
-const HISTOGRAM_NAMES: readonly HistogramName[] =
-  ['ttftMs', 'itlMs', 'tpotMs', 'e2eMs', 'queueMs', 'promptTokens', 'generationTokens', 'kvStoreLookupMs',
-    'kvStoreFetchMs'];
+const HISTOGRAM_NAMES: readonly HistogramName[] = [
+  'ttftMs',
+  'itlMs',
+  'tpotMs',
+  'e2eMs',
+  'queueMs',
+  'promptTokens',
+  'generationTokens',
+  'kvStoreLookupMs',
+  'kvStoreFetchMs',
+];
 
 /** Receives every histogram observation as it happens (the server feeds prom-client histograms this way). */
 export type MetricsListener = (name: HistogramName, value: number) => void;
@@ -104,10 +112,23 @@ export interface SpecDecodingSnapshot {
  */
 export class EngineMetrics {
   readonly counters: EngineCounters = {
-    peakGpuCacheUsage: 0, prefixCacheQueries: 0, prefixCacheHits: 0, numPreemptionsRecompute: 0,
-    numPreemptionsSwap: 0, numBlocksSwappedIn: 0, numBlocksSwappedOut: 0, numBlocksCopied: 0,
-    numPromptTokensComputed: 0, promptTokens: 0, generationTokens: 0, numSteps: 0,
-    kvStoreHits: 0, kvStoreMisses: 0, kvStoreBytesRead: 0, kvStoreBytesWritten: 0, kvStoreErrors: 0,
+    peakGpuCacheUsage: 0,
+    prefixCacheQueries: 0,
+    prefixCacheHits: 0,
+    numPreemptionsRecompute: 0,
+    numPreemptionsSwap: 0,
+    numBlocksSwappedIn: 0,
+    numBlocksSwappedOut: 0,
+    numBlocksCopied: 0,
+    numPromptTokensComputed: 0,
+    promptTokens: 0,
+    generationTokens: 0,
+    numSteps: 0,
+    kvStoreHits: 0,
+    kvStoreMisses: 0,
+    kvStoreBytesRead: 0,
+    kvStoreBytesWritten: 0,
+    kvStoreErrors: 0,
     requestsFinished: { stop: 0, length: 0, abort: 0 },
   };
   private readonly samples = new Map<HistogramName, SampleRing>();

@@ -64,7 +64,9 @@ export class ModelInputBuilder {
 
   constructor(options: ModelInputBuilderOptions) {
     this.meta = new AttentionMetadataBuilder({
-      blockSize: options.blockSize, numGpuBlocks: options.numGpuBlocks, nullBlockId: options.nullBlockId,
+      blockSize: options.blockSize,
+      numGpuBlocks: options.numGpuBlocks,
+      nullBlockId: options.nullBlockId,
     });
     this.getBlockTable = options.getBlockTable;
   }
@@ -95,14 +97,20 @@ export class ModelInputBuilder {
         if (!all && !finishesPrompt) continue;
         const first = all ? chunkStart : numTokens - 1;
         pooled.push({
-          seqGroup: s.seqGroup, seq, rowStart: hiddenAt.length, numRows: numTokens - first,
-          position: all ? contextLen : seqLen - 1, finishesPrompt,
+          seqGroup: s.seqGroup,
+          seq,
+          rowStart: hiddenAt.length,
+          numRows: numTokens - first,
+          position: all ? contextLen : seqLen - 1,
+          finishesPrompt,
         });
         for (let t = first; t < numTokens; t++) hiddenAt.push(t);
       } else if (seqLen === seq.getLen() + draftTokenIds.length) {
-        sampled.push(draftTokenIds.length > 0
-          ? { seqGroup: s.seqGroup, seq, isPrompt: false, draftTokenIds, draftProbs: seq.specTokenProbs }
-          : { seqGroup: s.seqGroup, seq, isPrompt: s.isPrefill });
+        sampled.push(
+          draftTokenIds.length > 0
+            ? { seqGroup: s.seqGroup, seq, isPrompt: false, draftTokenIds, draftProbs: seq.specTokenProbs }
+            : { seqGroup: s.seqGroup, seq, isPrompt: s.isPrefill },
+        );
         for (let t = numTokens - 1 - draftTokenIds.length; t < numTokens; t++) sampleAt.push(t);
       }
     }
@@ -175,8 +183,9 @@ function entriesOf(s: ScheduledSequenceGroup): BatchEntry[] {
       }
     }
     if (seqLen <= contextLen || seqLen > seq.getLen() + draftTokenIds.length) {
-      throw new RangeError(`sequence ${seq.seqId}: chunk [${contextLen}, ${seqLen}) is not inside its ` +
-        `${seq.getLen()} tokens`);
+      throw new RangeError(
+        `sequence ${seq.seqId}: chunk [${contextLen}, ${seqLen}) is not inside its ` + `${seq.getLen()} tokens`,
+      );
     }
     return { s, seq, contextLen, seqLen, draftTokenIds };
   });

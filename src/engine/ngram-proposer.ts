@@ -41,9 +41,14 @@ export class NgramProposer {
   constructor(options: NgramProposerOptions) {
     const { numSpeculativeTokens: k, promptLookupMin: min, promptLookupMax: max } = options;
     const maxModelLen = options.maxModelLen ?? Number.MAX_SAFE_INTEGER;
-    for (const [name, v] of [['numSpeculativeTokens', k], ['promptLookupMin', min], ['promptLookupMax', max],
-      ['maxModelLen', maxModelLen]] as const) {
-      if (!Number.isSafeInteger(v) || v < 1) throw new EngineConfigError(`${name} must be a positive integer, got ${v}`);
+    for (const [name, v] of [
+      ['numSpeculativeTokens', k],
+      ['promptLookupMin', min],
+      ['promptLookupMax', max],
+      ['maxModelLen', maxModelLen],
+    ] as const) {
+      if (!Number.isSafeInteger(v) || v < 1)
+        throw new EngineConfigError(`${name} must be a positive integer, got ${v}`);
     }
     if (k > MAX_SPEC_LEN) throw new EngineConfigError(`numSpeculativeTokens must be at most ${MAX_SPEC_LEN}, got ${k}`);
     if (min > max) {
@@ -66,8 +71,9 @@ export class NgramProposer {
    */
   propose(tokenIds: ArrayLike<number>, numTokens: number = tokenIds.length): number[] {
     if (!Number.isSafeInteger(numTokens) || numTokens < 0 || numTokens > tokenIds.length) {
-      throw new RangeError(`NgramProposer.propose: numTokens must be an integer in [0, ${tokenIds.length}], ` +
-        `got ${numTokens}`);
+      throw new RangeError(
+        `NgramProposer.propose: numTokens must be an integer in [0, ${tokenIds.length}], ` + `got ${numTokens}`,
+      );
     }
     const n = numTokens;
     const k = Math.min(this.numSpeculativeTokens, this.maxModelLen - n);

@@ -59,7 +59,9 @@ export class OutputProcessor {
    */
   addRequest(g: SequenceGroup): void {
     if (this.requests.has(g.requestId)) {
-      throw new DuplicateRequestError(`request id ${JSON.stringify(g.requestId)} is already in use by an unfinished request`);
+      throw new DuplicateRequestError(
+        `request id ${JSON.stringify(g.requestId)} is already in use by an unfinished request`,
+      );
     }
     this.requests.set(g.requestId, g);
   }
@@ -94,8 +96,12 @@ export class OutputProcessor {
    * @param t ms: the tokens' time, for TTFT and inter-token latency.
    * @param blocks forks and frees sequences' blocks (the scheduler's).
    */
-  processSamples(sampled: readonly SampledSequence[], results: readonly SamplerRowOutput[], t: number,
-    blocks: SeqBlockOps): Set<SequenceGroup> {
+  processSamples(
+    sampled: readonly SampledSequence[],
+    results: readonly SamplerRowOutput[],
+    t: number,
+    blocks: SeqBlockOps,
+  ): Set<SequenceGroup> {
     const touched = new Set<SequenceGroup>();
     const beams = new Map<SequenceGroup, BeamCandidates[]>();
     for (let i = 0; i < sampled.length; i++) {
@@ -107,7 +113,7 @@ export class OutputProcessor {
       }
       if (g.beamSearch !== null) {
         let list = beams.get(g);
-        if (list === undefined) beams.set(g, list = []);
+        if (list === undefined) beams.set(g, (list = []));
         list.push({ seq, candidates: beamCandidates(r) });
         this.options.metrics.counters.generationTokens++;
       } else if (r.samples.length > 1) {
@@ -156,11 +162,21 @@ export class OutputProcessor {
     if (g.beamSearch !== null && g.error === null) {
       const sequences = bestBeams(g, this.options.eosTokenIds, this.options.decode);
       out = {
-        requestId: g.requestId, prompt: g.prompt, promptTokenIds: g.promptTokenIds, finished: true, error: null,
-        numCachedTokens: g.numCachedTokens, metrics: { ...g.metrics },
+        requestId: g.requestId,
+        prompt: g.prompt,
+        promptTokenIds: g.promptTokenIds,
+        finished: true,
+        error: null,
+        numCachedTokens: g.numCachedTokens,
+        metrics: { ...g.metrics },
         outputs: sequences.map((b, index) => ({
-          index, text: b.text, tokenIds: b.outputTokenIds, cumulativeLogprob: b.cumulativeLogprob, logprobs: null,
-          finishReason: b.finishReason, stopReason: null,
+          index,
+          text: b.text,
+          tokenIds: b.outputTokenIds,
+          cumulativeLogprob: b.cumulativeLogprob,
+          logprobs: null,
+          finishReason: b.finishReason,
+          stopReason: null,
         })),
       };
     } else {
@@ -198,14 +214,22 @@ export class OutputProcessor {
     this.appendToken(g, seq, r.samples[0], r.topLogprobs, blocks);
   }
 
-  private appendToken(g: SequenceGroup, seq: Sequence, sample: TokenLogprob, top: readonly TokenLogprob[],
-    blocks: SeqBlockOps): void {
+  private appendToken(
+    g: SequenceGroup,
+    seq: Sequence,
+    sample: TokenLogprob,
+    top: readonly TokenLogprob[],
+    blocks: SeqBlockOps,
+  ): void {
     const p = g.samplingParams;
     let logprobs: SampleLogprobs | undefined;
     if (p.logprobs !== null) {
       const decode = (id: number): string => seq.detokenizer?.decodeCandidate(id) ?? '';
       const toLogprob = (t: TokenLogprob): Logprob => ({
-        tokenId: t.tokenId, logprob: t.logprob, rank: t.rank, decodedToken: decode(t.tokenId),
+        tokenId: t.tokenId,
+        logprob: t.logprob,
+        rank: t.rank,
+        decodedToken: decode(t.tokenId),
       });
       logprobs = { sampled: toLogprob(sample), top: top.map(toLogprob) };
     }

@@ -81,8 +81,10 @@ export class Pooler {
     }
     const state = g.meanPoolingState;
     if (state.numTokens !== p.position) {
-      throw new RangeError(`request ${g.requestId}: mean pooling got prompt positions from ${p.position} but has ` +
-        `summed ${state.numTokens}`);
+      throw new RangeError(
+        `request ${g.requestId}: mean pooling got prompt positions from ${p.position} but has ` +
+          `summed ${state.numTokens}`,
+      );
     }
     for (let r = p.rowStart; r < p.rowStart + p.numRows; r++) {
       const base = r * dim;

@@ -25,7 +25,9 @@ export interface PoolerConfig {
 export function resolvePoolerConfig(init: Partial<PoolerConfig> = {}): PoolerConfig {
   const poolingType = init.poolingType ?? 'last';
   if (!POOLING_TYPES.includes(poolingType)) {
-    throw new EngineConfigError(`poolingType must be one of ${POOLING_TYPES.join(', ')}, got ${JSON.stringify(poolingType)}`);
+    throw new EngineConfigError(
+      `poolingType must be one of ${POOLING_TYPES.join(', ')}, got ${JSON.stringify(poolingType)}`,
+    );
   }
   const normalize = init.normalize ?? true;
   if (typeof normalize !== 'boolean') {
@@ -63,8 +65,10 @@ export class PoolingParams {
   constructor(init: PoolingParamsInit, defaults: PoolerConfig, hiddenSize: number) {
     const type = init.poolingType ?? defaults.poolingType;
     if (!POOLING_TYPES.includes(type)) {
-      throw new SamplingParamsError('poolingType', `pooling type must be one of ${POOLING_TYPES.join(', ')}, got ` +
-        `${JSON.stringify(type)}`);
+      throw new SamplingParamsError(
+        'poolingType',
+        `pooling type must be one of ${POOLING_TYPES.join(', ')}, got ` + `${JSON.stringify(type)}`,
+      );
     }
     const normalize = init.normalize ?? defaults.normalize;
     if (typeof normalize !== 'boolean') {
@@ -72,9 +76,12 @@ export class PoolingParams {
     }
     const d = init.dimensions;
     if (d !== undefined && d !== null && d !== hiddenSize) {
-      throw new SamplingParamsError('dimensions', `this model's embeddings have ${hiddenSize} dimensions and cannot ` +
-        `be shortened (it was not trained for Matryoshka embeddings); got dimensions ${JSON.stringify(d)}: leave ` +
-        `dimensions out or send ${hiddenSize}`);
+      throw new SamplingParamsError(
+        'dimensions',
+        `this model's embeddings have ${hiddenSize} dimensions and cannot ` +
+          `be shortened (it was not trained for Matryoshka embeddings); got dimensions ${JSON.stringify(d)}: leave ` +
+          `dimensions out or send ${hiddenSize}`,
+      );
     }
     this.poolingType = type;
     this.normalize = normalize;

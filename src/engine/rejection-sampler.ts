@@ -100,12 +100,16 @@ function checkInput(input: RejectionSampleInput, vocabSize: number): void {
     throw new RangeError(`RejectionSampler: vocabSize must be a positive integer, got ${vocabSize}`);
   }
   if (p.length < (k + 1) * vocabSize) {
-    throw new RangeError(`RejectionSampler: ${k} draft tokens need ${k + 1} target rows of ${vocabSize} ` +
-      `(${(k + 1) * vocabSize} values), got ${p.length}`);
+    throw new RangeError(
+      `RejectionSampler: ${k} draft tokens need ${k + 1} target rows of ${vocabSize} ` +
+        `(${(k + 1) * vocabSize} values), got ${p.length}`,
+    );
   }
   if (!greedy && q !== null && q.length < k * vocabSize) {
-    throw new RangeError(`RejectionSampler: ${k} draft tokens need ${k} draft rows of ${vocabSize} ` +
-      `(${k * vocabSize} values), got ${q.length}`);
+    throw new RangeError(
+      `RejectionSampler: ${k} draft tokens need ${k} draft rows of ${vocabSize} ` +
+        `(${k * vocabSize} values), got ${q.length}`,
+    );
   }
   for (let i = 0; i < k; i++) {
     const x = draft[i];
@@ -147,11 +151,17 @@ function sampleRow(row: ProbabilityRows, start: number, v: number, u: number): n
  * draft was rejected), the draw falls back to p itself.
  */
 function sampleResidual(
-  p: ProbabilityRows, q: ProbabilityRows | null, x: number, start: number, v: number, u: number,
+  p: ProbabilityRows,
+  q: ProbabilityRows | null,
+  x: number,
+  start: number,
+  v: number,
+  u: number,
 ): number {
-  const residual = q === null
-    ? (j: number): number => (j === x ? 0 : p[start + j])
-    : (j: number): number => Math.max(0, p[start + j] - q[start + j]);
+  const residual =
+    q === null
+      ? (j: number): number => (j === x ? 0 : p[start + j])
+      : (j: number): number => Math.max(0, p[start + j] - q[start + j]);
   const id = inverseCdf(v, u, residual);
   return id >= 0 ? id : sampleRow(p, start, v, u);
 }

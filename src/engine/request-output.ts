@@ -58,8 +58,13 @@ function completionOf(seq: Sequence, index: number, group: SequenceGroup, delta:
     if (params.logprobs !== null) logprobs = seq.outputLogprobs.slice();
   }
   return {
-    index, text, tokenIds, cumulativeLogprob: seq.cumulativeLogprob, logprobs,
-    finishReason: getFinishedReason(seq.status), stopReason: seq.stopReason,
+    index,
+    text,
+    tokenIds,
+    cumulativeLogprob: seq.cumulativeLogprob,
+    logprobs,
+    finishReason: getFinishedReason(seq.status),
+    stopReason: seq.stopReason,
   };
 }
 
@@ -79,8 +84,9 @@ export function requestOutputFromSeqGroup(group: SequenceGroup): RequestOutput |
   let outputs: CompletionOutput[];
   if (params.bestOf > params.n) {
     if (!finished) return null;
-    const ranked = group.seqs.map((seq, i) => ({ seq, i }))
-      .sort((a, b) => (b.seq.cumulativeLogprob - a.seq.cumulativeLogprob) || (a.i - b.i))
+    const ranked = group.seqs
+      .map((seq, i) => ({ seq, i }))
+      .sort((a, b) => b.seq.cumulativeLogprob - a.seq.cumulativeLogprob || a.i - b.i)
       .slice(0, params.n);
     outputs = ranked.map(({ seq }, index) => completionOf(seq, index, group, delta));
   } else {

@@ -82,9 +82,12 @@ export function countAllowedTokens(params: SamplingParams, vocabSize: number, eo
  */
 export function checkSomeTokenAllowed(params: SamplingParams, vocabSize: number, eosTokenIds: readonly number[]): void {
   if (countAllowedTokens(params, vocabSize, eosTokenIds) > 0) return;
-  throw new SamplingParamsError('logitBias', `every token of the vocabulary (${vocabSize} ids) is banned (a bias of ` +
-    `${BAN_BIAS}${params.minTokens > 0 ? ', or a stop or EOS token while min_tokens holds those back' : ''}), so no ` +
-    'token could be generated; leave at least one token unbanned');
+  throw new SamplingParamsError(
+    'logitBias',
+    `every token of the vocabulary (${vocabSize} ids) is banned (a bias of ` +
+      `${BAN_BIAS}${params.minTokens > 0 ? ', or a stop or EOS token while min_tokens holds those back' : ''}), so no ` +
+      'token could be generated; leave at least one token unbanned',
+  );
 }
 
 /**
@@ -109,7 +112,10 @@ export function applyTokenBitmask(logits: Float64Array, bitmask: Int32Array): vo
  * logit −∞, so the sequence cannot end yet. vLLM's `_apply_min_tokens_penalty`.
  */
 function applyMinTokensPenalty(
-  logits: Float64Array, params: SamplingParams, outputLen: number, eosTokenIds: readonly number[],
+  logits: Float64Array,
+  params: SamplingParams,
+  outputLen: number,
+  eosTokenIds: readonly number[],
 ): void {
   if (outputLen >= params.minTokens) return;
   for (const id of params.stopTokenIds) if (id < logits.length) logits[id] = -Infinity;
@@ -228,8 +234,7 @@ export function topKIds(logits: Float64Array, k: number): number[] {
   if (n <= 0) return [];
   // Min-heap of (value, id) on the worst kept entry.
   const heap: number[] = [];
-  const worse = (a: number, b: number): boolean =>
-    logits[a] < logits[b] || (logits[a] === logits[b] && a > b);
+  const worse = (a: number, b: number): boolean => logits[a] < logits[b] || (logits[a] === logits[b] && a > b);
   const siftDown = (i: number): void => {
     for (;;) {
       const l = 2 * i + 1;
@@ -259,7 +264,7 @@ export function topKIds(logits: Float64Array, k: number): number[] {
       siftDown(0);
     }
   }
-  return heap.sort((a, b) => (logits[b] - logits[a]) || (a - b));
+  return heap.sort((a, b) => logits[b] - logits[a] || a - b);
 }
 
 /**
@@ -283,7 +288,7 @@ function sortedIdsAscending(logits: Float64Array): Uint32Array {
   const order = new Uint32Array(logits.length);
   for (let i = 0; i < order.length; i++) order[i] = i;
   // Ascending by value; among equals, larger ids first so the descending view prefers smaller ids.
-  order.sort((a, b) => (logits[a] - logits[b]) || (b - a));
+  order.sort((a, b) => logits[a] - logits[b] || b - a);
   return order;
 }
 
@@ -299,8 +304,14 @@ export function processLogits(raw: ArrayLike<number>, row: SamplingRow, out?: Fl
   if (p.logitBias.size > 0) applyLogitBias(x, p.logitBias);
   applyMinTokensPenalty(x, p, row.outputTokenIds.length, row.eosTokenIds);
   if (p.hasPenalties) {
-    applyPenalties(x, row.promptTokenIds, row.outputTokenIds, p.presencePenalty, p.frequencyPenalty,
-      p.repetitionPenalty);
+    applyPenalties(
+      x,
+      row.promptTokenIds,
+      row.outputTokenIds,
+      p.presencePenalty,
+      p.frequencyPenalty,
+      p.repetitionPenalty,
+    );
   }
   applyTemperature(x, p.temperature);
   applyTopKTopP(x, p.topK, p.topP);
@@ -323,8 +334,10 @@ export class Sampler {
    */
   sample(logits: Float32Array, vocabSize: number, rows: readonly SamplingRow[]): SamplerRowOutput[] {
     if (logits.length < rows.length * vocabSize) {
-      throw new RangeError(`Sampler: ${rows.length} rows of ${vocabSize} logits need ${rows.length * vocabSize} ` +
-        `values, got ${logits.length}`);
+      throw new RangeError(
+        `Sampler: ${rows.length} rows of ${vocabSize} logits need ${rows.length * vocabSize} ` +
+          `values, got ${logits.length}`,
+      );
     }
     if (this.scratch.length !== vocabSize) {
       this.scratch = new Float64Array(vocabSize);
@@ -348,7 +361,11 @@ export class Sampler {
     const v = x.length;
     let max = -Infinity;
     let best = 0;
-    for (let i = 0; i < v; i++) if (x[i] > max) { max = x[i]; best = i; }
+    for (let i = 0; i < v; i++)
+      if (x[i] > max) {
+        max = x[i];
+        best = i;
+      }
     let sum = 0;
     for (let i = 0; i < v; i++) {
       const e = Math.exp(x[i] - max);

@@ -73,9 +73,27 @@ export interface SamplingParamsInit {
 }
 
 const KNOWN_FIELDS = new Set<string>([
-  'n', 'bestOf', 'presencePenalty', 'frequencyPenalty', 'repetitionPenalty', 'temperature', 'topP', 'topK', 'minP',
-  'seed', 'stop', 'stopTokenIds', 'includeStopStrInOutput', 'ignoreEos', 'maxTokens', 'minTokens', 'logprobs',
-  'skipSpecialTokens', 'logitBias', 'outputKind', 'structuredOutputs',
+  'n',
+  'bestOf',
+  'presencePenalty',
+  'frequencyPenalty',
+  'repetitionPenalty',
+  'temperature',
+  'topP',
+  'topK',
+  'minP',
+  'seed',
+  'stop',
+  'stopTokenIds',
+  'includeStopStrInOutput',
+  'ignoreEos',
+  'maxTokens',
+  'minTokens',
+  'logprobs',
+  'skipSpecialTokens',
+  'logitBias',
+  'outputKind',
+  'structuredOutputs',
 ]);
 
 function checkNumber(field: string, v: unknown): number {
@@ -193,9 +211,14 @@ export class SamplingParams {
     }
 
     const stop = init.stop ?? [];
-    const stops: string[] = typeof stop === 'string' ? [stop] : Array.isArray(stop) ? [...stop] : (() => {
-      throw new SamplingParamsError('stop', `must be a string or an array of strings, got ${describe(stop)}`);
-    })();
+    const stops: string[] =
+      typeof stop === 'string'
+        ? [stop]
+        : Array.isArray(stop)
+          ? [...stop]
+          : (() => {
+              throw new SamplingParamsError('stop', `must be a string or an array of strings, got ${describe(stop)}`);
+            })();
     for (const s of stops) {
       if (typeof s !== 'string') throw new SamplingParamsError('stop', `must hold strings only, got ${describe(s)}`);
       if (s.length === 0) throw new SamplingParamsError('stop', 'cannot contain an empty string');
@@ -224,8 +247,10 @@ export class SamplingParams {
     this.minTokens = checkInt('minTokens', init.minTokens ?? 0);
     if (this.minTokens < 0) throw new SamplingParamsError('minTokens', `must be at least 0, got ${this.minTokens}`);
     if (this.maxTokens !== null && this.minTokens > this.maxTokens) {
-      throw new SamplingParamsError('minTokens',
-        `must be less than or equal to maxTokens (${this.maxTokens}), got ${this.minTokens}`);
+      throw new SamplingParamsError(
+        'minTokens',
+        `must be less than or equal to maxTokens (${this.maxTokens}), got ${this.minTokens}`,
+      );
     }
     if (init.logprobs === undefined || init.logprobs === null) {
       this.logprobs = null;
@@ -255,16 +280,22 @@ export class SamplingParams {
 
     const kind = init.outputKind ?? RequestOutputKind.CUMULATIVE;
     if (!Object.values(RequestOutputKind).includes(kind)) {
-      throw new SamplingParamsError('outputKind',
-        `must be one of ${Object.values(RequestOutputKind).join(', ')}, got ${describe(kind)}`);
+      throw new SamplingParamsError(
+        'outputKind',
+        `must be one of ${Object.values(RequestOutputKind).join(', ')}, got ${describe(kind)}`,
+      );
     }
     this.outputKind = kind;
 
-    this.structuredOutputs = init.structuredOutputs === undefined || init.structuredOutputs === null ? null
-      : StructuredOutputsParams.from(init.structuredOutputs);
+    this.structuredOutputs =
+      init.structuredOutputs === undefined || init.structuredOutputs === null
+        ? null
+        : StructuredOutputsParams.from(init.structuredOutputs);
     if (this.structuredOutputs !== null && this.minTokens > 0) {
-      throw new SamplingParamsError('minTokens', 'must be 0 with structured outputs: the grammar decides where the ' +
-        `output may end, got ${this.minTokens}`);
+      throw new SamplingParamsError(
+        'minTokens',
+        'must be 0 with structured outputs: the grammar decides where the ' + `output may end, got ${this.minTokens}`,
+      );
     }
 
     if (this.temperature < SAMPLING_EPS) {
@@ -272,9 +303,12 @@ export class SamplingParams {
       if (this.bestOf > 1) {
         // Name the field the caller sent: bestOf defaults to n, so a caller asking for n > 1 never wrote bestOf.
         const field = init.bestOf === undefined || init.bestOf === null ? 'n' : 'bestOf';
-        throw new SamplingParamsError(field, `${this.bestOf} sequences were asked for, but greedy sampling ` +
-          `(temperature ${this.temperature}) gives the same sequence every time; set ${field} to 1, or raise the ` +
-          'temperature above 0 to get different sequences');
+        throw new SamplingParamsError(
+          field,
+          `${this.bestOf} sequences were asked for, but greedy sampling ` +
+            `(temperature ${this.temperature}) gives the same sequence every time; set ${field} to 1, or raise the ` +
+            'temperature above 0 to get different sequences',
+        );
       }
       topP = 1;
       topK = -1;
@@ -284,8 +318,8 @@ export class SamplingParams {
     this.topK = topK;
     this.minP = minP;
 
-    this.outputTextBufferLength = this.stop.length > 0 && !this.includeStopStrInOutput
-      ? Math.max(...this.stop.map((s) => s.length)) - 1 : 0;
+    this.outputTextBufferLength =
+      this.stop.length > 0 && !this.includeStopStrInOutput ? Math.max(...this.stop.map((s) => s.length)) - 1 : 0;
     Object.freeze(this);
   }
 
@@ -308,12 +342,26 @@ export class SamplingParams {
   /** The init object that rebuilds these parameters. */
   toInit(): SamplingParamsInit {
     return {
-      n: this.n, bestOf: this.bestOf, presencePenalty: this.presencePenalty, frequencyPenalty: this.frequencyPenalty,
-      repetitionPenalty: this.repetitionPenalty, temperature: this.temperature, topP: this.topP, topK: this.topK,
-      minP: this.minP, seed: this.seed, stop: this.stop, stopTokenIds: this.stopTokenIds,
-      includeStopStrInOutput: this.includeStopStrInOutput, ignoreEos: this.ignoreEos, maxTokens: this.maxTokens,
-      minTokens: this.minTokens, logprobs: this.logprobs, skipSpecialTokens: this.skipSpecialTokens,
-      logitBias: Object.fromEntries(this.logitBias), outputKind: this.outputKind,
+      n: this.n,
+      bestOf: this.bestOf,
+      presencePenalty: this.presencePenalty,
+      frequencyPenalty: this.frequencyPenalty,
+      repetitionPenalty: this.repetitionPenalty,
+      temperature: this.temperature,
+      topP: this.topP,
+      topK: this.topK,
+      minP: this.minP,
+      seed: this.seed,
+      stop: this.stop,
+      stopTokenIds: this.stopTokenIds,
+      includeStopStrInOutput: this.includeStopStrInOutput,
+      ignoreEos: this.ignoreEos,
+      maxTokens: this.maxTokens,
+      minTokens: this.minTokens,
+      logprobs: this.logprobs,
+      skipSpecialTokens: this.skipSpecialTokens,
+      logitBias: Object.fromEntries(this.logitBias),
+      outputKind: this.outputKind,
       structuredOutputs: this.structuredOutputs,
     };
   }

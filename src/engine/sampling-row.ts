@@ -11,8 +11,11 @@ import type { SamplingRow } from './sampler.js';
  * @param tokenBitmask the row's structured-output bitmask, null when unconstrained.
  * @param eosTokenIds the model's end-of-sequence ids (the min_tokens penalty bans them).
  */
-export function samplingRowOf(s: SampledSequence, tokenBitmask: Int32Array | null,
-  eosTokenIds: readonly number[]): SamplingRow {
+export function samplingRowOf(
+  s: SampledSequence,
+  tokenBitmask: Int32Array | null,
+  eosTokenIds: readonly number[],
+): SamplingRow {
   const g = s.seqGroup;
   const p = g.samplingParams;
   const beamWidth = g.beamSearch?.beamWidth ?? 0;
@@ -25,7 +28,7 @@ export function samplingRowOf(s: SampledSequence, tokenBitmask: Int32Array | nul
     eosTokenIds,
     generator: g.generator,
     numSamples: forking ? p.bestOf : 1,
-    numTopLogprobs: beamWidth > 0 ? 2 * beamWidth : p.logprobs ?? 0,
+    numTopLogprobs: beamWidth > 0 ? 2 * beamWidth : (p.logprobs ?? 0),
     tokenBitmask,
   };
 }

@@ -58,16 +58,23 @@ export function resolveSchedulerConfig(init: SchedulerConfigInit): SchedulerConf
   if (typeof enableChunkedPrefill !== 'boolean') {
     throw new EngineConfigError(`enableChunkedPrefill must be a boolean, got ${String(enableChunkedPrefill)}`);
   }
-  const maxNumBatchedTokens = positiveInt('maxNumBatchedTokens',
-    init.maxNumBatchedTokens ?? (enableChunkedPrefill ? Math.max(512, maxNumSeqs) : Math.max(maxModelLen, 2048, maxNumSeqs)));
+  const maxNumBatchedTokens = positiveInt(
+    'maxNumBatchedTokens',
+    init.maxNumBatchedTokens ??
+      (enableChunkedPrefill ? Math.max(512, maxNumSeqs) : Math.max(maxModelLen, 2048, maxNumSeqs)),
+  );
   if (!enableChunkedPrefill && maxNumBatchedTokens < maxModelLen) {
-    throw new EngineConfigError(`maxNumBatchedTokens (${maxNumBatchedTokens}) is smaller than maxModelLen ` +
-      `(${maxModelLen}): without chunked prefill a prompt must fit in one step; raise maxNumBatchedTokens, lower ` +
-      'maxModelLen, or enable chunked prefill');
+    throw new EngineConfigError(
+      `maxNumBatchedTokens (${maxNumBatchedTokens}) is smaller than maxModelLen ` +
+        `(${maxModelLen}): without chunked prefill a prompt must fit in one step; raise maxNumBatchedTokens, lower ` +
+        'maxModelLen, or enable chunked prefill',
+    );
   }
   if (maxNumBatchedTokens < maxNumSeqs) {
-    throw new EngineConfigError(`maxNumBatchedTokens (${maxNumBatchedTokens}) must be at least maxNumSeqs ` +
-      `(${maxNumSeqs}) so that every running sequence can decode in one step`);
+    throw new EngineConfigError(
+      `maxNumBatchedTokens (${maxNumBatchedTokens}) must be at least maxNumSeqs ` +
+        `(${maxNumSeqs}) so that every running sequence can decode in one step`,
+    );
   }
   const policy = init.policy ?? 'fcfs';
   if (policy !== 'fcfs' && policy !== 'priority') {
@@ -77,7 +84,8 @@ export function resolveSchedulerConfig(init: SchedulerConfigInit): SchedulerConf
   if (init.preemptionMode !== undefined && init.preemptionMode !== null) {
     if (init.preemptionMode !== 'recompute' && init.preemptionMode !== 'swap') {
       throw new EngineConfigError(
-        `preemptionMode must be 'recompute' or 'swap', got ${JSON.stringify(init.preemptionMode)}`);
+        `preemptionMode must be 'recompute' or 'swap', got ${JSON.stringify(init.preemptionMode)}`,
+      );
     }
     preemptionMode = init.preemptionMode === 'swap' ? PreemptionMode.SWAP : PreemptionMode.RECOMPUTE;
   }

@@ -129,7 +129,9 @@ export abstract class SchedulerQueues implements SeqBlockOps {
   /** Queue lengths and the block manager's free blocks and prefix-cache hit rate (NaN without caching). */
   makeStats(): SchedulerStats {
     return {
-      numRunning: this.running.length, numWaiting: this.waiting.length, numSwapped: this.swapped.length,
+      numRunning: this.running.length,
+      numWaiting: this.waiting.length,
+      numSwapped: this.swapped.length,
       numFreeGpuBlocks: this.blockManager.getNumFreeGpuBlocks(),
       numFreeCpuBlocks: this.blockManager.getNumFreeCpuBlocks(),
       gpuPrefixCacheHitRate: this.enablePrefixCaching ? this.blockManager.getPrefixCacheHitRate() : NaN,
@@ -157,7 +159,7 @@ export abstract class SchedulerQueues implements SeqBlockOps {
   /** Scheduling order: (priority under the priority policy), arrival time, then the order requests were added. */
   protected readonly compare = (a: SequenceGroup, b: SequenceGroup): number => {
     if (this.config.policy === 'priority' && a.priority !== b.priority) return a.priority - b.priority;
-    return (a.arrivalTime - b.arrivalTime) || (a.arrivalIndex - b.arrivalIndex);
+    return a.arrivalTime - b.arrivalTime || a.arrivalIndex - b.arrivalIndex;
   };
 
   /**

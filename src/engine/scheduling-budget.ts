@@ -16,12 +16,18 @@ export class SchedulingBudget {
    * @param tokenBudget tokens per step (maxNumBatchedTokens).
    * @param maxNumSeqs sequences per step.
    */
-  constructor(readonly tokenBudget: number, readonly maxNumSeqs: number) {}
+  constructor(
+    readonly tokenBudget: number,
+    readonly maxNumSeqs: number,
+  ) {}
 
   /** True when `numNewTokens` more tokens and `numNewSeqs` more sequences still fit. */
   canSchedule(numNewTokens: number, numNewSeqs: number): boolean {
-    return numNewTokens >= 0 && this.numBatchedTokens + numNewTokens <= this.tokenBudget &&
-      this.numCurrSeqs + numNewSeqs <= this.maxNumSeqs;
+    return (
+      numNewTokens >= 0 &&
+      this.numBatchedTokens + numNewTokens <= this.tokenBudget &&
+      this.numCurrSeqs + numNewSeqs <= this.maxNumSeqs
+    );
   }
 
   remainingTokenBudget(): number {

@@ -92,7 +92,11 @@ export class SequenceGroup {
     if (seqs.length === 0) throw new RangeError(`SequenceGroup ${requestId} needs at least one sequence`);
     this.seqs = [...seqs];
     this.metrics = {
-      arrivalTime, firstScheduledTime: null, firstTokenTime: null, lastTokenTime: null, finishedTime: null,
+      arrivalTime,
+      firstScheduledTime: null,
+      firstTokenTime: null,
+      lastTokenTime: null,
+      finishedTime: null,
     };
     this.blockView = {
       requestId,

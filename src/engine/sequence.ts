@@ -16,11 +16,16 @@ export type FinishReason = 'stop' | 'length' | 'abort';
  */
 export function getFinishedReason(status: SequenceStatus): FinishReason | null {
   switch (status) {
-    case SequenceStatus.FINISHED_STOPPED: return 'stop';
-    case SequenceStatus.FINISHED_LENGTH_CAPPED: return 'length';
-    case SequenceStatus.FINISHED_ABORTED: return 'abort';
-    case SequenceStatus.FINISHED_IGNORED: return 'length';
-    default: return null;
+    case SequenceStatus.FINISHED_STOPPED:
+      return 'stop';
+    case SequenceStatus.FINISHED_LENGTH_CAPPED:
+      return 'length';
+    case SequenceStatus.FINISHED_ABORTED:
+      return 'abort';
+    case SequenceStatus.FINISHED_IGNORED:
+      return 'length';
+    default:
+      return null;
   }
 }
 
@@ -112,8 +117,12 @@ export class Sequence implements SequenceLike {
    * @param promptTokenIds the prompt (at least one token).
    * @param eosTokenIds tokens that end the sequence unless `ignoreEos`.
    */
-  constructor(seqId: number, promptTokenIds: readonly number[], readonly eosTokenIds: readonly number[] = [],
-    private readonly promptText?: string) {
+  constructor(
+    seqId: number,
+    promptTokenIds: readonly number[],
+    readonly eosTokenIds: readonly number[] = [],
+    private readonly promptText?: string,
+  ) {
     this.seqId = seqId;
     this.tokens = [...promptTokenIds];
     this.promptLen = promptTokenIds.length;
@@ -194,8 +203,10 @@ export class Sequence implements SequenceLike {
    */
   updateNumComputedTokens(n: number): void {
     if (!Number.isInteger(n) || n < 0 || this.numComputedTokens + n > this.tokens.length) {
-      throw new RangeError(`sequence ${this.seqId}: cannot mark ${n} more tokens computed ` +
-        `(${this.numComputedTokens} of ${this.tokens.length} are)`);
+      throw new RangeError(
+        `sequence ${this.seqId}: cannot mark ${n} more tokens computed ` +
+          `(${this.numComputedTokens} of ${this.tokens.length} are)`,
+      );
     }
     this.numComputedTokens += n;
     if (this.numComputedTokens === this.tokens.length) this.stage = SequenceStage.DECODE;

@@ -28,7 +28,9 @@ export class SpecDecodeBackoff {
    */
   constructor(readonly numSpeculativeTokens: number) {
     if (!Number.isSafeInteger(numSpeculativeTokens) || numSpeculativeTokens < 1) {
-      throw new RangeError(`SpecDecodeBackoff: numSpeculativeTokens must be a positive integer, got ${numSpeculativeTokens}`);
+      throw new RangeError(
+        `SpecDecodeBackoff: numSpeculativeTokens must be a positive integer, got ${numSpeculativeTokens}`,
+      );
     }
   }
 
@@ -56,10 +58,10 @@ export class SpecDecodeBackoff {
     }
     if (numDraftTokens === 0) return;
     let s = this.states.get(seqId);
-    if (s === undefined) this.states.set(seqId, s = { numTokens: this.numSpeculativeTokens, misses: 0, pause: 0 });
+    if (s === undefined) this.states.set(seqId, (s = { numTokens: this.numSpeculativeTokens, misses: 0, pause: 0 }));
     const k = this.numSpeculativeTokens;
-    s.numTokens = numAcceptedTokens === numDraftTokens
-      ? Math.min(k, numDraftTokens + 1) : Math.min(k, numAcceptedTokens + 1);
+    s.numTokens =
+      numAcceptedTokens === numDraftTokens ? Math.min(k, numDraftTokens + 1) : Math.min(k, numAcceptedTokens + 1);
     if (numAcceptedTokens > 0) {
       s.misses = 0;
       return;

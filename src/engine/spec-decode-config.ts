@@ -63,47 +63,67 @@ const DEFAULT_PROMPT_LOOKUP = 5;
 export function parseSpeculativeConfig(input: string | Readonly<Record<string, unknown>>): SpecDecodeConfig {
   const parsed: unknown = typeof input === 'string' ? parseJsonObject(input) : input;
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw new SpeculativeConfigError('', 'expected a JSON object such as {"method": "ngram", ' +
-      '"num_speculative_tokens": 4, "prompt_lookup_max": 4}');
+    throw new SpeculativeConfigError(
+      '',
+      'expected a JSON object such as {"method": "ngram", ' + '"num_speculative_tokens": 4, "prompt_lookup_max": 4}',
+    );
   }
   const obj = parsed as Readonly<Record<string, unknown>>;
   for (const key of Object.keys(obj)) {
     if (!(KNOWN_KEYS as readonly string[]).includes(key)) {
-      throw new SpeculativeConfigError(key, `unknown key ${JSON.stringify(key)}; pagellm accepts ` +
-        `${KNOWN_KEYS.join(', ')}`);
+      throw new SpeculativeConfigError(
+        key,
+        `unknown key ${JSON.stringify(key)}; pagellm accepts ` + `${KNOWN_KEYS.join(', ')}`,
+      );
     }
   }
   const { method, model } = obj;
   if (method !== undefined && typeof method !== 'string') {
-    throw new SpeculativeConfigError('method', `method must be a string ("ngram" or "draft_model"), got ${show(method)}`);
+    throw new SpeculativeConfigError(
+      'method',
+      `method must be a string ("ngram" or "draft_model"), got ${show(method)}`,
+    );
   }
   if (model !== undefined && (typeof model !== 'string' || model.length === 0)) {
-    throw new SpeculativeConfigError('model', `model must be a non-empty string (the draft model's path), got ${show(model)}`);
+    throw new SpeculativeConfigError(
+      'model',
+      `model must be a non-empty string (the draft model's path), got ${show(model)}`,
+    );
   }
   const isNgram = NGRAM_NAMES.includes(method) || (method === undefined && NGRAM_NAMES.includes(model));
   if (!isNgram && method !== undefined && method !== 'draft_model') {
-    throw new SpeculativeConfigError('method', `method ${JSON.stringify(method)} is not supported; pagellm ` +
-      'speculates with "ngram" (prompt lookup) or "draft_model" (a smaller model given as "model")');
+    throw new SpeculativeConfigError(
+      'method',
+      `method ${JSON.stringify(method)} is not supported; pagellm ` +
+        'speculates with "ngram" (prompt lookup) or "draft_model" (a smaller model given as "model")',
+    );
   }
   const numSpeculativeTokens = specTokenCount(obj.num_speculative_tokens);
   if (isNgram) {
     if (model !== undefined && !NGRAM_NAMES.includes(model)) {
-      throw new SpeculativeConfigError('model', `the ngram method uses no draft model, but model is ` +
-        `${JSON.stringify(model)}; drop "model", or drop "method" to speculate with that model`);
+      throw new SpeculativeConfigError(
+        'model',
+        `the ngram method uses no draft model, but model is ` +
+          `${JSON.stringify(model)}; drop "model", or drop "method" to speculate with that model`,
+      );
     }
     const max = optionalWindow('prompt_lookup_max', obj.prompt_lookup_max);
     const min = optionalWindow('prompt_lookup_min', obj.prompt_lookup_min);
     const promptLookupMax = max ?? min ?? DEFAULT_PROMPT_LOOKUP;
     const promptLookupMin = min ?? max ?? DEFAULT_PROMPT_LOOKUP;
     if (promptLookupMin > promptLookupMax) {
-      throw new SpeculativeConfigError('prompt_lookup_min', `prompt_lookup_min (${promptLookupMin}) must be at ` +
-        `most prompt_lookup_max (${promptLookupMax})`);
+      throw new SpeculativeConfigError(
+        'prompt_lookup_min',
+        `prompt_lookup_min (${promptLookupMin}) must be at ` + `most prompt_lookup_max (${promptLookupMax})`,
+      );
     }
     return Object.freeze({ method: 'ngram', numSpeculativeTokens, promptLookupMin, promptLookupMax });
   }
   if (model === undefined) {
-    throw new SpeculativeConfigError('model', 'a draft model needs "model" (its path); for prompt lookup without ' +
-      'a second model set "method": "ngram"');
+    throw new SpeculativeConfigError(
+      'model',
+      'a draft model needs "model" (its path); for prompt lookup without ' + 'a second model set "method": "ngram"',
+    );
   }
   for (const key of ['prompt_lookup_max', 'prompt_lookup_min'] as const) {
     if (obj[key] !== undefined) {
@@ -117,19 +137,26 @@ function parseJsonObject(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (e) {
-    throw new SpeculativeConfigError('', `the text is not JSON (${(e as Error).message}); pass an object such as ` +
-      `'{"method": "ngram", "num_speculative_tokens": 4}'`);
+    throw new SpeculativeConfigError(
+      '',
+      `the text is not JSON (${(e as Error).message}); pass an object such as ` +
+        `'{"method": "ngram", "num_speculative_tokens": 4}'`,
+    );
   }
 }
 
 function specTokenCount(v: unknown): number {
   if (v === undefined) {
-    throw new SpeculativeConfigError('num_speculative_tokens', 'num_speculative_tokens is required (the draft ' +
-      `tokens proposed per step, 1 to ${MAX_SPEC_LEN})`);
+    throw new SpeculativeConfigError(
+      'num_speculative_tokens',
+      'num_speculative_tokens is required (the draft ' + `tokens proposed per step, 1 to ${MAX_SPEC_LEN})`,
+    );
   }
   if (!isInt(v) || v < 1 || v > MAX_SPEC_LEN) {
-    throw new SpeculativeConfigError('num_speculative_tokens', `num_speculative_tokens must be an integer from 1 ` +
-      `to ${MAX_SPEC_LEN}, got ${show(v)}`);
+    throw new SpeculativeConfigError(
+      'num_speculative_tokens',
+      `num_speculative_tokens must be an integer from 1 ` + `to ${MAX_SPEC_LEN}, got ${show(v)}`,
+    );
   }
   return v;
 }

@@ -3,7 +3,16 @@ import type { ModelConfig } from '../model/model-config.js';
 import type { SpecDecodingSnapshot } from './metrics.js';
 import type { SampledSequence } from './model-input-builder.js';
 import { RejectionSampler } from './rejection-sampler.js';
-import { logSumExp, processLogits, rankOf, topKIds, type Sampler, type SamplerRowOutput, type SamplingRow, type TokenLogprob } from './sampler.js';
+import {
+  logSumExp,
+  processLogits,
+  rankOf,
+  topKIds,
+  type Sampler,
+  type SamplerRowOutput,
+  type SamplingRow,
+  type TokenLogprob,
+} from './sampler.js';
 import { SAMPLING_EPS } from './sampling-params.js';
 import { SequenceStatus, type Sequence } from './sequence.js';
 import type { SequenceGroup } from './sequence-group.js';
@@ -90,8 +99,9 @@ export class SpecDecodeWorker {
     if (requests.length === 0) return;
     const proposals = this.proposer.propose(requests);
     if (proposals.length !== requests.length) {
-      throw new EngineStateError(`the speculative proposer returned ${proposals.length} proposals for ` +
-        `${requests.length} sequences`);
+      throw new EngineStateError(
+        `the speculative proposer returned ${proposals.length} proposals for ` + `${requests.length} sequences`,
+      );
     }
     for (let i = 0; i < owners.length; i++) {
       const { tokenIds, probs } = proposals[i];
@@ -108,8 +118,13 @@ export class SpecDecodeWorker {
    * @param draftMasks the grammar bitmasks of a speculating sequence's k + 1 rows (null: unconstrained); see
    *   StructuredOutputManager.draftBitmasks.
    */
-  sample(sampler: Sampler, logits: Float32Array, sampled: readonly SampledSequence[], rows: readonly SamplingRow[],
-    draftMasks: (s: SampledSequence) => Int32Array[] | null = () => null): SamplerRowOutput[] {
+  sample(
+    sampler: Sampler,
+    logits: Float32Array,
+    sampled: readonly SampledSequence[],
+    rows: readonly SamplingRow[],
+    draftMasks: (s: SampledSequence) => Int32Array[] | null = () => null,
+  ): SamplerRowOutput[] {
     const v = this.vocabSize;
     const out: SamplerRowOutput[] = [];
     let r = 0;
@@ -136,7 +151,9 @@ export class SpecDecodeWorker {
   snapshot(): SpecDecodingSnapshot {
     const s = this.stats;
     return {
-      numDrafts: s.numDrafts, numDraftTokens: s.numDraftTokens, numAcceptedTokens: s.numAcceptedTokens,
+      numDrafts: s.numDrafts,
+      numDraftTokens: s.numDraftTokens,
+      numAcceptedTokens: s.numAcceptedTokens,
       numAcceptedTokensPerPos: [...s.numAcceptedTokensPerPos],
     };
   }
@@ -158,7 +175,12 @@ export class SpecDecodeWorker {
    * penalties, temperature, top-k/top-p, min-p), then vLLM's rejection sampling. Each emitted token carries the
    * logprob, rank and top logprobs the Sampler would report from its row.
    */
-  private verify(s: SampledSequence, raw: Float32Array, row: SamplingRow, masks: Int32Array[] | null): SamplerRowOutput {
+  private verify(
+    s: SampledSequence,
+    raw: Float32Array,
+    row: SamplingRow,
+    masks: Int32Array[] | null,
+  ): SamplerRowOutput {
     const v = this.vocabSize;
     const drafts = s.draftTokenIds!;
     const k = drafts.length;
@@ -174,18 +196,28 @@ export class SpecDecodeWorker {
     const lse = new Float64Array(k + 1);
     for (let i = 0; i <= k; i++) {
       const xi = x.subarray(i * v, (i + 1) * v);
-      processLogits(raw.subarray(i * v, (i + 1) * v), {
-        ...row,
-        tokenBitmask: masks === null ? row.tokenBitmask : masks[i],
-        outputTokenIds: needOutput ? [...row.outputTokenIds, ...drafts.slice(0, i)] : row.outputTokenIds,
-      }, xi);
+      processLogits(
+        raw.subarray(i * v, (i + 1) * v),
+        {
+          ...row,
+          tokenBitmask: masks === null ? row.tokenBitmask : masks[i],
+          outputTokenIds: needOutput ? [...row.outputTokenIds, ...drafts.slice(0, i)] : row.outputTokenIds,
+        },
+        xi,
+      );
       lse[i] = logSumExp(xi);
       if (!greedy) for (let j = 0; j < v; j++) probs[i * v + j] = Math.exp(xi[j] - lse[i]);
     }
-    const result = this.rejectionSampler.sample({
-      draftTokenIds: drafts, targetProbs: greedy ? x : probs, draftProbs: greedy ? null : s.draftProbs ?? null, greedy,
-      generator: row.generator,
-    }, v);
+    const result = this.rejectionSampler.sample(
+      {
+        draftTokenIds: drafts,
+        targetProbs: greedy ? x : probs,
+        draftProbs: greedy ? null : (s.draftProbs ?? null),
+        greedy,
+        generator: row.generator,
+      },
+      v,
+    );
     const wantRank = row.numTopLogprobs > 0 || p.logprobs !== null;
     const emitted: SamplerRowOutput[] = result.outputTokenIds.map((id, i) => {
       const xi = x.subarray(i * v, (i + 1) * v);
@@ -202,8 +234,10 @@ export class SpecDecodeWorker {
 
   private checkDraft(tokenIds: readonly number[], maxTokens: number, probs: Float32Array | null): void {
     if (!Array.isArray(tokenIds) || tokenIds.length > maxTokens) {
-      throw new EngineStateError(`the speculative proposer returned ${tokenIds?.length} draft tokens where at most ` +
-        `${maxTokens} were asked for`);
+      throw new EngineStateError(
+        `the speculative proposer returned ${tokenIds?.length} draft tokens where at most ` +
+          `${maxTokens} were asked for`,
+      );
     }
     for (const id of tokenIds) {
       if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
@@ -211,8 +245,10 @@ export class SpecDecodeWorker {
       }
     }
     if (probs !== null && probs.length < tokenIds.length * this.vocabSize) {
-      throw new EngineStateError(`the speculative proposer's draft probabilities hold ${probs.length} values for ` +
-        `${tokenIds.length} tokens of a ${this.vocabSize}-token vocabulary`);
+      throw new EngineStateError(
+        `the speculative proposer's draft probabilities hold ${probs.length} values for ` +
+          `${tokenIds.length} tokens of a ${this.vocabSize}-token vocabulary`,
+      );
     }
   }
 }
@@ -223,15 +259,23 @@ export class SpecDecodeWorker {
  * @throws SpeculativeConfigError for a malformed config; EngineConfigError when it cannot be served (a draft model
  *   without a proposer, a proposer of another draft length, a sliding-window model).
  */
-export function createSpecDecodeWorker(spec: SpecDecodeConfig | string | Readonly<Record<string, unknown>>,
-  maxModelLen: number, config: ModelConfig, proposer?: SpeculativeProposer): SpecDecodeWorker {
-  const parsed: SpecDecodeConfig = typeof spec === 'string' || !('numSpeculativeTokens' in spec)
-    ? parseSpeculativeConfig(spec) : spec as SpecDecodeConfig;
+export function createSpecDecodeWorker(
+  spec: SpecDecodeConfig | string | Readonly<Record<string, unknown>>,
+  maxModelLen: number,
+  config: ModelConfig,
+  proposer?: SpeculativeProposer,
+): SpecDecodeWorker {
+  const parsed: SpecDecodeConfig =
+    typeof spec === 'string' || !('numSpeculativeTokens' in spec)
+      ? parseSpeculativeConfig(spec)
+      : (spec as SpecDecodeConfig);
   if (config.slidingWindow !== undefined && config.slidingWindow !== null) {
     throw new EngineConfigError('speculative decoding is not supported with a sliding-window model');
   }
   return new SpecDecodeWorker({
-    proposer: createSpeculativeProposer(parsed, maxModelLen, proposer), maxModelLen, vocabSize: config.vocabSize,
+    proposer: createSpeculativeProposer(parsed, maxModelLen, proposer),
+    maxModelLen,
+    vocabSize: config.vocabSize,
     config: parsed,
   });
 }

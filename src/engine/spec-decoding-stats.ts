@@ -50,7 +50,9 @@ export class SpecDecodingStats {
       throw new RangeError(`SpecDecodingStats: a draft holds 0..${this.numSpecTokens} tokens, got ${numDraftTokens}`);
     }
     if (!Number.isSafeInteger(numAcceptedTokens) || numAcceptedTokens < 0 || numAcceptedTokens > numDraftTokens) {
-      throw new RangeError(`SpecDecodingStats: ${numAcceptedTokens} accepted tokens of a ${numDraftTokens}-token draft`);
+      throw new RangeError(
+        `SpecDecodingStats: ${numAcceptedTokens} accepted tokens of a ${numDraftTokens}-token draft`,
+      );
     }
     if (numDraftTokens === 0) return;
     this.numDrafts++;

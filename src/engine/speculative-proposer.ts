@@ -67,8 +67,12 @@ export class NgramSpeculativeProposer implements SpeculativeProposer {
   private readonly ngram: NgramProposer;
 
   /** @throws EngineConfigError for bad window or draft sizes (see NgramProposer). */
-  constructor(options: { numSpeculativeTokens: number; promptLookupMin: number; promptLookupMax: number;
-    maxModelLen?: number }) {
+  constructor(options: {
+    numSpeculativeTokens: number;
+    promptLookupMin: number;
+    promptLookupMax: number;
+    maxModelLen?: number;
+  }) {
     this.ngram = new NgramProposer(options);
     this.numSpeculativeTokens = options.numSpeculativeTokens;
   }
@@ -87,16 +91,23 @@ export class NgramSpeculativeProposer implements SpeculativeProposer {
  * @throws EngineConfigError when a draft model is configured and no proposer is given, or when a given proposer's
  *   numSpeculativeTokens differs from the config's.
  */
-export function createSpeculativeProposer(config: SpecDecodeConfig, maxModelLen: number,
-  proposer?: SpeculativeProposer): SpeculativeProposer {
+export function createSpeculativeProposer(
+  config: SpecDecodeConfig,
+  maxModelLen: number,
+  proposer?: SpeculativeProposer,
+): SpeculativeProposer {
   if (proposer !== undefined) {
     if (proposer.numSpeculativeTokens !== config.numSpeculativeTokens) {
-      throw new EngineConfigError(`the speculative proposer drafts ${proposer.numSpeculativeTokens} tokens but the ` +
-        `speculative config asks for ${config.numSpeculativeTokens} (num_speculative_tokens)`);
+      throw new EngineConfigError(
+        `the speculative proposer drafts ${proposer.numSpeculativeTokens} tokens but the ` +
+          `speculative config asks for ${config.numSpeculativeTokens} (num_speculative_tokens)`,
+      );
     }
     return proposer;
   }
   if (config.method === 'ngram') return new NgramSpeculativeProposer({ ...config, maxModelLen });
-  throw new EngineConfigError(`the draft_model method needs the draft model ${JSON.stringify(config.model)} loaded ` +
-    'as a proposer; build the engine with createLLMEngine or pass speculativeProposer');
+  throw new EngineConfigError(
+    `the draft_model method needs the draft model ${JSON.stringify(config.model)} loaded ` +
+      'as a proposer; build the engine with createLLMEngine or pass speculativeProposer',
+  );
 }

@@ -97,8 +97,10 @@ export class StructuredOutputManager {
   addRequest(requestId: string, spec: StructuredOutputsParams): void {
     const key = digest(spec.key);
     if (this.backend === null || !this.validated.has(key)) {
-      throw new InvalidRequestError(`request ${requestId}: its structured-output constraint was not prepared; ` +
-        'await engine.structuredOutputManager.prepare(params.structuredOutputs) before adding it');
+      throw new InvalidRequestError(
+        `request ${requestId}: its structured-output constraint was not prepared; ` +
+          'await engine.structuredOutputManager.prepare(params.structuredOutputs) before adding it',
+      );
     }
     const entry = this.acquire(spec, key, this.backend);
     this.requests.set(requestId, { key, entry, matchers: new Map() });
@@ -123,8 +125,9 @@ export class StructuredOutputManager {
    * ceil(vocabSize / 32) words, bit t of word t >> 5 set = token t allowed. The views stay valid until the next
    * call. Mirrors vLLM's `StructuredOutputManager.grammar_bitmask`.
    */
-  grammarBitmask(rows: ReadonlyArray<{ readonly seqGroup: { readonly requestId: string }; readonly seq: Sequence }>):
-    (Int32Array | null)[] {
+  grammarBitmask(
+    rows: ReadonlyArray<{ readonly seqGroup: { readonly requestId: string }; readonly seq: Sequence }>,
+  ): (Int32Array | null)[] {
     const out: (Int32Array | null)[] = new Array<Int32Array | null>(rows.length).fill(null);
     if (this.requests.size === 0 || this.backend === null) return out;
     const backend = this.backend;

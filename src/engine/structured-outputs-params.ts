@@ -46,7 +46,9 @@ export class StructuredOutputsParams {
     if (init === null || typeof init !== 'object' || Array.isArray(init)) fail(`must be an object, got ${typeof init}`);
     const given = KINDS.filter((k) => init[k] !== undefined && init[k] !== null && init[k] !== false);
     if (given.length !== 1) {
-      fail(`give exactly one of json, jsonObject, regex, choice, grammar; got ${given.length === 0 ? 'none' : given.join(', ')}`);
+      fail(
+        `give exactly one of json, jsonObject, regex, choice, grammar; got ${given.length === 0 ? 'none' : given.join(', ')}`,
+      );
     }
     this.disableAnyWhitespace = init.disableAnyWhitespace === true;
     switch (given[0]) {

@@ -2,12 +2,20 @@ import type { GrammarVocab } from '../model/grammar-vocab.js';
 import { StructuredOutputError } from './errors.js';
 import type { StructuredOutputsParams } from './structured-outputs-params.js';
 import {
-  loadXgrammarModule, type EmbindHandle, type GrammarCompilerHandle, type GrammarMatcherHandle, type XgrammarModule,
+  loadXgrammarModule,
+  type EmbindHandle,
+  type GrammarCompilerHandle,
+  type GrammarMatcherHandle,
+  type XgrammarModule,
 } from './xgrammar-module.js';
 
 /** What each kind of constraint is called in messages. */
 const KIND_NAMES: Readonly<Record<string, string>> = {
-  json: 'JSON schema', json_object: 'JSON object format', regex: 'regex', choice: 'choice list', grammar: 'grammar',
+  json: 'JSON schema',
+  json_object: 'JSON object format',
+  regex: 'regex',
+  choice: 'choice list',
+  grammar: 'grammar',
 };
 
 /**
@@ -35,7 +43,11 @@ export class XgrammarBackend {
    * Loads xgrammar and builds the TokenizerInfo of `vocab` (padded to `vocabSize` logits) with `stopTokenIds`
    * (the tokens that end a sequence once the grammar is complete).
    */
-  static async create(vocab: GrammarVocab, vocabSize: number, stopTokenIds: readonly number[]): Promise<XgrammarBackend> {
+  static async create(
+    vocab: GrammarVocab,
+    vocabSize: number,
+    stopTokenIds: readonly number[],
+  ): Promise<XgrammarBackend> {
     const serving = await loadXgrammarModule();
     const b = serving.binding;
     const vocabVec = b.vecStringFromJSArray(vocab.encodedVocab);
@@ -70,15 +82,19 @@ export class XgrammarBackend {
       let grammar: EmbindHandle;
       try {
         const g = m.binding.Grammar;
-        grammar = spec.kind === 'json' ? g.FromJSONSchema(spec.source, !spec.disableAnyWhitespace, undefined,
-          undefined, true, undefined, false)
-          : spec.kind === 'regex' ? g.FromStructuralTag(regexStructuralTag(spec.source))
-            : g.FromEBNF(spec.source, 'root');
+        grammar =
+          spec.kind === 'json'
+            ? g.FromJSONSchema(spec.source, !spec.disableAnyWhitespace, undefined, undefined, true, undefined, false)
+            : spec.kind === 'regex'
+              ? g.FromStructuralTag(regexStructuralTag(spec.source))
+              : g.FromEBNF(spec.source, 'root');
       } catch (e) {
         this.checker = null;
         const reason = m.lastFatalMessage ?? (e as Error).message;
-        throw new StructuredOutputError(spec.kind, `the ${KIND_NAMES[spec.kind]} was rejected by the grammar ` +
-          `compiler (xgrammar): ${reason}`);
+        throw new StructuredOutputError(
+          spec.kind,
+          `the ${KIND_NAMES[spec.kind]} was rejected by the grammar ` + `compiler (xgrammar): ${reason}`,
+        );
       }
       grammar.delete();
       return;
@@ -111,8 +127,10 @@ export class XgrammarBackend {
         }
       }
     } catch (e) {
-      throw new StructuredOutputError(spec.kind, `compiling the ${KIND_NAMES[spec.kind]} failed: ` +
-        `${this.serving.lastFatalMessage ?? (e as Error).message}`);
+      throw new StructuredOutputError(
+        spec.kind,
+        `compiling the ${KIND_NAMES[spec.kind]} failed: ` + `${this.serving.lastFatalMessage ?? (e as Error).message}`,
+      );
     }
   }
 

@@ -25,17 +25,37 @@ import type * as XgrammarLib from '@mlc-ai/web-xgrammar';
 /** The synchronous embind API of one xgrammar instance (the subset pagellm uses). */
 export interface XgrammarBinding {
   /** `new TokenizerInfo(encodedVocab, vocabType ("BYTE_FALLBACK" | "BYTE_LEVEL" | "RAW"), vocabSize, stopTokenIds, addPrefixSpace)`. */
-  TokenizerInfo: new (vocab: EmbindHandle, vocabType: string, vocabSize: number, stopTokenIds: EmbindHandle,
-    addPrefixSpace: boolean) => EmbindHandle;
+  TokenizerInfo: new (
+    vocab: EmbindHandle,
+    vocabType: string,
+    vocabSize: number,
+    stopTokenIds: EmbindHandle,
+    addPrefixSpace: boolean,
+  ) => EmbindHandle;
   /** `new GrammarCompiler(tokenizerInfo, maxThreads, cacheEnabled)`. */
-  GrammarCompiler: new (tokenizerInfo: EmbindHandle, maxThreads: number, cacheEnabled: boolean) => GrammarCompilerHandle;
+  GrammarCompiler: new (
+    tokenizerInfo: EmbindHandle,
+    maxThreads: number,
+    cacheEnabled: boolean,
+  ) => GrammarCompilerHandle;
   /** `new GrammarMatcher(compiledGrammar, overrideStopTokens, terminateWithoutStopToken, maxRollbackTokens)`. */
-  GrammarMatcher: new (compiled: EmbindHandle, overrideStopTokens: undefined, terminateWithoutStopToken: boolean,
-    maxRollbackTokens: number) => GrammarMatcherHandle;
+  GrammarMatcher: new (
+    compiled: EmbindHandle,
+    overrideStopTokens: undefined,
+    terminateWithoutStopToken: boolean,
+    maxRollbackTokens: number,
+  ) => GrammarMatcherHandle;
   Grammar: {
     FromEBNF(ebnf: string, rootRule: string): EmbindHandle;
-    FromJSONSchema(schema: string, anyWhitespace: boolean, indent: number | undefined, separators: undefined,
-      strictMode: boolean, maxWhitespaceCnt: number | undefined, printConvertedEbnf: boolean): EmbindHandle;
+    FromJSONSchema(
+      schema: string,
+      anyWhitespace: boolean,
+      indent: number | undefined,
+      separators: undefined,
+      strictMode: boolean,
+      maxWhitespaceCnt: number | undefined,
+      printConvertedEbnf: boolean,
+    ): EmbindHandle;
     FromStructuralTag(structuralTagJson: string): EmbindHandle;
   };
   vecStringFromJSArray(values: readonly string[]): EmbindHandle;
@@ -51,8 +71,14 @@ export interface EmbindHandle {
 
 /** xgrammar's GrammarCompiler (its methods return CompiledGrammar handles). */
 export interface GrammarCompilerHandle extends EmbindHandle {
-  CompileJSONSchema(schema: string, anyWhitespace: boolean, indent: number | undefined, separators: undefined,
-    strictMode: boolean, maxWhitespaceCnt: number | undefined): EmbindHandle;
+  CompileJSONSchema(
+    schema: string,
+    anyWhitespace: boolean,
+    indent: number | undefined,
+    separators: undefined,
+    strictMode: boolean,
+    maxWhitespaceCnt: number | undefined,
+  ): EmbindHandle;
   CompileBuiltinJSONGrammar(): EmbindHandle;
   CompileGrammar(grammar: EmbindHandle): EmbindHandle;
   CompileStructuralTag(structuralTagJson: string): EmbindHandle;
@@ -98,11 +124,14 @@ export async function loadXgrammarModule(): Promise<XgrammarModule> {
   const source = readFileSync(PACKAGE_MAIN, 'utf8');
   for (const anchor of [ANCHOR, DYNAMIC_IMPORT]) {
     if (source.split(anchor).length !== 2) {
-      throw new Error(`${PACKAGE_MAIN} is not the @mlc-ai/web-xgrammar 0.1.27 bundle pagellm knows ` +
-        `(no single "${anchor}"); install the pinned version`);
+      throw new Error(
+        `${PACKAGE_MAIN} is not the @mlc-ai/web-xgrammar 0.1.27 bundle pagellm knows ` +
+          `(no single "${anchor}"); install the pinned version`,
+      );
     }
   }
-  const patched = source.replace(ANCHOR, `${ANCHOR} exports.__pagellmBinding = () => binding;`)
+  const patched = source
+    .replace(ANCHOR, `${ANCHOR} exports.__pagellmBinding = () => binding;`)
     .replace(DYNAMIC_IMPORT, "require('module')");
   const state = { lastFatalMessage: null as string | null, aborted: false };
   const record = (...args: unknown[]): void => {

@@ -61,7 +61,8 @@ export class WasmArena implements Arena {
     if (!(memory.buffer instanceof SharedArrayBuffer)) {
       throw new KernelError('WasmArena needs a shared WebAssembly.Memory (created with shared: true)');
     }
-    if (!Number.isInteger(base) || base < 0) throw new KernelError(`arena base must be a byte offset >= 0, got ${base}`);
+    if (!Number.isInteger(base) || base < 0)
+      throw new KernelError(`arena base must be a byte offset >= 0, got ${base}`);
     this.memory = memory;
     this.base = base;
     this.top = base;
@@ -143,7 +144,8 @@ export class WasmArena implements Arena {
 
   /** Aligns, grows the memory if needed, zero-fills reused bytes, bumps the top; returns the byte offset. */
   private reserve(bytes: number, align: number, what: string, zero = true): number {
-    if (!Number.isSafeInteger(bytes) || bytes < 0) throw new KernelError(`${what}: byte count must be >= 0, got ${bytes}`);
+    if (!Number.isSafeInteger(bytes) || bytes < 0)
+      throw new KernelError(`${what}: byte count must be >= 0, got ${bytes}`);
     if (!Number.isInteger(align) || align <= 0 || (align & (align - 1)) !== 0) {
       throw new KernelError(`${what}: alignment must be a power of two, got ${align}`);
     }
@@ -153,7 +155,8 @@ export class WasmArena implements Arena {
       throw new ArenaOutOfMemoryError(
         `${what}: ${bytes} bytes do not fit in the 4 GiB wasm32 address space (${this.bytesUsed} bytes in use); ` +
           'use a smaller model, dtype or KV cache budget',
-        bytes, this.bytesUsed,
+        bytes,
+        this.bytesUsed,
       );
     }
     const have = this.memory.buffer.byteLength;
@@ -171,7 +174,8 @@ export class WasmArena implements Arena {
           throw new ArenaOutOfMemoryError(
             `${what}: could not grow the WebAssembly memory by ${needPages} pages to hold ${bytes} bytes ` +
               `(${this.bytesUsed} bytes in use): ${String(e)}`,
-            bytes, this.bytesUsed,
+            bytes,
+            this.bytesUsed,
           );
         }
       }
@@ -186,7 +190,8 @@ export class WasmArena implements Arena {
 }
 
 function checkLength(length: number, what: string): number {
-  if (!Number.isSafeInteger(length) || length < 0) throw new KernelError(`${what}: length must be an integer >= 0, got ${length}`);
+  if (!Number.isSafeInteger(length) || length < 0)
+    throw new KernelError(`${what}: length must be an integer >= 0, got ${length}`);
   return length;
 }
 

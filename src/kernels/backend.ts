@@ -20,9 +20,7 @@
  * (q8_0: blocks of 32 int8 values preceded by an f16 scale; the others' layouts are in ggml-quant-types.ts).
  */
 export type WeightDType =
-  | 'f32' | 'f16' | 'bf16'
-  | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q8_0'
-  | 'q2_K' | 'q3_K' | 'q4_K' | 'q5_K' | 'q6_K';
+  'f32' | 'f16' | 'bf16' | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q8_0' | 'q2_K' | 'q3_K' | 'q4_K' | 'q5_K' | 'q6_K';
 
 /** Element type of the paged KV cache (`kvCacheDtype`). int8 keeps one f32 scale per (block, KV head). */
 export type KvCacheDType = 'fp32' | 'fp16' | 'int8';
@@ -164,15 +162,29 @@ export interface KernelBackend {
    * In-place rotary embedding of x [m, numHeads, headSize] at positions[m]. cosSin is [maxPositions, rotaryDim]:
    * the first rotaryDim/2 values of a row are cos(pos·invFreq[i]), the next rotaryDim/2 are sin.
    */
-  rope(x: Float32Array, positions: Int32Array, m: number, numHeads: number, headSize: number,
-    cosSin: Float32Array, rotaryDim: number, style: RopeStyle): void;
+  rope(
+    x: Float32Array,
+    positions: Int32Array,
+    m: number,
+    numHeads: number,
+    headSize: number,
+    cosSin: Float32Array,
+    rotaryDim: number,
+    style: RopeStyle,
+  ): void;
   /** out[i] = silu(gate[i]) * up[i] for n values. */
   siluMul(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
   /** out[i] = a[i] + b[i] for n values (out may alias a). */
   add(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
 
   /** Writes key/value [m, numKvHeads, headSize] into the cache at slotMapping[m] (slot −1: skipped). */
-  reshapeAndCache(key: Float32Array, value: Float32Array, cache: KvCacheLayer, slotMapping: Int32Array, m: number): void;
+  reshapeAndCache(
+    key: Float32Array,
+    value: Float32Array,
+    cache: KvCacheLayer,
+    slotMapping: Int32Array,
+    m: number,
+  ): void;
   /** vLLM's rule: v1 when maxSeqLen ≤ 8192 and (one 512-token partition or numSeqs × numHeads > 512), else v2. */
   pagedAttention(input: PagedAttentionInput): void;
   pagedAttentionV1(input: PagedAttentionInput): void;

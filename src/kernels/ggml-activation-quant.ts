@@ -30,10 +30,14 @@ function roundTripQ8_0(x: Float32Array, xo: number, n: number, out: Float32Array
 /** q8_K (256 values, f32 scale d = −max / 127 with max the signed value of largest |x|): the values d × q. */
 function roundTripQ8_K(x: Float32Array, xo: number, n: number, out: Float32Array): void {
   for (let b = 0; b < n; b += 256) {
-    let amax = 0, max = 0;
+    let amax = 0,
+      max = 0;
     for (let j = 0; j < 256; j++) {
       const ax = Math.abs(x[xo + b + j]);
-      if (ax > amax) { amax = ax; max = x[xo + b + j]; }
+      if (ax > amax) {
+        amax = ax;
+        max = x[xo + b + j];
+      }
     }
     if (amax === 0) {
       out.fill(0, b, b + 256);
@@ -50,15 +54,26 @@ function roundTripQ8_K(x: Float32Array, xo: number, n: number, out: Float32Array
  * blocks, or f16 / bf16 rounding (ggml multiplies f16 weights by f16 activations), f32 unchanged. Throws
  * KernelError when n is not a whole number of the activation type's blocks.
  */
-export function roundTripActivations(vecDotType: VecDotType, x: Float32Array, xOffset: number, n: number, out: Float32Array): void {
+export function roundTripActivations(
+  vecDotType: VecDotType,
+  x: Float32Array,
+  xOffset: number,
+  n: number,
+  out: Float32Array,
+): void {
   const block = vecDotType === 'q8_K' ? 256 : 32;
   if (vecDotType === 'f32' || vecDotType === 'f16' || vecDotType === 'bf16') {
-    const round = vecDotType === 'f16' ? (v: number) => f16ToF32(f32ToF16(v))
-      : vecDotType === 'bf16' ? (v: number) => bf16ToF32(f32ToBf16(v)) : (v: number) => v;
+    const round =
+      vecDotType === 'f16'
+        ? (v: number) => f16ToF32(f32ToF16(v))
+        : vecDotType === 'bf16'
+          ? (v: number) => bf16ToF32(f32ToBf16(v))
+          : (v: number) => v;
     for (let j = 0; j < n; j++) out[j] = round(x[xOffset + j]);
     return;
   }
-  if (n % block !== 0) throw new KernelError(`${vecDotType} activations: ${n} values are not whole ${block}-value blocks`);
+  if (n % block !== 0)
+    throw new KernelError(`${vecDotType} activations: ${n} values are not whole ${block}-value blocks`);
   if (vecDotType === 'q8_K') roundTripQ8_K(x, xOffset, n, out);
   else roundTripQ8_0(x, xOffset, n, out);
 }

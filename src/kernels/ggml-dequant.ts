@@ -31,7 +31,8 @@ function q4_0(b: Uint8Array, o: number, out: Float32Array, p: number): void {
 
 /** q4_1 {d, m; qs[16]}: value d × q + m. */
 function q4_1(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o), m = half(b, o + 2);
+  const d = half(b, o),
+    m = half(b, o + 2);
   for (let j = 0; j < 16; j++) {
     const q = b[o + 4 + j];
     out[p + j] = fr(fr((q & 15) * d) + m);
@@ -46,7 +47,8 @@ function u32(b: Uint8Array, o: number): number {
 
 /** q5_0 {d; qh[4]; qs[16]}: q = nibble | bit j of qh << 4; value d × (q − 16). */
 function q5_0(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o), qh = u32(b, o + 2);
+  const d = half(b, o),
+    qh = u32(b, o + 2);
   for (let j = 0; j < 16; j++) {
     const q = b[o + 6 + j];
     const x0 = (q & 15) | (((qh >>> j) & 1) << 4);
@@ -58,7 +60,9 @@ function q5_0(b: Uint8Array, o: number, out: Float32Array, p: number): void {
 
 /** q5_1 {d, m; qh[4]; qs[16]}: value d × q + m. */
 function q5_1(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o), m = half(b, o + 2), qh = u32(b, o + 4);
+  const d = half(b, o),
+    m = half(b, o + 2),
+    qh = u32(b, o + 4);
   for (let j = 0; j < 16; j++) {
     const q = b[o + 8 + j];
     const x0 = (q & 15) | (((qh >>> j) & 1) << 4);
@@ -80,14 +84,17 @@ function q8_0(b: Uint8Array, o: number, out: Float32Array, p: number): void {
  * Value (d × scale) × q − dmin × min.
  */
 function q2_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o + 80), dmin = half(b, o + 82);
-  let y = p, is = 0;
+  const d = half(b, o + 80),
+    dmin = half(b, o + 82);
+  let y = p,
+    is = 0;
   for (let h = 0; h < 2; h++) {
     const qs = o + 16 + 32 * h;
     for (let shift = 0; shift < 8; shift += 2) {
       for (let part = 0; part < 2; part++) {
         const sc = b[o + is++];
-        const dl = fr(d * (sc & 15)), ml = fr(dmin * (sc >> 4));
+        const dl = fr(d * (sc & 15)),
+          ml = fr(dmin * (sc >> 4));
         for (let l = 0; l < 16; l++) out[y++] = fr(fr(dl * ((b[qs + 16 * part + l] >> shift) & 3)) - ml);
       }
     }
@@ -112,7 +119,9 @@ export function q3kScales(b: Uint8Array, o: number): Int32Array {
 function q3_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
   const d = half(b, o + 108);
   const scales = q3kScales(b, o + 96);
-  let y = p, is = 0, m = 1;
+  let y = p,
+    is = 0,
+    m = 1;
   for (let h = 0; h < 2; h++) {
     const qs = o + 32 + 32 * h;
     for (let shift = 0; shift < 8; shift += 2) {
@@ -140,13 +149,15 @@ export function kScaleMin(b: Uint8Array, o: number, j: number): [number, number]
  * Value (d × scale) × q − dmin × min.
  */
 function q4_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o), dmin = half(b, o + 2);
+  const d = half(b, o),
+    dmin = half(b, o + 2);
   let y = p;
   for (let i = 0; i < 4; i++) {
     const qs = o + 16 + 32 * i;
     for (let part = 0; part < 2; part++) {
       const [sc, mn] = kScaleMin(b, o + 4, 2 * i + part);
-      const d1 = fr(d * sc), m1 = fr(dmin * mn);
+      const d1 = fr(d * sc),
+        m1 = fr(dmin * mn);
       for (let l = 0; l < 32; l++) out[y++] = fr(fr(d1 * ((b[qs + l] >> (4 * part)) & 15)) - m1);
     }
   }
@@ -154,14 +165,16 @@ function q4_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
 
 /** q5_K {d; dmin; scales[12]; qh[32]; qs[128]}: as q4_K, with bit s of qh[l] the fifth bit of sub-block s's value l. */
 function q5_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o), dmin = half(b, o + 2);
+  const d = half(b, o),
+    dmin = half(b, o + 2);
   let y = p;
   for (let i = 0; i < 4; i++) {
     const qs = o + 48 + 32 * i;
     for (let part = 0; part < 2; part++) {
       const s = 2 * i + part;
       const [sc, mn] = kScaleMin(b, o + 4, s);
-      const d1 = fr(d * sc), m1 = fr(dmin * mn);
+      const d1 = fr(d * sc),
+        m1 = fr(dmin * mn);
       for (let l = 0; l < 32; l++) {
         const q = ((b[qs + l] >> (4 * part)) & 15) + (((b[o + 16 + l] >> s) & 1) << 4);
         out[y++] = fr(fr(d1 * q) - m1);
@@ -178,7 +191,9 @@ function q5_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
 function q6_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
   const d = half(b, o + 208);
   for (let h = 0; h < 2; h++) {
-    const ql = o + 64 * h, qh = o + 128 + 32 * h, sc = o + 192 + 8 * h;
+    const ql = o + 64 * h,
+      qh = o + 128 + 32 * h,
+      sc = o + 192 + 8 * h;
     for (let l = 0; l < 32; l++) {
       const is = l >> 4;
       for (let k = 0; k < 4; k++) {
@@ -191,22 +206,42 @@ function q6_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
   }
 }
 
-const DECODERS: Readonly<Record<QuantWeightDType, BlockDecoder>> = { q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K };
+const DECODERS: Readonly<Record<QuantWeightDType, BlockDecoder>> = {
+  q4_0,
+  q4_1,
+  q5_0,
+  q5_1,
+  q8_0,
+  q2_K,
+  q3_K,
+  q4_K,
+  q5_K,
+  q6_K,
+};
 
 /**
  * Dequantizes `n` values of `dtype` starting at byte `srcOffset` of `src` into out[outOffset .. outOffset + n)
  * (ggml's `dequantize_row_<dtype>`). Throws KernelError when n is not a whole number of blocks or `src` is short.
  */
-export function dequantizeRow(dtype: QuantWeightDType, src: Uint8Array, srcOffset: number, out: Float32Array,
-  outOffset: number, n: number): void {
+export function dequantizeRow(
+  dtype: QuantWeightDType,
+  src: Uint8Array,
+  srcOffset: number,
+  out: Float32Array,
+  outOffset: number,
+  n: number,
+): void {
   const decode = DECODERS[dtype];
   const layout = WEIGHT_LAYOUTS[dtype];
   if (decode === undefined) throw new KernelError(`dequantize: ${String(dtype)} is not a quantized weight dtype`);
   const { blockValues, blockBytes } = layout;
-  if (n % blockValues !== 0) throw new KernelError(`dequantize ${dtype}: ${n} values are not whole ${blockValues}-value blocks`);
+  if (n % blockValues !== 0)
+    throw new KernelError(`dequantize ${dtype}: ${n} values are not whole ${blockValues}-value blocks`);
   const nb = n / blockValues;
   if (srcOffset + nb * blockBytes > src.length) {
-    throw new KernelError(`dequantize ${dtype}: ${n} values need ${nb * blockBytes} bytes from ${srcOffset}, src holds ${src.length}`);
+    throw new KernelError(
+      `dequantize ${dtype}: ${n} values need ${nb * blockBytes} bytes from ${srcOffset}, src holds ${src.length}`,
+    );
   }
   for (let i = 0; i < nb; i++) decode(src, srcOffset + i * blockBytes, out, outOffset + i * blockValues);
 }

@@ -62,14 +62,17 @@ export const WEIGHT_LAYOUTS: Readonly<Record<WeightDType, WeightLayout>> = {
 export const WEIGHT_DTYPES: readonly WeightDType[] = Object.keys(WEIGHT_LAYOUTS) as WeightDType[];
 
 /** The quantized WeightDTypes, in the table's order. */
-export const QUANT_WEIGHT_DTYPES: readonly QuantWeightDType[] =
-  WEIGHT_DTYPES.filter((d) => WEIGHT_LAYOUTS[d].blockValues > 1) as QuantWeightDType[];
+export const QUANT_WEIGHT_DTYPES: readonly QuantWeightDType[] = WEIGHT_DTYPES.filter(
+  (d) => WEIGHT_LAYOUTS[d].blockValues > 1,
+) as QuantWeightDType[];
 
 /**
  * Layouts of the int8 activation blocks (ggml-common.h): q8_0 {d f16; qs[32]}; q8_1 {d, s f16 (s = d × Σq);
  * qs[32]}; q8_K {d f32; qs[256]; bsums[16] int16 (sums of each 16 q)}.
  */
-export const ACTIVATION_LAYOUTS: Readonly<Record<'q8_0' | 'q8_1' | 'q8_K', { blockValues: number; blockBytes: number }>> = {
+export const ACTIVATION_LAYOUTS: Readonly<
+  Record<'q8_0' | 'q8_1' | 'q8_K', { blockValues: number; blockBytes: number }>
+> = {
   q8_0: { blockValues: 32, blockBytes: 34 },
   q8_1: { blockValues: 32, blockBytes: 36 },
   q8_K: { blockValues: 256, blockBytes: 292 },

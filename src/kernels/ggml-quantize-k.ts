@@ -34,18 +34,30 @@ function getHalf(y: Uint8Array, o: number): number {
  * make_qx_quants with rmse_type 1 (weights x², no importance matrix): symmetric levels L[i] ∈ [0, 2·nmax) for
  * x[x0 .. x0+n), the scale chosen by a 19-point search around nmax / max. Returns the scale.
  */
-export function makeQxQuants(n: number, nmax: number, x: Float32Array, x0: number, L: Int8Array | Uint8Array, l0: number): number {
-  let max = 0, amax = 0;
+export function makeQxQuants(
+  n: number,
+  nmax: number,
+  x: Float32Array,
+  x0: number,
+  L: Int8Array | Uint8Array,
+  l0: number,
+): number {
+  let max = 0,
+    amax = 0;
   for (let i = 0; i < n; i++) {
     const ax = Math.abs(x[x0 + i]);
-    if (ax > amax) { amax = ax; max = x[x0 + i]; }
+    if (ax > amax) {
+      amax = ax;
+      max = x[x0 + i];
+    }
   }
   if (amax < GROUP_MAX_EPS) {
     for (let i = 0; i < n; i++) L[l0 + i] = 0;
     return 0;
   }
   const sums = (iscale: number, store: boolean): [number, number] => {
-    let sumlx = 0, suml2 = 0;
+    let sumlx = 0,
+      suml2 = 0;
     for (let i = 0; i < n; i++) {
       const xi = x[x0 + i];
       const l = Math.max(-nmax, Math.min(nmax - 1, nearestInt(fr(iscale * xi))));
@@ -77,17 +89,22 @@ export function makeQxQuants(n: number, nmax: number, x: Float32Array, x0: numbe
  * coordinate descent on the x²-weighted error. Returns the scale.
  */
 export function makeQ3Quants(n: number, nmax: number, x: Float32Array, x0: number, L: Int8Array, l0: number): number {
-  let max = 0, amax = 0;
+  let max = 0,
+    amax = 0;
   for (let i = 0; i < n; i++) {
     const ax = Math.abs(x[x0 + i]);
-    if (ax > amax) { amax = ax; max = x[x0 + i]; }
+    if (ax > amax) {
+      amax = ax;
+      max = x[x0 + i];
+    }
   }
   if (amax < GROUP_MAX_EPS) {
     for (let i = 0; i < n; i++) L[l0 + i] = 0;
     return 0;
   }
   const iscale = fr(-nmax / max);
-  let sumlx = 0, suml2 = 0;
+  let sumlx = 0,
+    suml2 = 0;
   for (let i = 0; i < n; i++) {
     const xi = x[x0 + i];
     const l = Math.max(-nmax, Math.min(nmax - 1, nearestInt(fr(iscale * xi))));
@@ -99,7 +116,8 @@ export function makeQ3Quants(n: number, nmax: number, x: Float32Array, x0: numbe
   for (let itry = 0; itry < 5; itry++) {
     let changed = 0;
     for (let i = 0; i < n; i++) {
-      const xi = x[x0 + i], li = L[l0 + i];
+      const xi = x[x0 + i],
+        li = L[l0 + i];
       const w = fr(xi * xi);
       let slx = fr(sumlx - fr(fr(w * xi) * li));
       if (!(slx > 0)) continue;
@@ -109,7 +127,9 @@ export function makeQ3Quants(n: number, nmax: number, x: Float32Array, x0: numbe
       slx = fr(slx + fr(fr(w * xi) * nl));
       sl2 = fr(sl2 + fr(fr(w * nl) * nl));
       if (sl2 > 0 && fr(fr(slx * slx) * suml2) > fr(fr(sumlx * sumlx) * sl2)) {
-        L[l0 + i] = nl; sumlx = slx; suml2 = sl2;
+        L[l0 + i] = nl;
+        sumlx = slx;
+        suml2 = sl2;
         changed++;
       }
     }
@@ -120,16 +140,31 @@ export function makeQ3Quants(n: number, nmax: number, x: Float32Array, x0: numbe
 }
 
 /** Result of {@link makeQkx2Quants}: the scale and the (non-negative) minimum to subtract. */
-interface ScaleMin { scale: number; min: number }
+interface ScaleMin {
+  scale: number;
+  min: number;
+}
 
 /**
  * make_qkx2_quants: asymmetric levels L[i] ∈ [0, nmax] for x[x0 .. x0+n) with value scale × L − min, searching
  * nstep + 1 candidate scales (rmin + rdelta·is + nmax) / (max − min) and keeping the least weighted error (absolute
  * when useMad, squared otherwise). Returns the scale and the min (≥ 0).
  */
-export function makeQkx2Quants(n: number, nmax: number, x: Float32Array, x0: number, weights: Float32Array,
-  L: Uint8Array, l0: number, rmin: number, rdelta: number, nstep: number, useMad: boolean): ScaleMin {
-  let min = x[x0], max = x[x0];
+export function makeQkx2Quants(
+  n: number,
+  nmax: number,
+  x: Float32Array,
+  x0: number,
+  weights: Float32Array,
+  L: Uint8Array,
+  l0: number,
+  rmin: number,
+  rdelta: number,
+  nstep: number,
+  useMad: boolean,
+): ScaleMin {
+  let min = x[x0],
+    max = x[x0];
   let sumW = weights[0];
   let sumX = fr(sumW * x[x0]);
   for (let i = 1; i < n; i++) {
@@ -158,7 +193,9 @@ export function makeQkx2Quants(n: number, nmax: number, x: Float32Array, x0: num
   const laux = new Uint8Array(n);
   for (let is = 0; is <= nstep; is++) {
     iscale = fr(fr(fr(rmin + fr(rdelta * is)) + nmax) / fr(max - min));
-    let sumL = 0, sumL2 = 0, sumXL = 0;
+    let sumL = 0,
+      sumL2 = 0,
+      sumXL = 0;
     for (let i = 0; i < n; i++) {
       const l = Math.max(0, Math.min(nmax, nearestInt(fr(iscale * fr(x[x0 + i] - min)))));
       laux[i] = l;
@@ -176,7 +213,8 @@ export function makeQkx2Quants(n: number, nmax: number, x: Float32Array, x0: num
       thisScale = fr(sumXL / sumL2);
     }
     let cur = 0;
-    for (let i = 0; i < n; i++) cur = fr(cur + fr(weights[i] * err(fr(fr(fr(thisScale * laux[i]) + thisMin) - x[x0 + i]))));
+    for (let i = 0; i < n; i++)
+      cur = fr(cur + fr(weights[i] * err(fr(fr(fr(thisScale * laux[i]) + thisMin) - x[x0 + i]))));
     if (cur < bestError) {
       L.set(laux, l0);
       bestError = cur;
@@ -199,15 +237,20 @@ function pack2bit(L: ArrayLike<number>, y: Uint8Array, o: number): void {
 
 /** quantize_row_q2_K_ref: 16 sub-blocks of 16, make_qkx2_quants(16, 3, |x| weights, −0.5, 0.1, 15, mad). */
 export function quantizeRowQ2K(x: Float32Array, y: Uint8Array): void {
-  const L = new Uint8Array(QK_K), weights = new Float32Array(16);
-  const scales = new Float32Array(16), mins = new Float32Array(16);
+  const L = new Uint8Array(QK_K),
+    weights = new Float32Array(16);
+  const scales = new Float32Array(16),
+    mins = new Float32Array(16);
   for (let i = 0; i < x.length / QK_K; i++) {
-    const xb = i * QK_K, o = i * 84;
-    let maxScale = 0, maxMin = 0;
+    const xb = i * QK_K,
+      o = i * 84;
+    let maxScale = 0,
+      maxMin = 0;
     for (let j = 0; j < 16; j++) {
       for (let l = 0; l < 16; l++) weights[l] = Math.abs(x[xb + 16 * j + l]);
       const r = makeQkx2Quants(16, 3, x, xb + 16 * j, weights, L, 16 * j, fr(-0.5), fr(0.1), 15, true);
-      scales[j] = r.scale; mins[j] = r.min;
+      scales[j] = r.scale;
+      mins[j] = r.min;
       if (r.scale > maxScale) maxScale = r.scale;
       if (r.min > maxMin) maxMin = r.min;
     }
@@ -226,7 +269,8 @@ export function quantizeRowQ2K(x: Float32Array, y: Uint8Array): void {
     } else {
       putHalf(y, o + 82, 0);
     }
-    const dAll = getHalf(y, o + 80), mAll = getHalf(y, o + 82);
+    const dAll = getHalf(y, o + 80),
+      mAll = getHalf(y, o + 82);
     for (let j = 0; j < 16; j++) {
       const d = fr(dAll * (y[o + j] & 15));
       if (d === 0) continue;
@@ -241,14 +285,20 @@ export function quantizeRowQ2K(x: Float32Array, y: Uint8Array): void {
 
 /** quantize_row_q3_K_ref: 16 sub-blocks of 16, make_q3_quants(16, 4), 6-bit signed scales, a high-bit mask. */
 export function quantizeRowQ3K(x: Float32Array, y: Uint8Array): void {
-  const L = new Int8Array(QK_K), scales = new Float32Array(16);
+  const L = new Int8Array(QK_K),
+    scales = new Float32Array(16);
   for (let i = 0; i < x.length / QK_K; i++) {
-    const xb = i * QK_K, o = i * 110;
-    let maxScale = 0, amax = 0;
+    const xb = i * QK_K,
+      o = i * 110;
+    let maxScale = 0,
+      amax = 0;
     for (let j = 0; j < 16; j++) {
       scales[j] = makeQ3Quants(16, 4, x, xb + 16 * j, L, 16 * j);
       const s = Math.abs(scales[j]);
-      if (s > amax) { amax = s; maxScale = scales[j]; }
+      if (s > amax) {
+        amax = s;
+        maxScale = scales[j];
+      }
     }
     y.fill(0, o, o + 110);
     if (maxScale !== 0) {
@@ -288,17 +338,29 @@ export function quantizeRowQ3K(x: Float32Array, y: Uint8Array): void {
  * mins packed in 12 bytes at o + 4, d and dmin at o and o + 2; levels (x + dmin·m) / (d·sc) clamped to [0, nmax]
  * written to L.
  */
-function quantizeScalesK(x: Float32Array, xb: number, y: Uint8Array, o: number, L: Uint8Array, nmax: number,
-  rmin: number, nstep: number): void {
-  const weights = new Float32Array(32), scales = new Float32Array(8), mins = new Float32Array(8);
-  let maxScale = 0, maxMin = 0;
+function quantizeScalesK(
+  x: Float32Array,
+  xb: number,
+  y: Uint8Array,
+  o: number,
+  L: Uint8Array,
+  nmax: number,
+  rmin: number,
+  nstep: number,
+): void {
+  const weights = new Float32Array(32),
+    scales = new Float32Array(8),
+    mins = new Float32Array(8);
+  let maxScale = 0,
+    maxMin = 0;
   for (let j = 0; j < 8; j++) {
     let sumX2 = 0;
     for (let l = 0; l < 32; l++) sumX2 = fr(sumX2 + fr(x[xb + 32 * j + l] * x[xb + 32 * j + l]));
     const avX = fr(Math.sqrt(fr(sumX2 / 32)));
     for (let l = 0; l < 32; l++) weights[l] = fr(avX + Math.abs(x[xb + 32 * j + l]));
     const r = makeQkx2Quants(32, nmax, x, xb + 32 * j, weights, L, 32 * j, rmin, fr(0.1), nstep, false);
-    scales[j] = r.scale; mins[j] = r.min;
+    scales[j] = r.scale;
+    mins[j] = r.min;
     if (r.scale > maxScale) maxScale = r.scale;
     if (r.min > maxMin) maxMin = r.min;
   }
@@ -353,7 +415,8 @@ export function quantizeRowQ5K(x: Float32Array, y: Uint8Array): void {
     quantizeScalesK(x, i * QK_K, y, o, L, 31, fr(-0.5), 15);
     for (let h = 0; h < 4; h++) {
       for (let l = 0; l < 32; l++) {
-        const l1 = L[64 * h + l], l2 = L[64 * h + l + 32];
+        const l1 = L[64 * h + l],
+          l2 = L[64 * h + l + 32];
         if (l1 > 15) y[o + 16 + l] |= 1 << (2 * h);
         if (l2 > 15) y[o + 16 + l] |= 2 << (2 * h);
         y[o + 48 + 32 * h + l] = (l1 & 15) | ((l2 & 15) << 4);
@@ -364,15 +427,21 @@ export function quantizeRowQ5K(x: Float32Array, y: Uint8Array): void {
 
 /** quantize_row_q6_K_ref: 16 sub-blocks of 16, make_qx_quants(16, 32, rmse 1), 8-bit signed scales. */
 export function quantizeRowQ6K(x: Float32Array, y: Uint8Array): void {
-  const L = new Int8Array(QK_K), scales = new Float32Array(16);
+  const L = new Int8Array(QK_K),
+    scales = new Float32Array(16);
   for (let i = 0; i < x.length / QK_K; i++) {
-    const xb = i * QK_K, o = i * 210;
+    const xb = i * QK_K,
+      o = i * 210;
     y.fill(0, o, o + 210);
-    let maxScale = 0, maxAbs = 0;
+    let maxScale = 0,
+      maxAbs = 0;
     for (let ib = 0; ib < 16; ib++) {
       scales[ib] = makeQxQuants(16, 32, x, xb + 16 * ib, L, 16 * ib);
       const a = Math.abs(scales[ib]);
-      if (a > maxAbs) { maxAbs = a; maxScale = scales[ib]; }
+      if (a > maxAbs) {
+        maxAbs = a;
+        maxScale = scales[ib];
+      }
     }
     if (maxAbs < GROUP_MAX_EPS) continue;
     const iscale = fr(-128 / maxScale);
@@ -386,11 +455,14 @@ export function quantizeRowQ6K(x: Float32Array, y: Uint8Array): void {
       }
     }
     for (let h = 0; h < 2; h++) {
-      const ql = o + 64 * h, qh = o + 128 + 32 * h, j = 128 * h;
+      const ql = o + 64 * h,
+        qh = o + 128 + 32 * h,
+        j = 128 * h;
       for (let l = 0; l < 32; l++) {
         y[ql + l] = (L[j + l] & 15) | ((L[j + l + 64] & 15) << 4);
         y[ql + l + 32] = (L[j + l + 32] & 15) | ((L[j + l + 96] & 15) << 4);
-        y[qh + l] = (L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6);
+        y[qh + l] =
+          (L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6);
       }
     }
   }

@@ -26,17 +26,22 @@ function truncI8(v: number): number {
 
 /** The value of largest magnitude in x[b .. b+32) (first one wins a tie), as quantize_row_q{4,5}_0_ref find it. */
 function signedAbsMax(x: Float32Array, b: number): number {
-  let amax = 0, max = 0;
+  let amax = 0,
+    max = 0;
   for (let j = 0; j < 32; j++) {
     const v = x[b + j];
-    if (amax < Math.abs(v)) { amax = Math.abs(v); max = v; }
+    if (amax < Math.abs(v)) {
+      amax = Math.abs(v);
+      max = v;
+    }
   }
   return max;
 }
 
 /** Min and max of x[b .. b+32). */
 function minMax(x: Float32Array, b: number): [number, number] {
-  let min = Infinity, max = -Infinity;
+  let min = Infinity,
+    max = -Infinity;
   for (let j = 0; j < 32; j++) {
     const v = x[b + j];
     if (v < min) min = v;
@@ -47,13 +52,17 @@ function minMax(x: Float32Array, b: number): [number, number] {
 
 /** Stores the fifth bits of 5-bit levels q0 (value j) and q1 (value j + 16) into qh. */
 function putQh(y: Uint8Array, o: number, qh: number): void {
-  y[o] = qh & 255; y[o + 1] = (qh >>> 8) & 255; y[o + 2] = (qh >>> 16) & 255; y[o + 3] = qh >>> 24;
+  y[o] = qh & 255;
+  y[o + 1] = (qh >>> 8) & 255;
+  y[o + 2] = (qh >>> 16) & 255;
+  y[o + 3] = qh >>> 24;
 }
 
 /** quantize_row_q4_0_ref: d = max / −8 (max the signed value of largest |x|), q = min(15, trunc(x/d + 8.5)). */
 function quantizeRowQ4_0(x: Float32Array, y: Uint8Array): void {
   for (let i = 0; i < x.length / 32; i++) {
-    const b = 32 * i, o = 18 * i;
+    const b = 32 * i,
+      o = 18 * i;
     const d = fr(signedAbsMax(x, b) / -8);
     const id = d !== 0 ? fr(1 / d) : 0;
     putHalf(y, o, d);
@@ -68,7 +77,8 @@ function quantizeRowQ4_0(x: Float32Array, y: Uint8Array): void {
 /** quantize_row_q4_1_ref: d = (max − min) / 15, m = min, q = min(15, trunc((x − min)/d + 0.5)). */
 function quantizeRowQ4_1(x: Float32Array, y: Uint8Array): void {
   for (let i = 0; i < x.length / 32; i++) {
-    const b = 32 * i, o = 20 * i;
+    const b = 32 * i,
+      o = 20 * i;
     const [min, max] = minMax(x, b);
     const d = fr(fr(max - min) / 15);
     const id = d !== 0 ? fr(1 / d) : 0;
@@ -85,7 +95,8 @@ function quantizeRowQ4_1(x: Float32Array, y: Uint8Array): void {
 /** quantize_row_q5_0_ref: d = max / −16, q = min(31, trunc(x/d + 16.5)), fifth bits in qh. */
 function quantizeRowQ5_0(x: Float32Array, y: Uint8Array): void {
   for (let i = 0; i < x.length / 32; i++) {
-    const b = 32 * i, o = 22 * i;
+    const b = 32 * i,
+      o = 22 * i;
     const d = fr(signedAbsMax(x, b) / -16);
     const id = d !== 0 ? fr(1 / d) : 0;
     putHalf(y, o, d);
@@ -103,7 +114,8 @@ function quantizeRowQ5_0(x: Float32Array, y: Uint8Array): void {
 /** quantize_row_q5_1_ref: d = (max − min) / 31, m = min, q = trunc((x − min)/d + 0.5), fifth bits in qh. */
 function quantizeRowQ5_1(x: Float32Array, y: Uint8Array): void {
   for (let i = 0; i < x.length / 32; i++) {
-    const b = 32 * i, o = 24 * i;
+    const b = 32 * i,
+      o = 24 * i;
     const [min, max] = minMax(x, b);
     const d = fr(fr(max - min) / 31);
     const id = d !== 0 ? fr(1 / d) : 0;
@@ -126,7 +138,8 @@ function quantizeRowQ5_1(x: Float32Array, y: Uint8Array): void {
  */
 function quantizeRowQ8_0(x: Float32Array, y: Uint8Array): void {
   for (let i = 0; i < x.length / 32; i++) {
-    const b = 32 * i, o = 34 * i;
+    const b = 32 * i,
+      o = 34 * i;
     let amax = 0;
     for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[b + j]));
     const d = fr(amax / 127);
@@ -142,8 +155,16 @@ function quantizeRowQ8_0(x: Float32Array, y: Uint8Array): void {
 }
 
 const QUANTIZERS: Readonly<Record<QuantWeightDType, (x: Float32Array, y: Uint8Array) => void>> = {
-  q4_0: quantizeRowQ4_0, q4_1: quantizeRowQ4_1, q5_0: quantizeRowQ5_0, q5_1: quantizeRowQ5_1, q8_0: quantizeRowQ8_0,
-  q2_K: quantizeRowQ2K, q3_K: quantizeRowQ3K, q4_K: quantizeRowQ4K, q5_K: quantizeRowQ5K, q6_K: quantizeRowQ6K,
+  q4_0: quantizeRowQ4_0,
+  q4_1: quantizeRowQ4_1,
+  q5_0: quantizeRowQ5_0,
+  q5_1: quantizeRowQ5_1,
+  q8_0: quantizeRowQ8_0,
+  q2_K: quantizeRowQ2K,
+  q3_K: quantizeRowQ3K,
+  q4_K: quantizeRowQ4K,
+  q5_K: quantizeRowQ5K,
+  q6_K: quantizeRowQ6K,
 };
 
 /**
@@ -161,7 +182,8 @@ export function quantize(dtype: QuantWeightDType, src: Float32Array, out?: Uint8
   }
   const size = (src.length / blockValues) * blockBytes;
   const y = out ?? new Uint8Array(size);
-  if (y.byteLength !== size) throw new KernelError(`quantize ${dtype}: ${src.length} values take ${size} bytes, out holds ${y.byteLength}`);
+  if (y.byteLength !== size)
+    throw new KernelError(`quantize ${dtype}: ${src.length} values take ${size} bytes, out holds ${y.byteLength}`);
   fn(src, y);
   return y;
 }

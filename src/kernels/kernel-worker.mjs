@@ -5,8 +5,17 @@
 import { parentPort, workerData } from 'node:worker_threads';
 
 const { module, memory, ctlOffset, tid, exportNames, spinIterations } = workerData;
-const GEN = 0, STATE = 1, OP = 2, NT = 3, NARGS = 4, ERR = 5, SLEEPERS = 6, JOINS = 7, JOINED = 9;
-const OPEN = 0x8000, ACTIVE = 0x7fff;
+const GEN = 0,
+  STATE = 1,
+  OP = 2,
+  NT = 3,
+  NARGS = 4,
+  ERR = 5,
+  SLEEPERS = 6,
+  JOINS = 7,
+  JOINED = 9;
+const OPEN = 0x8000,
+  ACTIVE = 0x7fff;
 const OP_EXIT = -1;
 
 const instance = new WebAssembly.Instance(module, {

@@ -47,10 +47,19 @@ export function copyBlocks(layers: readonly KvCacheLayer[], pairs: ReadonlyArray
  * block size and head size; their block counts may differ.
  * @throws KernelError when the layers do not match or a block id is out of range.
  */
-export function swapBlocks(src: KvCacheLayer, dst: KvCacheLayer, pairs: ReadonlyArray<readonly [number, number]>): void {
+export function swapBlocks(
+  src: KvCacheLayer,
+  dst: KvCacheLayer,
+  pairs: ReadonlyArray<readonly [number, number]>,
+): void {
   checkCache('swapBlocks', src);
   checkCache('swapBlocks', dst);
-  if (src.dtype !== dst.dtype || src.numKvHeads !== dst.numKvHeads || src.blockSize !== dst.blockSize || src.headSize !== dst.headSize) {
+  if (
+    src.dtype !== dst.dtype ||
+    src.numKvHeads !== dst.numKvHeads ||
+    src.blockSize !== dst.blockSize ||
+    src.headSize !== dst.headSize
+  ) {
     throw new KernelError(
       `swapBlocks: layers differ (src ${src.dtype} ${src.numKvHeads}x${src.blockSize}x${src.headSize}, ` +
         `dst ${dst.dtype} ${dst.numKvHeads}x${dst.blockSize}x${dst.headSize})`,

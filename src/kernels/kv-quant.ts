@@ -33,8 +33,16 @@ function quant(x: number, scale: number): number {
  * `dst` is the cache, `rowBase(o)` = element index of slot o of this block-head = blockHeadBase + o × n.
  * `scales[scaleIdx]` is the block-head's scale.
  */
-export function writeInt8Row(dst: Int8Array, blockHeadBase: number, off: number, n: number,
-  src: Float32Array, srcOff: number, scales: Float32Array, scaleIdx: number): void {
+export function writeInt8Row(
+  dst: Int8Array,
+  blockHeadBase: number,
+  off: number,
+  n: number,
+  src: Float32Array,
+  srcOff: number,
+  scales: Float32Array,
+  scaleIdx: number,
+): void {
   let amax = 0;
   for (let i = 0; i < n; i++) {
     const a = Math.abs(src[srcOff + i]);

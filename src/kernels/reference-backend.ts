@@ -4,7 +4,13 @@
  * included).
  */
 import type {
-  Arena, KernelBackend, KvCacheLayer, PagedAttentionInput, PrefillAttentionInput, RopeStyle, Weight,
+  Arena,
+  KernelBackend,
+  KvCacheLayer,
+  PagedAttentionInput,
+  PrefillAttentionInput,
+  RopeStyle,
+  Weight,
 } from './backend.js';
 import { WasmArena, createKernelMemory } from './arena.js';
 import { KernelError } from './errors.js';
@@ -12,7 +18,14 @@ import { f16ToF32 } from './half.js';
 import { copyBlocks as copyKvBlocks, swapBlocks as swapKvBlocks } from './kv-blocks.js';
 import { writeF16Row, writeInt8Row } from './kv-quant.js';
 import {
-  checkInt, checkLen, checkPagedAttention, checkPrefillAttention, checkReshapeAndCache, checkRope, checkWeight, useV1,
+  checkInt,
+  checkLen,
+  checkPagedAttention,
+  checkPrefillAttention,
+  checkReshapeAndCache,
+  checkRope,
+  checkWeight,
+  useV1,
 } from './validate.js';
 import { roundTripActivations } from './ggml-activation-quant.js';
 import { weightLayout } from './ggml-quant-types.js';
@@ -22,8 +35,14 @@ import { decodeWeightRow } from './weight-codec.js';
 export const PARTITION_SIZE = 512;
 
 /** Reads K or V row (block, kvHead, offset) of the cache as f32 into `out`. */
-function readKvRow(cache: KvCacheLayer, which: 'k' | 'v', block: number, head: number, off: number,
-  out: Float64Array): void {
+function readKvRow(
+  cache: KvCacheLayer,
+  which: 'k' | 'v',
+  block: number,
+  head: number,
+  off: number,
+  out: Float64Array,
+): void {
   const n = cache.headSize;
   const bh = block * cache.numKvHeads + head;
   const base = (bh * cache.blockSize + off) * n;
@@ -50,8 +69,19 @@ interface PartialAttention {
  * table; the logit of position t is scale·q·k_t + slope·(t − alibiRef). Returns the partial softmax state
  * (max = −Inf and sum = 0 when the range is empty).
  */
-function attendRange(cache: KvCacheLayer, table: Int32Array, tableOff: number, q: Float32Array, qOff: number,
-  kvHead: number, scale: number, slope: number, alibiRef: number, lo: number, hi: number): PartialAttention {
+function attendRange(
+  cache: KvCacheLayer,
+  table: Int32Array,
+  tableOff: number,
+  q: Float32Array,
+  qOff: number,
+  kvHead: number,
+  scale: number,
+  slope: number,
+  alibiRef: number,
+  lo: number,
+  hi: number,
+): PartialAttention {
   const n = cache.headSize;
   const bs = cache.blockSize;
   const row = new Float64Array(n);
@@ -115,7 +145,8 @@ export class ReferenceBackend implements KernelBackend {
     const res = new Float64Array(m * w.rows);
     if (this.ggmlActivations && w.dtype !== 'f32') {
       const xq = new Float32Array(m * w.cols);
-      for (let i = 0; i < m; i++) roundTripActivations(weightLayout(w.dtype).vecDotType, x, i * w.cols, w.cols, xq.subarray(i * w.cols));
+      for (let i = 0; i < m; i++)
+        roundTripActivations(weightLayout(w.dtype).vecDotType, x, i * w.cols, w.cols, xq.subarray(i * w.cols));
       x = xq;
     }
     for (let r = 0; r < w.rows; r++) {
@@ -137,7 +168,8 @@ export class ReferenceBackend implements KernelBackend {
     checkLen('embedding', 'out', out, m * table.cols);
     for (let i = 0; i < m; i++) {
       const id = ids[i];
-      if (id < 0 || id >= table.rows) throw new KernelError(`embedding: ids[${i}] = ${id} is outside the table (0..${table.rows - 1})`);
+      if (id < 0 || id >= table.rows)
+        throw new KernelError(`embedding: ids[${i}] = ${id} is outside the table (0..${table.rows - 1})`);
       decodeWeightRow(table, id, out, i * table.cols);
     }
   }
@@ -156,8 +188,16 @@ export class ReferenceBackend implements KernelBackend {
     }
   }
 
-  rope(x: Float32Array, positions: Int32Array, m: number, numHeads: number, headSize: number,
-    cosSin: Float32Array, rotaryDim: number, style: RopeStyle): void {
+  rope(
+    x: Float32Array,
+    positions: Int32Array,
+    m: number,
+    numHeads: number,
+    headSize: number,
+    cosSin: Float32Array,
+    rotaryDim: number,
+    style: RopeStyle,
+  ): void {
     checkRope(x, positions, m, numHeads, headSize, cosSin, rotaryDim, style);
     const half = rotaryDim / 2;
     for (let i = 0; i < m; i++) {
@@ -194,7 +234,13 @@ export class ReferenceBackend implements KernelBackend {
     for (let i = 0; i < n; i++) out[i] = a[i] + b[i];
   }
 
-  reshapeAndCache(key: Float32Array, value: Float32Array, cache: KvCacheLayer, slotMapping: Int32Array, m: number): void {
+  reshapeAndCache(
+    key: Float32Array,
+    value: Float32Array,
+    cache: KvCacheLayer,
+    slotMapping: Int32Array,
+    m: number,
+  ): void {
     checkReshapeAndCache('reshapeAndCache', key, value, cache, slotMapping, m);
     const { numKvHeads: h, blockSize: bs, headSize: n } = cache;
     for (let i = 0; i < m; i++) {
@@ -253,8 +299,21 @@ export class ReferenceBackend implements KernelBackend {
           const a = Math.max(start, lo);
           const b = Math.min(start + step, len);
           if (a < b) {
-            parts.push(attendRange(p.cache, p.blockTables, s * p.maxBlocksPerSeq, p.query, qOff, Math.floor(h / group),
-              p.scale, slope, len - 1, a, b));
+            parts.push(
+              attendRange(
+                p.cache,
+                p.blockTables,
+                s * p.maxBlocksPerSeq,
+                p.query,
+                qOff,
+                Math.floor(h / group),
+                p.scale,
+                slope,
+                len - 1,
+                a,
+                b,
+              ),
+            );
           }
         }
         writeReduced(p.out, qOff, n, parts);
@@ -275,8 +334,19 @@ export class ReferenceBackend implements KernelBackend {
         for (let h = 0; h < numHeads; h++) {
           const qOff = ((q0 + j) * numHeads + h) * n;
           const slope = p.alibiSlopes ? p.alibiSlopes[h] : 0;
-          const part = attendRange(p.cache, p.blockTables, s * p.maxBlocksPerSeq, p.query, qOff, Math.floor(h / group),
-            p.scale, slope, pos, windowStart(pos, p.slidingWindow), pos + 1);
+          const part = attendRange(
+            p.cache,
+            p.blockTables,
+            s * p.maxBlocksPerSeq,
+            p.query,
+            qOff,
+            Math.floor(h / group),
+            p.scale,
+            slope,
+            pos,
+            windowStart(pos, p.slidingWindow),
+            pos + 1,
+          );
           writeReduced(p.out, qOff, n, [part]);
         }
       }

@@ -10,8 +10,13 @@ import { KernelError } from './errors.js';
  * Written into `out` when given (an arena view, for the fast backend), else into a new array.
  * @throws KernelError when rotaryDim is odd or out / invFreq are too short.
  */
-export function computeCosSin(maxPositions: number, rotaryDim: number, theta: number, out?: Float32Array,
-  invFreq?: Float64Array | Float32Array): Float32Array {
+export function computeCosSin(
+  maxPositions: number,
+  rotaryDim: number,
+  theta: number,
+  out?: Float32Array,
+  invFreq?: Float64Array | Float32Array,
+): Float32Array {
   if (!Number.isInteger(rotaryDim) || rotaryDim < 2 || rotaryDim % 2 !== 0) {
     throw new KernelError(`computeCosSin: rotaryDim must be an even integer >= 2, got ${rotaryDim}`);
   }
@@ -19,7 +24,8 @@ export function computeCosSin(maxPositions: number, rotaryDim: number, theta: nu
     throw new KernelError(`computeCosSin: maxPositions must be an integer >= 1, got ${maxPositions}`);
   }
   const half = rotaryDim / 2;
-  if (invFreq && invFreq.length < half) throw new KernelError(`computeCosSin: invFreq holds ${invFreq.length}, needs ${half}`);
+  if (invFreq && invFreq.length < half)
+    throw new KernelError(`computeCosSin: invFreq holds ${invFreq.length}, needs ${half}`);
   const table = out ?? new Float32Array(maxPositions * rotaryDim);
   if (table.length < maxPositions * rotaryDim) {
     throw new KernelError(`computeCosSin: out holds ${table.length}, needs ${maxPositions * rotaryDim}`);

@@ -18,8 +18,17 @@
 import { Worker } from 'node:worker_threads';
 import { KernelError, KernelLoadError } from './errors.js';
 
-const GEN = 0, STATE = 1, OP = 2, NT = 3, NARGS = 4, ERR = 5, SLEEPERS = 6, JOINS = 7, JOINED = 9;
-const OPEN = 0x8000, ACTIVE = 0x7fff;
+const GEN = 0,
+  STATE = 1,
+  OP = 2,
+  NT = 3,
+  NARGS = 4,
+  ERR = 5,
+  SLEEPERS = 6,
+  JOINS = 7,
+  JOINED = 9;
+const OPEN = 0x8000,
+  ACTIVE = 0x7fff;
 /** Word index of the atomic work counter kernels take items from (byte offset ctlOffset + 32; the worker script
  * passes ctlOffset + 32 to the kernels' `init`). */
 export const CTL_COUNTER_WORD = 8;
@@ -101,16 +110,27 @@ export class ThreadPool {
     const ready: Promise<void>[] = [];
     for (let i = 0; i < n; i++) {
       const w = new Worker(url, {
-        workerData: { module, memory, ctlOffset, tid: i + 1, exportNames, spinIterations: options.spinIterations ?? DEFAULT_SPIN },
+        workerData: {
+          module,
+          memory,
+          ctlOffset,
+          tid: i + 1,
+          exportNames,
+          spinIterations: options.spinIterations ?? DEFAULT_SPIN,
+        },
         execArgv: [], // no TypeScript loader needed: the worker is plain JavaScript
         name: `pagellm-kernel-${i + 1}`,
       });
       workers.push(w);
-      ready.push(new Promise<void>((resolve, reject) => {
-        w.once('message', () => resolve());
-        w.once('error', (e) => reject(new KernelLoadError(`kernel worker ${i + 1} failed to start: ${String(e)}`)));
-        w.once('exit', (code) => reject(new KernelLoadError(`kernel worker ${i + 1} exited during start (code ${code})`)));
-      }));
+      ready.push(
+        new Promise<void>((resolve, reject) => {
+          w.once('message', () => resolve());
+          w.once('error', (e) => reject(new KernelLoadError(`kernel worker ${i + 1} failed to start: ${String(e)}`)));
+          w.once('exit', (code) =>
+            reject(new KernelLoadError(`kernel worker ${i + 1} exited during start (code ${code})`)),
+          );
+        }),
+      );
     }
     try {
       await Promise.all(ready);
@@ -121,7 +141,9 @@ export class ThreadPool {
     for (const w of workers) {
       w.removeAllListeners('exit');
       w.removeAllListeners('error');
-      w.on('error', () => { /* reported through the control block; nothing else to do */ });
+      w.on('error', () => {
+        /* reported through the control block; nothing else to do */
+      });
       w.unref(); // idle workers never keep the process alive
     }
     return new ThreadPool(workers, memory, ctlOffset, options.participation === 'all');

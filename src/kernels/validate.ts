@@ -3,7 +3,13 @@
  * argument) whichever backend runs it, and the WebAssembly kernels never read or write outside their arguments.
  */
 import type {
-  AttentionParams, KvCacheLayer, PagedAttentionInput, PrefillAttentionInput, RopeStyle, Weight, WeightDType,
+  AttentionParams,
+  KvCacheLayer,
+  PagedAttentionInput,
+  PrefillAttentionInput,
+  RopeStyle,
+  Weight,
+  WeightDType,
 } from './backend.js';
 import { KernelError } from './errors.js';
 import { weightRowBytes } from './ggml-quant-types.js';
@@ -32,7 +38,9 @@ export function weightBytes(w: Pick<Weight, 'dtype' | 'rows' | 'cols'>): number 
  */
 export function checkWeightDtype(op: string, dtype: WeightDType, supported: readonly WeightDType[]): void {
   if (!supported.includes(dtype)) {
-    throw new KernelError(`${op}: this backend does not compute with ${dtype} weights (it does: ${supported.join(', ')})`);
+    throw new KernelError(
+      `${op}: this backend does not compute with ${dtype} weights (it does: ${supported.join(', ')})`,
+    );
   }
 }
 
@@ -42,7 +50,9 @@ export function checkWeight(op: string, w: Weight): void {
   checkInt(op, 'weight cols', w.cols, 1);
   const need = weightBytes(w);
   if (w.data.byteLength < need) {
-    throw new KernelError(`${op}: ${w.dtype} weight [${w.rows}, ${w.cols}] needs ${need} bytes, data has ${w.data.byteLength}`);
+    throw new KernelError(
+      `${op}: ${w.dtype} weight [${w.rows}, ${w.cols}] needs ${need} bytes, data has ${w.data.byteLength}`,
+    );
   }
 }
 
@@ -57,7 +67,8 @@ export function checkCache(op: string, c: KvCacheLayer): void {
   checkInt(op, 'cache.numKvHeads', c.numKvHeads, 1);
   checkInt(op, 'cache.blockSize', c.blockSize, 1);
   checkInt(op, 'cache.headSize', c.headSize, 1);
-  const want = c.dtype === 'fp32' ? Float32Array : c.dtype === 'fp16' ? Uint16Array : c.dtype === 'int8' ? Int8Array : null;
+  const want =
+    c.dtype === 'fp32' ? Float32Array : c.dtype === 'fp16' ? Uint16Array : c.dtype === 'int8' ? Int8Array : null;
   if (want === null) throw new KernelError(`${op}: unknown cache dtype ${String(c.dtype)}`);
   if (!(c.k instanceof want) || !(c.v instanceof want)) {
     throw new KernelError(`${op}: a ${c.dtype} cache needs k and v as ${want.name}`);
@@ -66,7 +77,8 @@ export function checkCache(op: string, c: KvCacheLayer): void {
   checkLen(op, 'cache.k', c.k, n);
   checkLen(op, 'cache.v', c.v, n);
   if (c.dtype === 'int8') {
-    if (!c.kScale || !c.vScale) throw new KernelError(`${op}: an int8 cache needs kScale and vScale [numBlocks * numKvHeads]`);
+    if (!c.kScale || !c.vScale)
+      throw new KernelError(`${op}: an int8 cache needs kScale and vScale [numBlocks * numKvHeads]`);
     checkLen(op, 'cache.kScale', c.kScale, c.numBlocks * c.numKvHeads);
     checkLen(op, 'cache.vScale', c.vScale, c.numBlocks * c.numKvHeads);
   }
@@ -80,7 +92,8 @@ function checkHeads(op: string, p: AttentionParams, c: KvCacheLayer): void {
   if (p.numHeads % p.numKvHeads !== 0) {
     throw new KernelError(`${op}: numHeads (${p.numHeads}) must be a multiple of numKvHeads (${p.numKvHeads})`);
   }
-  if (p.numKvHeads !== c.numKvHeads) throw new KernelError(`${op}: numKvHeads ${p.numKvHeads} != cache.numKvHeads ${c.numKvHeads}`);
+  if (p.numKvHeads !== c.numKvHeads)
+    throw new KernelError(`${op}: numKvHeads ${p.numKvHeads} != cache.numKvHeads ${c.numKvHeads}`);
   if (p.headSize !== c.headSize) throw new KernelError(`${op}: headSize ${p.headSize} != cache.headSize ${c.headSize}`);
   if (!Number.isFinite(p.scale)) throw new KernelError(`${op}: scale must be finite, got ${p.scale}`);
   if (p.alibiSlopes) checkLen(op, 'alibiSlopes', p.alibiSlopes, p.numHeads);
@@ -88,21 +101,31 @@ function checkHeads(op: string, p: AttentionParams, c: KvCacheLayer): void {
 }
 
 /** Checks sequence lengths and every block-table entry a sequence will read. */
-function checkTables(op: string, numSeqs: number, seqLens: Int32Array, blockTables: Int32Array, maxBlocksPerSeq: number,
-  c: KvCacheLayer): void {
+function checkTables(
+  op: string,
+  numSeqs: number,
+  seqLens: Int32Array,
+  blockTables: Int32Array,
+  maxBlocksPerSeq: number,
+  c: KvCacheLayer,
+): void {
   checkInt(op, 'maxBlocksPerSeq', maxBlocksPerSeq, 0);
   checkLen(op, 'seqLens', seqLens, numSeqs);
   checkLen(op, 'blockTables', blockTables, numSeqs * maxBlocksPerSeq);
   for (let s = 0; s < numSeqs; s++) {
     const len = seqLens[s];
     if (len < 0 || len > maxBlocksPerSeq * c.blockSize) {
-      throw new KernelError(`${op}: seqLens[${s}] = ${len} is outside [0, maxBlocksPerSeq * blockSize = ${maxBlocksPerSeq * c.blockSize}]`);
+      throw new KernelError(
+        `${op}: seqLens[${s}] = ${len} is outside [0, maxBlocksPerSeq * blockSize = ${maxBlocksPerSeq * c.blockSize}]`,
+      );
     }
     const nb = Math.ceil(len / c.blockSize);
     for (let b = 0; b < nb; b++) {
       const id = blockTables[s * maxBlocksPerSeq + b];
       if (id < 0 || id >= c.numBlocks) {
-        throw new KernelError(`${op}: blockTables[${s}][${b}] = ${id} is not a block of the cache (0..${c.numBlocks - 1})`);
+        throw new KernelError(
+          `${op}: blockTables[${s}][${b}] = ${id} is not a block of the cache (0..${c.numBlocks - 1})`,
+        );
       }
     }
   }
@@ -130,7 +153,9 @@ export function checkPrefillAttention(op: string, p: PrefillAttentionInput): num
   for (let s = 0; s < p.numSeqs; s++) {
     const q = p.queryStartLoc[s + 1] - p.queryStartLoc[s];
     if (q < 0 || q > p.seqLens[s]) {
-      throw new KernelError(`${op}: sequence ${s} has ${q} query tokens but seqLens[${s}] = ${p.seqLens[s]} (need 0 <= q <= seqLen)`);
+      throw new KernelError(
+        `${op}: sequence ${s} has ${q} query tokens but seqLens[${s}] = ${p.seqLens[s]} (need 0 <= q <= seqLen)`,
+      );
     }
   }
   const numTokens = p.queryStartLoc[p.numSeqs];
@@ -141,8 +166,14 @@ export function checkPrefillAttention(op: string, p: PrefillAttentionInput): num
 }
 
 /** Checks a reshapeAndCache call, including every slot (−1 or inside the cache). */
-export function checkReshapeAndCache(op: string, key: Float32Array, value: Float32Array, c: KvCacheLayer,
-  slotMapping: Int32Array, m: number): void {
+export function checkReshapeAndCache(
+  op: string,
+  key: Float32Array,
+  value: Float32Array,
+  c: KvCacheLayer,
+  slotMapping: Int32Array,
+  m: number,
+): void {
   checkCache(op, c);
   checkInt(op, 'm', m, 0);
   const n = m * c.numKvHeads * c.headSize;
@@ -152,16 +183,24 @@ export function checkReshapeAndCache(op: string, key: Float32Array, value: Float
   const slots = c.numBlocks * c.blockSize;
   for (let i = 0; i < m; i++) {
     const s = slotMapping[i];
-    if (s < -1 || s >= slots) throw new KernelError(`${op}: slotMapping[${i}] = ${s} is neither -1 nor a slot of the cache (0..${slots - 1})`);
+    if (s < -1 || s >= slots)
+      throw new KernelError(`${op}: slotMapping[${i}] = ${s} is neither -1 nor a slot of the cache (0..${slots - 1})`);
   }
 }
 
 /** Checks copyBlocks / swapBlocks pairs against a layer's block count. */
-export function checkPairs(op: string, pairs: ReadonlyArray<readonly [number, number]>, srcBlocks: number, dstBlocks: number): void {
+export function checkPairs(
+  op: string,
+  pairs: ReadonlyArray<readonly [number, number]>,
+  srcBlocks: number,
+  dstBlocks: number,
+): void {
   for (let i = 0; i < pairs.length; i++) {
     const [s, d] = pairs[i];
-    if (!Number.isInteger(s) || s < 0 || s >= srcBlocks) throw new KernelError(`${op}: pairs[${i}] source block ${s} is outside 0..${srcBlocks - 1}`);
-    if (!Number.isInteger(d) || d < 0 || d >= dstBlocks) throw new KernelError(`${op}: pairs[${i}] destination block ${d} is outside 0..${dstBlocks - 1}`);
+    if (!Number.isInteger(s) || s < 0 || s >= srcBlocks)
+      throw new KernelError(`${op}: pairs[${i}] source block ${s} is outside 0..${srcBlocks - 1}`);
+    if (!Number.isInteger(d) || d < 0 || d >= dstBlocks)
+      throw new KernelError(`${op}: pairs[${i}] destination block ${d} is outside 0..${dstBlocks - 1}`);
   }
 }
 
@@ -172,8 +211,16 @@ export function useV1(maxSeqLen: number, numSeqs: number, numHeads: number, part
 }
 
 /** Argument checks of `rope`, shared by both backends. */
-export function checkRope(x: Float32Array, positions: Int32Array, m: number, numHeads: number, headSize: number,
-  cosSin: Float32Array, rotaryDim: number, style: RopeStyle): void {
+export function checkRope(
+  x: Float32Array,
+  positions: Int32Array,
+  m: number,
+  numHeads: number,
+  headSize: number,
+  cosSin: Float32Array,
+  rotaryDim: number,
+  style: RopeStyle,
+): void {
   checkInt('rope', 'm', m);
   checkInt('rope', 'numHeads', numHeads, 1);
   checkInt('rope', 'headSize', headSize, 2);

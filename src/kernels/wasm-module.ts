@@ -12,11 +12,24 @@ import { checkWeightDtype } from './validate.js';
 
 /** The kernels' dtype codes (assembly/_matmul.ts DT_*, assembly/_qmatmul.ts DT_Q*). */
 export const WEIGHT_CODE: Partial<Record<WeightDType, number>> = {
-  f32: 0, f16: 1, bf16: 2, q8_0: 3, q4_0: 5, q4_1: 6, q5_0: 7, q5_1: 8, q2_K: 9, q3_K: 10, q4_K: 11, q5_K: 12, q6_K: 13,
+  f32: 0,
+  f16: 1,
+  bf16: 2,
+  q8_0: 3,
+  q4_0: 5,
+  q4_1: 6,
+  q5_0: 7,
+  q5_1: 8,
+  q2_K: 9,
+  q3_K: 10,
+  q4_K: 11,
+  q5_K: 12,
+  q6_K: 13,
 };
 
 /** Activation quantization modes of quantize_act (assembly/_int8.ts ACT_*). */
-export const ACT_SIGNED = 0, ACT_SPLIT = 1;
+export const ACT_SIGNED = 0,
+  ACT_SPLIT = 1;
 
 /** Bytes of one int8-quantized activation row of k values (assembly/_int8.ts actRowBytes). */
 export function actRowBytes(k: number): number {
@@ -37,10 +50,43 @@ export type SimdFlavor = 'relaxed' | 'plain';
  * (result v128) local.get 0 local.get 1 local.get 2 i32x4.relaxed_dot_i8x16_i7x16_add_s).
  */
 const RELAXED_PROBE = new Uint8Array([
-  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
-  0x01, 0x08, 0x01, 0x60, 0x03, 0x7b, 0x7b, 0x7b, 0x01, 0x7b, // type: (v128 v128 v128) -> v128
-  0x03, 0x02, 0x01, 0x00, // function 0 of type 0
-  0x0a, 0x0d, 0x01, 0x0b, 0x00, 0x20, 0x00, 0x20, 0x01, 0x20, 0x02, 0xfd, 0x93, 0x02, 0x0b, // code
+  0x00,
+  0x61,
+  0x73,
+  0x6d,
+  0x01,
+  0x00,
+  0x00,
+  0x00, // magic, version
+  0x01,
+  0x08,
+  0x01,
+  0x60,
+  0x03,
+  0x7b,
+  0x7b,
+  0x7b,
+  0x01,
+  0x7b, // type: (v128 v128 v128) -> v128
+  0x03,
+  0x02,
+  0x01,
+  0x00, // function 0 of type 0
+  0x0a,
+  0x0d,
+  0x01,
+  0x0b,
+  0x00,
+  0x20,
+  0x00,
+  0x20,
+  0x01,
+  0x20,
+  0x02,
+  0xfd,
+  0x93,
+  0x02,
+  0x0b, // code
 ]);
 
 let relaxedChecked: boolean | null = null;
@@ -70,34 +116,110 @@ export async function relaxedSimdSupported(): Promise<boolean> {
 export interface KernelExports {
   /** Sets the address of the shared work counter (once per instance). */
   init(counter: number): void;
-  matmul(dtype: number, out: number, x: number, act: number, w: number, bias: number, m: number, n: number,
-    k: number, scratch: number, scratchStride: number, tid: number, nt: number): void;
-  quantize_act(x: number, m: number, k: number, group: number, mode: number, act: number, tid: number, nt: number): void;
-  embedding(dtype: number, out: number, table: number, ids: number, m: number, dim: number, scratch: number,
-    stride: number, tid: number, nt: number): void;
+  matmul(
+    dtype: number,
+    out: number,
+    x: number,
+    act: number,
+    w: number,
+    bias: number,
+    m: number,
+    n: number,
+    k: number,
+    scratch: number,
+    scratchStride: number,
+    tid: number,
+    nt: number,
+  ): void;
+  quantize_act(
+    x: number,
+    m: number,
+    k: number,
+    group: number,
+    mode: number,
+    act: number,
+    tid: number,
+    nt: number,
+  ): void;
+  embedding(
+    dtype: number,
+    out: number,
+    table: number,
+    ids: number,
+    m: number,
+    dim: number,
+    scratch: number,
+    stride: number,
+    tid: number,
+    nt: number,
+  ): void;
   rms_norm(out: number, x: number, w: number, m: number, dim: number, eps: number, tid: number, nt: number): void;
-  rope(x: number, pos: number, m: number, nh: number, hs: number, cosSin: number, rd: number, style: number, tid: number, nt: number): void;
+  rope(
+    x: number,
+    pos: number,
+    m: number,
+    nh: number,
+    hs: number,
+    cosSin: number,
+    rd: number,
+    style: number,
+    tid: number,
+    nt: number,
+  ): void;
   silu_mul(out: number, gate: number, up: number, n: number, tid: number, nt: number): void;
   add(out: number, a: number, b: number, n: number, tid: number, nt: number): void;
-  reshape_and_cache(key: number, value: number, kc: number, vc: number, ks: number, vs: number, dtype: number,
-    slots: number, m: number, nkv: number, bs: number, hs: number, tid: number, nt: number): void;
+  reshape_and_cache(
+    key: number,
+    value: number,
+    kc: number,
+    vc: number,
+    ks: number,
+    vs: number,
+    dtype: number,
+    slots: number,
+    m: number,
+    nkv: number,
+    bs: number,
+    hs: number,
+    tid: number,
+    nt: number,
+  ): void;
   paged_attention_v1(pb: number, tid: number, nt: number): void;
   paged_attention_v2_partial(pb: number, tid: number, nt: number): void;
   paged_attention_v2_reduce(pb: number, tid: number, nt: number): void;
   prefill_attention(pb: number, tid: number, nt: number): void;
   exp_inplace(p: number, n: number): void;
   stream_read(ptr: number, bytes: number, out: number, tid: number, nt: number): void;
-  test_unpack_dots(dtype: number, w: number, k: number, q: number, u: number, dsc: number, msc: number, sums: number,
-    scratch: number): void;
+  test_unpack_dots(
+    dtype: number,
+    w: number,
+    k: number,
+    q: number,
+    u: number,
+    dsc: number,
+    msc: number,
+    sums: number,
+    scratch: number,
+  ): void;
   test_q8_dots(w: number, act: number, k: number, sums: number): void;
   simd_self_test(scratch: number): number;
 }
 
 /** Export names in op-index order (the worker protocol addresses exports by index into this list). */
 export const KERNEL_OPS = [
-  'matmul', 'quantize_act', 'embedding', 'rms_norm', 'rope', 'silu_mul', 'add',
-  'reshape_and_cache', 'paged_attention_v1', 'paged_attention_v2_partial', 'paged_attention_v2_reduce',
-  'prefill_attention', 'stream_read',
+  'matmul',
+  'quantize_act',
+  'embedding',
+  'rms_norm',
+  'rope',
+  'silu_mul',
+  'add',
+  'reshape_and_cache',
+  'paged_attention_v1',
+  'paged_attention_v2_partial',
+  'paged_attention_v2_reduce',
+  'prefill_attention',
+  'stream_read',
 ] as const satisfies ReadonlyArray<keyof KernelExports>;
 
 /** Op name → index in {@link KERNEL_OPS}. */
@@ -127,17 +249,24 @@ export async function loadKernels(flavor?: SimdFlavor): Promise<KernelModule> {
   if (!p) {
     p = (async () => {
       const { readFile } = await import('node:fs/promises');
-      const url = new URL(simd === 'relaxed' ? '../../build/kernels-relaxed.wasm' : '../../build/kernels.wasm', import.meta.url);
+      const url = new URL(
+        simd === 'relaxed' ? '../../build/kernels-relaxed.wasm' : '../../build/kernels.wasm',
+        import.meta.url,
+      );
       let data: Uint8Array;
       try {
         data = await readFile(url);
       } catch (e) {
-        throw new KernelLoadError(`cannot read ${url.pathname} (${String(e)}): build the kernels with \`npm run build:wasm\``);
+        throw new KernelLoadError(
+          `cannot read ${url.pathname} (${String(e)}): build the kernels with \`npm run build:wasm\``,
+        );
       }
       return compile(data as Uint8Array<ArrayBuffer>);
     })();
     cached.set(simd, p);
-    p.catch(() => { cached.delete(simd); });
+    p.catch(() => {
+      cached.delete(simd);
+    });
   }
   return { module: await p, simd };
 }
@@ -156,7 +285,9 @@ async function compile(bytes: BufferSource): Promise<WebAssembly.Module> {
   try {
     return await WebAssembly.compile(bytes);
   } catch (e) {
-    throw new KernelLoadError(`the kernel module does not compile here (needs WebAssembly SIMD and threads): ${String(e)}`);
+    throw new KernelLoadError(
+      `the kernel module does not compile here (needs WebAssembly SIMD and threads): ${String(e)}`,
+    );
   }
 }
 
@@ -166,7 +297,11 @@ async function compile(bytes: BufferSource): Promise<WebAssembly.Module> {
  * older sources) or does not instantiate on a shared memory.
  */
 export function instantiateKernels(module: WebAssembly.Module, memory: WebAssembly.Memory): KernelExports {
-  const have = new Set(WebAssembly.Module.exports(module).filter((e) => e.kind === 'function').map((e) => e.name));
+  const have = new Set(
+    WebAssembly.Module.exports(module)
+      .filter((e) => e.kind === 'function')
+      .map((e) => e.name),
+  );
   const missing = ['init', ...KERNEL_OPS].filter((name) => !have.has(name));
   if (missing.length > 0) throw new KernelLoadError(`the kernel module lacks the exports ${missing.join(', ')}`);
   let instance: WebAssembly.Instance;

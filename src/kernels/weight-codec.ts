@@ -59,8 +59,15 @@ export function decodeWeightRow(w: Weight, row: number, out: Float32Array, outOf
  * f16/bf16 round to nearest even as ggml does ({@link f32ToF16}, {@link f32ToBf16}); quantized types use ggml's
  * reference quantizers ({@link quantize}); a quantized row must be a whole number of the type's blocks.
  */
-export function encodeWeight(values: Float32Array, rows: number, cols: number, dtype: WeightDType, out?: Uint8Array): Weight {
-  if (values.length < rows * cols) throw new KernelError(`encodeWeight: values hold ${values.length}, need ${rows * cols}`);
+export function encodeWeight(
+  values: Float32Array,
+  rows: number,
+  cols: number,
+  dtype: WeightDType,
+  out?: Uint8Array,
+): Weight {
+  if (values.length < rows * cols)
+    throw new KernelError(`encodeWeight: values hold ${values.length}, need ${rows * cols}`);
   const size = weightBytes({ dtype, rows, cols });
   const data = out ?? new Uint8Array(size);
   if (data.byteLength !== size) throw new KernelError(`encodeWeight: out holds ${data.byteLength} bytes, need ${size}`);
@@ -93,7 +100,9 @@ export function quantizeQ8_0(src: Float32Array, out?: Uint8Array): Uint8Array {
     throw new RangeError(`Q8_0 needs a multiple of ${Q8_0_BLOCK} values, got ${src.length}`);
   }
   if (out !== undefined && out.byteLength !== (src.length / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES) {
-    throw new RangeError(`Q8_0 of ${src.length} values takes ${(src.length / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES} bytes, out holds ${out.byteLength}`);
+    throw new RangeError(
+      `Q8_0 of ${src.length} values takes ${(src.length / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES} bytes, out holds ${out.byteLength}`,
+    );
   }
   return quantize('q8_0', src, out);
 }

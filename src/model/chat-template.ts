@@ -37,7 +37,10 @@ export class ChatTemplate {
   private readonly template: Template;
 
   /** Parses `source`. Throws ChatTemplateError on a syntax error. */
-  constructor(source: string, private readonly specialTokens: { bosToken?: string; eosToken?: string } = {}) {
+  constructor(
+    source: string,
+    private readonly specialTokens: { bosToken?: string; eosToken?: string } = {},
+  ) {
     this.source = source;
     try {
       this.template = new Template(source);
@@ -64,8 +67,11 @@ export class ChatTemplate {
  * (e.g. `enable_thinking`), then `messages`, `add_generation_prompt` (default true), `bos_token`, `eos_token` ('' when
  * the model has none) and `tools` when given. Plain data: it can be sent to a render thread.
  */
-export function chatTemplateContext(messages: readonly ChatMessage[], options: ChatTemplateRenderOptions,
-  specialTokens: { bosToken?: string; eosToken?: string }): Record<string, unknown> {
+export function chatTemplateContext(
+  messages: readonly ChatMessage[],
+  options: ChatTemplateRenderOptions,
+  specialTokens: { bosToken?: string; eosToken?: string },
+): Record<string, unknown> {
   return {
     ...options.variables,
     messages: messages.map((m) => ({ ...m })),
@@ -86,8 +92,11 @@ export function templateSpecialTokens(tok: Tokenizer): { bosToken?: string; eosT
  * The chat template to use for a model: `override` when given, else the model's own. Throws
  * ChatTemplateMissingError (naming `modelName`) when there is neither, ChatTemplateError when it does not parse.
  */
-export function resolveChatTemplate(model: { readonly chatTemplate?: string; readonly tokenizer: Tokenizer },
-  modelName: string, override?: string): ChatTemplate {
+export function resolveChatTemplate(
+  model: { readonly chatTemplate?: string; readonly tokenizer: Tokenizer },
+  modelName: string,
+  override?: string,
+): ChatTemplate {
   const source = override ?? model.chatTemplate;
   if (source === undefined || source.trim() === '') throw new ChatTemplateMissingError(modelName);
   return new ChatTemplate(source, templateSpecialTokens(model.tokenizer));

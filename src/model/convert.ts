@@ -49,12 +49,20 @@ function encodeAs(dtype: WeightDType, shape: readonly number[], values: Float32A
  * stored in the type llama.cpp's quantizer would pick ({@link mixtureType}); when config.ropeScaling is set, llama.cpp's `rope_freqs.weight` is added.
  * Returns the file size in bytes. Throws GgufWriteError for malformed input; fs errors propagate.
  */
-export function writeModelGguf(outPath: string, config: ModelConfig, metadata: readonly [string, GgufValue][],
-  tensors: readonly TensorProducer[], dtype: GgufOutputDType, onProgress?: ReadProgress): number {
+export function writeModelGguf(
+  outPath: string,
+  config: ModelConfig,
+  metadata: readonly [string, GgufValue][],
+  tensors: readonly TensorProducer[],
+  dtype: GgufOutputDType,
+  onProgress?: ReadProgress,
+): number {
   const out: GgufWriteTensor[] = tensors.map((t) => {
     const type = mixtureType(t, dtype, config.numLayers, config.tiedEmbeddings);
     return {
-      name: t.name, type: WEIGHT_DTYPE_TO_GGML[type], shape: t.shape,
+      name: t.name,
+      type: WEIGHT_DTYPE_TO_GGML[type],
+      shape: t.shape,
       data: () => {
         const values = t.values();
         onProgress?.(values.length * 4);
@@ -63,8 +71,12 @@ export function writeModelGguf(outPath: string, config: ModelConfig, metadata: r
     };
   });
   if (config.ropeScaling !== undefined) {
-    out.push({ name: 'rope_freqs.weight', type: GgmlType.F32, shape: [config.headSize / 2],
-      data: encodeF32(llama3RopeFactors(config)) });
+    out.push({
+      name: 'rope_freqs.weight',
+      type: GgmlType.F32,
+      shape: [config.headSize / 2],
+      data: encodeF32(llama3RopeFactors(config)),
+    });
   }
   return writeGguf(outPath, metadata, out);
 }
@@ -74,7 +86,12 @@ export function writeModelGguf(outPath: string, config: ModelConfig, metadata: r
  * Face's half-split RoPE layout to llama.cpp's adjacent-pair layout: within each head, new row 2i is old row i and
  * new row 2i+1 is old row i + headSize/2 (convert_hf_to_gguf.py LlamaModel.permute).
  */
-function permuteHalfToInterleaved(values: Float32Array, numHeads: number, headSize: number, cols: number): Float32Array {
+function permuteHalfToInterleaved(
+  values: Float32Array,
+  numHeads: number,
+  headSize: number,
+  cols: number,
+): Float32Array {
   const out = new Float32Array(values.length);
   const half = headSize / 2;
   for (let h = 0; h < numHeads; h++) {
@@ -131,7 +148,9 @@ export function convertToGguf(options: ConvertOptions): ConvertResult {
     if (tok.json === undefined) throw new ModelFormatError({ file: source.path }, 'tokenizer cannot be embedded');
     tokenizerMetadata = ggufMetadataFromTokenizerJson(tok.json, {
       tokenizerConfig: { ...tok.tokenizerConfig, chat_template: source.chatTemplate },
-      bosTokenId: config.bosTokenId, eosTokenId: config.eosTokenIds[0], source: source.path,
+      bosTokenId: config.bosTokenId,
+      eosTokenId: config.eosTokenIds[0],
+      source: source.path,
     });
   }
   if (permute) config = { ...config, ropeStyle: 'interleaved' };

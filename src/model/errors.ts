@@ -62,8 +62,11 @@ export class UnsupportedTensorTypeError extends ModelLoadError {
   readonly tensorType: string;
 
   constructor(location: ModelErrorLocation, tensorType: string, supported: readonly string[]) {
-    super(location, `tensor type ${tensorType} is not supported (supported: ${supported.join(', ')}); ` +
-      're-quantize the model to one of those');
+    super(
+      location,
+      `tensor type ${tensorType} is not supported (supported: ${supported.join(', ')}); ` +
+        're-quantize the model to one of those',
+    );
     this.tensorType = tensorType;
   }
 }
@@ -74,8 +77,10 @@ export class TensorShapeError extends ModelLoadError {
   readonly actual: readonly number[];
 
   constructor(location: ModelErrorLocation, expected: readonly number[], actual: readonly number[]) {
-    super({ ...location, field: location.field ?? 'shape' },
-      `expected [${expected.join(', ')}], found [${actual.join(', ')}]`);
+    super(
+      { ...location, field: location.field ?? 'shape' },
+      `expected [${expected.join(', ')}], found [${actual.join(', ')}]`,
+    );
     this.expected = expected;
     this.actual = actual;
   }
@@ -107,8 +112,10 @@ export class TokenizerLoadError extends ModelLoadError {}
  */
 export class ChatTemplateMissingError extends Error {
   constructor(model: string) {
-    super(`${model}: the model has no chat template (tokenizer_config.json chat_template / GGUF ` +
-      'tokenizer.chat_template); give one explicitly or use completions instead of chat');
+    super(
+      `${model}: the model has no chat template (tokenizer_config.json chat_template / GGUF ` +
+        'tokenizer.chat_template); give one explicitly or use completions instead of chat',
+    );
     this.name = 'ChatTemplateMissingError';
   }
 }
@@ -127,7 +134,10 @@ export class ChatTemplateError extends Error {
  * (a string longer than the prompt may be) or `memory` (the render thread's heap).
  */
 export class ChatTemplateLimitError extends ChatTemplateError {
-  constructor(readonly limit: 'time' | 'steps' | 'items' | 'output' | 'memory', message: string) {
+  constructor(
+    readonly limit: 'time' | 'steps' | 'items' | 'output' | 'memory',
+    message: string,
+  ) {
     super(message);
     this.name = 'ChatTemplateLimitError';
   }

@@ -23,7 +23,11 @@ export class Activations {
   /** [tokens + 1]. */
   readonly queryStartLoc: Int32Array;
 
-  constructor(backend: KernelBackend, c: ModelConfig, readonly tokens: number) {
+  constructor(
+    backend: KernelBackend,
+    c: ModelConfig,
+    readonly tokens: number,
+  ) {
     const a = backend.arena;
     const qDim = c.numHeads * c.headSize;
     const kvDim = c.numKvHeads * c.headSize;
@@ -52,7 +56,11 @@ export class SampleBuffers {
   readonly sampled: Float32Array;
   readonly logits: Float32Array;
 
-  constructor(backend: KernelBackend, c: ModelConfig, readonly rows: number) {
+  constructor(
+    backend: KernelBackend,
+    c: ModelConfig,
+    readonly rows: number,
+  ) {
     this.sampled = backend.arena.allocF32(rows * c.dim);
     this.logits = backend.arena.allocF32(rows * c.vocabSize);
   }
@@ -62,7 +70,11 @@ export class SampleBuffers {
 export class HiddenStateBuffers {
   readonly normed: Float32Array;
 
-  constructor(backend: KernelBackend, c: ModelConfig, readonly rows: number) {
+  constructor(
+    backend: KernelBackend,
+    c: ModelConfig,
+    readonly rows: number,
+  ) {
     this.normed = backend.arena.allocF32(rows * c.dim);
   }
 }

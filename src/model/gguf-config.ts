@@ -29,36 +29,48 @@ export function modelConfigFromGguf(file: GgufFile): ModelConfig {
   const path = file.path;
   const arch = file.getString('general.architecture');
   if (!GGUF_ARCHITECTURES.includes(arch)) {
-    throw new UnsupportedModelError({ file: path, field: 'general.architecture' },
-      `architecture ${JSON.stringify(arch)} is not supported (supported: ${GGUF_ARCHITECTURES.join(', ')})`);
+    throw new UnsupportedModelError(
+      { file: path, field: 'general.architecture' },
+      `architecture ${JSON.stringify(arch)} is not supported (supported: ${GGUF_ARCHITECTURES.join(', ')})`,
+    );
   }
   const k = (s: string): string => `${arch}.${s}`;
   const dim = file.getNumber(k('embedding_length'));
   const numHeads = file.getNumber(k('attention.head_count'));
   const numKvHeads = file.getNumber(k('attention.head_count_kv'), numHeads);
   if (numKvHeads <= 0 || numHeads % numKvHeads !== 0) {
-    throw new ModelFormatError({ file: path, field: k('attention.head_count_kv') },
-      `${numHeads} heads are not a multiple of ${numKvHeads} KV heads`);
+    throw new ModelFormatError(
+      { file: path, field: k('attention.head_count_kv') },
+      `${numHeads} heads are not a multiple of ${numKvHeads} KV heads`,
+    );
   }
   const headSize = file.getNumber(k('attention.key_length'), dim / numHeads);
   const valueLength = file.getOptionalNumber(k('attention.value_length'));
   if (!Number.isInteger(headSize) || (valueLength !== undefined && valueLength !== headSize)) {
-    throw new UnsupportedModelError({ file: path, field: k('attention.value_length') },
-      `key length ${headSize} and value length ${valueLength} must be equal integers`);
+    throw new UnsupportedModelError(
+      { file: path, field: k('attention.value_length') },
+      `key length ${headSize} and value length ${valueLength} must be equal integers`,
+    );
   }
   const rotary = file.getOptionalNumber(k('rope.dimension_count'));
   if (rotary !== undefined && rotary !== headSize) {
-    throw new UnsupportedModelError({ file: path, field: k('rope.dimension_count') },
-      `partial rotary embeddings (${rotary} of ${headSize} dimensions) are not supported`);
+    throw new UnsupportedModelError(
+      { file: path, field: k('rope.dimension_count') },
+      `partial rotary embeddings (${rotary} of ${headSize} dimensions) are not supported`,
+    );
   }
   const scalingType = file.has(k('rope.scaling.type')) ? file.getString(k('rope.scaling.type')) : 'none';
   if (scalingType !== 'none') {
-    throw new UnsupportedModelError({ file: path, field: k('rope.scaling.type') }, `RoPE scaling ${scalingType} is not supported`);
+    throw new UnsupportedModelError(
+      { file: path, field: k('rope.scaling.type') },
+      `RoPE scaling ${scalingType} is not supported`,
+    );
   }
   let ropeScaling: ModelConfig['ropeScaling'];
   if (file.has('pagellm.rope_scaling.type')) {
     const type = file.getString('pagellm.rope_scaling.type');
-    if (type !== 'llama3') throw new UnsupportedModelError({ file: path, field: 'pagellm.rope_scaling.type' }, `unknown type ${type}`);
+    if (type !== 'llama3')
+      throw new UnsupportedModelError({ file: path, field: 'pagellm.rope_scaling.type' }, `unknown type ${type}`);
     ropeScaling = {
       type: 'llama3',
       factor: file.getNumber('pagellm.rope_scaling.factor'),
@@ -67,18 +79,22 @@ export function modelConfigFromGguf(file: GgufFile): ModelConfig {
       originalMaxPositionEmbeddings: file.getNumber('pagellm.rope_scaling.original_max_position_embeddings'),
     };
   } else if (file.tensor('rope_freqs.weight') !== undefined) {
-    throw new UnsupportedModelError({ file: path, tensor: 'rope_freqs.weight' },
-      'RoPE frequency factors (Llama 3.1+ GGUF) are not supported; load the Hugging Face folder instead');
+    throw new UnsupportedModelError(
+      { file: path, tensor: 'rope_freqs.weight' },
+      'RoPE frequency factors (Llama 3.1+ GGUF) are not supported; load the Hugging Face folder instead',
+    );
   }
   for (const t of ['blk.0.attn_output.bias', 'blk.0.ffn_gate.bias', 'blk.0.ffn_up.bias', 'blk.0.ffn_down.bias']) {
-    if (file.tensor(t) !== undefined) throw new UnsupportedModelError({ file: path, tensor: t }, 'this bias is not supported');
+    if (file.tensor(t) !== undefined)
+      throw new UnsupportedModelError({ file: path, tensor: t }, 'this bias is not supported');
   }
   const tokens = file.getArray('tokenizer.ggml.tokens');
   const embd = file.tensor('token_embd.weight');
   const vocabSize = file.getNumber(k('vocab_size'), embd?.shape[0] ?? tokens?.length ?? 0);
   if (vocabSize <= 0) throw new ModelFormatError({ file: path, field: k('vocab_size') }, 'vocabulary size is unknown');
   const slidingWindow = file.getOptionalNumber(k('attention.sliding_window'));
-  const architecture: Architecture = arch === 'llama' && slidingWindow !== undefined ? 'mistral' : arch as Architecture;
+  const architecture: Architecture =
+    arch === 'llama' && slidingWindow !== undefined ? 'mistral' : (arch as Architecture);
   const eos = new Set<number>();
   for (const key of ['tokenizer.ggml.eos_token_id', 'tokenizer.ggml.eot_token_id', 'tokenizer.ggml.eom_token_id']) {
     const id = file.getOptionalNumber(key);
@@ -118,13 +134,18 @@ export function modelConfigFromGguf(file: GgufFile): ModelConfig {
  * the caller to have permuted q/k into the interleaved layout first; this function refuses a 'half' llama/mistral
  * config and an 'interleaved' qwen config (ModelFormatError) so the mismatch cannot go unnoticed.
  */
-export function ggufMetadataFromConfig(config: ModelConfig, name: string,
-  fileType?: ConvertDType): [string, GgufValue][] {
+export function ggufMetadataFromConfig(
+  config: ModelConfig,
+  name: string,
+  fileType?: ConvertDType,
+): [string, GgufValue][] {
   const arch = config.architecture === 'mistral' ? 'llama' : config.architecture;
   const wantStyle = arch === 'llama' ? 'interleaved' : 'half';
   if (config.ropeStyle !== wantStyle) {
-    throw new ModelFormatError({ file: name, field: 'ropeStyle' },
-      `GGUF ${arch} models use ${wantStyle} RoPE, the config says ${config.ropeStyle}; permute q/k first`);
+    throw new ModelFormatError(
+      { file: name, field: 'ropeStyle' },
+      `GGUF ${arch} models use ${wantStyle} RoPE, the config says ${config.ropeStyle}; permute q/k first`,
+    );
   }
   const k = (s: string): string => `${arch}.${s}`;
   const out: [string, GgufValue][] = [
@@ -179,7 +200,8 @@ export function llama3RopeFactors(config: ModelConfig): Float32Array {
     if (wavelen < highWavelen) out[i] = 1;
     else if (wavelen > lowWavelen) out[i] = s.factor;
     else {
-      const smooth = (s.originalMaxPositionEmbeddings / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+      const smooth =
+        (s.originalMaxPositionEmbeddings / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
       out[i] = 1 / ((1 - smooth) / s.factor + smooth);
     }
   }

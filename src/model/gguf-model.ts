@@ -14,7 +14,8 @@ import type { ModelSource, TensorInfo } from './model-source.js';
 
 /** The GGUF type number of a WeightDType (kernels/ggml-quant-types.ts). */
 export const WEIGHT_DTYPE_TO_GGML: Readonly<Record<WeightDType, number>> = Object.fromEntries(
-  WEIGHT_DTYPES.map((d) => [d, WEIGHT_LAYOUTS[d].ggmlType])) as Record<WeightDType, number>;
+  WEIGHT_DTYPES.map((d) => [d, WEIGHT_LAYOUTS[d].ggmlType]),
+) as Record<WeightDType, number>;
 
 /**
  * The TensorInfo of one GGUF tensor entry. Throws UnsupportedTensorTypeError for a type pagellm cannot compute with
@@ -24,12 +25,17 @@ export const WEIGHT_DTYPE_TO_GGML: Readonly<Record<WeightDType, number>> = Objec
 function ggufTensorInfo(file: GgufFile, t: GgufTensorEntry): TensorInfo {
   const dtype = weightDtypeOfGgmlType(t.type);
   if (dtype === undefined) {
-    throw new UnsupportedTensorTypeError({ file: file.path, tensor: t.name, field: 'type' }, ggmlTypeName(t.type),
-      WEIGHT_DTYPES.map((d) => ggmlTypeName(WEIGHT_LAYOUTS[d].ggmlType)));
+    throw new UnsupportedTensorTypeError(
+      { file: file.path, tensor: t.name, field: 'type' },
+      ggmlTypeName(t.type),
+      WEIGHT_DTYPES.map((d) => ggmlTypeName(WEIGHT_LAYOUTS[d].ggmlType)),
+    );
   }
   if (t.byteLength === undefined) {
-    throw new ModelFormatError({ file: file.path, tensor: t.name, field: 'shape' },
-      `[${t.shape.join(', ')}] is not a whole number of ${ggmlTypeName(t.type)} blocks`);
+    throw new ModelFormatError(
+      { file: file.path, tensor: t.name, field: 'shape' },
+      `[${t.shape.join(', ')}] is not a whole number of ${ggmlTypeName(t.type)} blocks`,
+    );
   }
   return { name: t.name, dtype, shape: t.shape, file: file.path, offset: t.offset, byteLength: t.byteLength };
 }
@@ -50,7 +56,11 @@ export function readGgufModel(path: string): ModelSource {
   const chatTemplate = file.has('tokenizer.chat_template') ? file.getString('tokenizer.chat_template') : undefined;
   const randomWeights = file.getBool(RANDOM_WEIGHTS_KEY, false);
   return {
-    format: 'gguf', path, config, tensors, tokenizer,
+    format: 'gguf',
+    path,
+    config,
+    tensors,
+    tokenizer,
     ...(chatTemplate !== undefined ? { chatTemplate } : {}),
     ...(randomWeights ? { randomWeights } : {}),
   };

@@ -3,7 +3,11 @@ import { TokenizerLoadError } from './errors.js';
 import { GgufValueType, ggufValue, type GgufFile, type GgufValue } from './gguf.js';
 import { HfTokenizer, type TokenizerConfigJson } from './hf-tokenizer.js';
 import {
-  TokenType, sentencePieceTokenizerJson, specialTokensPostProcessor, type ScoredVocab, type TokenizerJson,
+  TokenType,
+  sentencePieceTokenizerJson,
+  specialTokensPostProcessor,
+  type ScoredVocab,
+  type TokenizerJson,
 } from './sentencepiece-tokenizer.js';
 
 /**
@@ -22,24 +26,37 @@ export interface Gpt2PreTokenizer {
   readonly ignoreMerges: boolean;
 }
 
-const byteLevel = (useRegex: boolean): unknown =>
-  ({ type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: useRegex });
-const split = (regex: string): unknown =>
-  ({ type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false });
-const LLAMA3_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-const QWEN2_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const byteLevel = (useRegex: boolean): unknown => ({
+  type: 'ByteLevel',
+  add_prefix_space: false,
+  trim_offsets: true,
+  use_regex: useRegex,
+});
+const split = (regex: string): unknown => ({
+  type: 'Split',
+  pattern: { Regex: regex },
+  behavior: 'Isolated',
+  invert: false,
+});
+const LLAMA3_REGEX =
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const QWEN2_REGEX =
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 const GPT2: Gpt2PreTokenizer = { normalizer: null, preTokenizer: byteLevel(true), ignoreMerges: false };
 /** llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEFAULT: four regexes, each splitting the pieces of the previous one. */
 const LLAMA_CPP_DEFAULT: Gpt2PreTokenizer = {
   normalizer: null,
-  preTokenizer: { type: 'Sequence', pretokenizers: [
-    split('[\\p{P}\\$\\+<=>\\^~\\|]+'),
-    split("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"),
-    split('\\p{N}+'),
-    split('[0-9][0-9][0-9]'),
-    byteLevel(false),
-  ] },
+  preTokenizer: {
+    type: 'Sequence',
+    pretokenizers: [
+      split('[\\p{P}\\$\\+<=>\\^~\\|]+'),
+      split("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"),
+      split('\\p{N}+'),
+      split('[0-9][0-9][0-9]'),
+      byteLevel(false),
+    ],
+  },
   ignoreMerges: false,
 };
 const DIGITS_THEN_GPT2: Gpt2PreTokenizer = {
@@ -64,14 +81,14 @@ const QWEN2: Gpt2PreTokenizer = {
  * llama.cpp's default chain of four regexes; `gpt-2` is GPT-2's single regex (a plain ByteLevel pre-tokenizer).
  */
 export const GPT2_PRE_TOKENIZERS: Readonly<Record<string, Gpt2PreTokenizer>> = {
-  'default': LLAMA_CPP_DEFAULT,
+  default: LLAMA_CPP_DEFAULT,
   'gpt-2': GPT2,
-  'smollm': DIGITS_THEN_GPT2,
-  'starcoder': DIGITS_THEN_GPT2,
-  'refact': DIGITS_THEN_GPT2,
+  smollm: DIGITS_THEN_GPT2,
+  starcoder: DIGITS_THEN_GPT2,
+  refact: DIGITS_THEN_GPT2,
   'llama-bpe': LLAMA3,
-  'llama3': LLAMA3,
-  'qwen2': QWEN2,
+  llama3: LLAMA3,
+  qwen2: QWEN2,
   'deepseek-r1-qwen': QWEN2,
 };
 
@@ -82,8 +99,14 @@ function specialIds(file: GgufFile): { bos?: number; eos?: number; unk?: number;
     return v !== undefined && v >= 0 ? v : undefined;
   };
   const eos2 = ['tokenizer.ggml.eot_token_id', 'tokenizer.ggml.eom_token_id']
-    .map(get).filter((v): v is number => v !== undefined);
-  return { bos: get('tokenizer.ggml.bos_token_id'), eos: get('tokenizer.ggml.eos_token_id'), unk: get('tokenizer.ggml.unknown_token_id'), eos2 };
+    .map(get)
+    .filter((v): v is number => v !== undefined);
+  return {
+    bos: get('tokenizer.ggml.bos_token_id'),
+    eos: get('tokenizer.ggml.eos_token_id'),
+    unk: get('tokenizer.ggml.unknown_token_id'),
+    eos2,
+  };
 }
 
 /**
@@ -95,22 +118,38 @@ function tokenizerJsonFromGguf(file: GgufFile): TokenizerJson {
   const model = file.has('tokenizer.ggml.model') ? file.getString('tokenizer.ggml.model') : undefined;
   const tokens = file.getArray('tokenizer.ggml.tokens') as readonly string[] | undefined;
   if (model === undefined || tokens === undefined) {
-    throw new TokenizerLoadError({ file: path, field: 'tokenizer.ggml.tokens' },
-      'the file embeds no vocabulary; give a tokenizer explicitly');
+    throw new TokenizerLoadError(
+      { file: path, field: 'tokenizer.ggml.tokens' },
+      'the file embeds no vocabulary; give a tokenizer explicitly',
+    );
   }
   const n = tokens.length;
-  const types = (file.getArray('tokenizer.ggml.token_type') as readonly number[] | undefined) ?? new Array<number>(n).fill(TokenType.NORMAL);
+  const types =
+    (file.getArray('tokenizer.ggml.token_type') as readonly number[] | undefined) ??
+    new Array<number>(n).fill(TokenType.NORMAL);
   if (types.length !== n) {
-    throw new TokenizerLoadError({ file: path, field: 'tokenizer.ggml.token_type' }, `${types.length} types for ${n} tokens`);
+    throw new TokenizerLoadError(
+      { file: path, field: 'tokenizer.ggml.token_type' },
+      `${types.length} types for ${n} tokens`,
+    );
   }
   const ids = specialIds(file);
   if (model === 'llama') {
-    const scores = (file.getArray('tokenizer.ggml.scores') as readonly number[] | undefined) ?? new Array<number>(n).fill(0);
+    const scores =
+      (file.getArray('tokenizer.ggml.scores') as readonly number[] | undefined) ?? new Array<number>(n).fill(0);
     if (scores.length !== n) {
-      throw new TokenizerLoadError({ file: path, field: 'tokenizer.ggml.scores' }, `${scores.length} scores for ${n} tokens`);
+      throw new TokenizerLoadError(
+        { file: path, field: 'tokenizer.ggml.scores' },
+        `${scores.length} scores for ${n} tokens`,
+      );
     }
     return sentencePieceTokenizerJson({
-      tokens, scores, types, unkId: ids.unk, bosId: ids.bos, eosId: ids.eos,
+      tokens,
+      scores,
+      types,
+      unkId: ids.unk,
+      bosId: ids.bos,
+      eosId: ids.eos,
       addBos: file.getBool('tokenizer.ggml.add_bos_token', true),
       addEos: file.getBool('tokenizer.ggml.add_eos_token', false),
       addSpacePrefix: file.getBool('tokenizer.ggml.add_space_prefix', true),
@@ -118,20 +157,30 @@ function tokenizerJsonFromGguf(file: GgufFile): TokenizerJson {
   }
   if (model === 'gpt2') {
     const merges = file.getArray('tokenizer.ggml.merges') as readonly string[] | undefined;
-    if (merges === undefined) throw new TokenizerLoadError({ file: path, field: 'tokenizer.ggml.merges' }, 'a gpt2 vocabulary needs merges');
+    if (merges === undefined)
+      throw new TokenizerLoadError({ file: path, field: 'tokenizer.ggml.merges' }, 'a gpt2 vocabulary needs merges');
     const preName = file.has('tokenizer.ggml.pre') ? file.getString('tokenizer.ggml.pre') : 'default';
     const pre = GPT2_PRE_TOKENIZERS[preName];
     if (pre === undefined) {
-      throw new TokenizerLoadError({ file: path, field: 'tokenizer.ggml.pre' },
-        `pre-tokenizer ${JSON.stringify(preName)} is not known (known: ${Object.keys(GPT2_PRE_TOKENIZERS).join(', ')})`);
+      throw new TokenizerLoadError(
+        { file: path, field: 'tokenizer.ggml.pre' },
+        `pre-tokenizer ${JSON.stringify(preName)} is not known (known: ${Object.keys(GPT2_PRE_TOKENIZERS).join(', ')})`,
+      );
     }
     const vocab: Record<string, number> = Object.create(null) as Record<string, number>;
     const added: TokenizerJson['added_tokens'] = [];
     tokens.forEach((t, i) => {
       if (!(t in vocab)) vocab[t] = i;
       if (types[i] === TokenType.CONTROL || types[i] === TokenType.USER_DEFINED) {
-        added.push({ id: i, content: t, single_word: false, lstrip: false, rstrip: false, normalized: false,
-          special: types[i] === TokenType.CONTROL });
+        added.push({
+          id: i,
+          content: t,
+          single_word: false,
+          lstrip: false,
+          rstrip: false,
+          normalized: false,
+          special: types[i] === TokenType.CONTROL,
+        });
       }
     });
     const tok = (id: number | undefined): { id: number; token: string } | undefined =>
@@ -143,16 +192,27 @@ function tokenizerJsonFromGguf(file: GgufFile): TokenizerJson {
       pre_tokenizer: pre.preTokenizer,
       post_processor: specialTokensPostProcessor(
         file.getBool('tokenizer.ggml.add_bos_token', false) ? tok(ids.bos) : undefined,
-        file.getBool('tokenizer.ggml.add_eos_token', false) ? tok(ids.eos) : undefined),
+        file.getBool('tokenizer.ggml.add_eos_token', false) ? tok(ids.eos) : undefined,
+      ),
       decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
       model: {
-        type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null,
-        fuse_unk: false, byte_fallback: false, ignore_merges: pre.ignoreMerges, vocab, merges: [...merges],
+        type: 'BPE',
+        dropout: null,
+        unk_token: null,
+        continuing_subword_prefix: null,
+        end_of_word_suffix: null,
+        fuse_unk: false,
+        byte_fallback: false,
+        ignore_merges: pre.ignoreMerges,
+        vocab,
+        merges: [...merges],
       },
     };
   }
-  throw new TokenizerLoadError({ file: path, field: 'tokenizer.ggml.model' },
-    `tokenizer model ${JSON.stringify(model)} is not supported (llama and gpt2 are)`);
+  throw new TokenizerLoadError(
+    { file: path, field: 'tokenizer.ggml.model' },
+    `tokenizer model ${JSON.stringify(model)} is not supported (llama and gpt2 are)`,
+  );
 }
 
 /** The Tokenizer of a GGUF file's embedded vocabulary (BOS/EOS from its metadata). Throws as tokenizerJsonFromGguf. */
@@ -160,7 +220,9 @@ export function tokenizerFromGguf(file: GgufFile): HfTokenizer {
   const ids = specialIds(file);
   const eos = [ids.eos, ...ids.eos2].filter((v): v is number => v !== undefined);
   return new HfTokenizer(tokenizerJsonFromGguf(file), {
-    bosTokenId: ids.bos, eosTokenIds: [...new Set(eos)], source: file.path,
+    bosTokenId: ids.bos,
+    eosTokenIds: [...new Set(eos)],
+    source: file.path,
   });
 }
 
@@ -185,7 +247,9 @@ function canonical(v: unknown): string {
   return JSON.stringify(v, (key, value: unknown) => {
     if (key === 'trim_offsets') return undefined;
     if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
-      return Object.fromEntries(Object.entries(value as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)));
+      return Object.fromEntries(
+        Object.entries(value as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)),
+      );
     }
     return value;
   });
@@ -196,8 +260,12 @@ export function gpt2PreTokenizerName(json: TokenizerJson): string | undefined {
   const pre = canonical(json.pre_tokenizer ?? null);
   const norm = canonical(json.normalizer ?? null);
   for (const [name, spec] of Object.entries(GPT2_PRE_TOKENIZERS)) {
-    if (canonical(spec.preTokenizer) === pre && canonical(spec.normalizer) === norm &&
-      Boolean(json.model.ignore_merges) === spec.ignoreMerges) return name;
+    if (
+      canonical(spec.preTokenizer) === pre &&
+      canonical(spec.normalizer) === norm &&
+      Boolean(json.model.ignore_merges) === spec.ignoreMerges
+    )
+      return name;
   }
   return undefined;
 }
@@ -209,18 +277,23 @@ export function gpt2PreTokenizerName(json: TokenizerJson): string | undefined {
  * ids), add_bos when the post-processor adds one, and the chat template. Throws TokenizerLoadError when the
  * tokenizer is not byte-level BPE, its pre-tokenizer has no GGUF name, or an id is missing.
  */
-export function ggufMetadataFromTokenizerJson(json: TokenizerJson, options: {
-  tokenizerConfig?: TokenizerConfigJson; bosTokenId?: number; eosTokenId?: number; source?: string;
-} = {}): [string, GgufValue][] {
+export function ggufMetadataFromTokenizerJson(
+  json: TokenizerJson,
+  options: { tokenizerConfig?: TokenizerConfigJson; bosTokenId?: number; eosTokenId?: number; source?: string } = {},
+): [string, GgufValue][] {
   const source = options.source ?? 'tokenizer.json';
   if (json.model?.type !== 'BPE' || canonical(json.decoder).indexOf('"ByteLevel"') < 0) {
-    throw new TokenizerLoadError({ file: source, field: 'model' },
-      'only byte-level BPE tokenizer.json files can be embedded as a GGUF gpt2 vocabulary');
+    throw new TokenizerLoadError(
+      { file: source, field: 'model' },
+      'only byte-level BPE tokenizer.json files can be embedded as a GGUF gpt2 vocabulary',
+    );
   }
   const pre = gpt2PreTokenizerName(json);
   if (pre === undefined) {
-    throw new TokenizerLoadError({ file: source, field: 'pre_tokenizer' },
-      `no tokenizer.ggml.pre name matches this pre-tokenizer (known: ${Object.keys(GPT2_PRE_TOKENIZERS).join(', ')})`);
+    throw new TokenizerLoadError(
+      { file: source, field: 'pre_tokenizer' },
+      `no tokenizer.ggml.pre name matches this pre-tokenizer (known: ${Object.keys(GPT2_PRE_TOKENIZERS).join(', ')})`,
+    );
   }
   const tokenById: string[] = [];
   const types: number[] = [];
@@ -233,7 +306,8 @@ export function ggufMetadataFromTokenizerJson(json: TokenizerJson, options: {
     types[a.id] = a.special ? TokenType.CONTROL : TokenType.USER_DEFINED;
   }
   for (let i = 0; i < tokenById.length; i++) {
-    if (tokenById[i] === undefined) throw new TokenizerLoadError({ file: source, field: 'model.vocab' }, `no token has id ${i}`);
+    if (tokenById[i] === undefined)
+      throw new TokenizerLoadError({ file: source, field: 'model.vocab' }, `no token has id ${i}`);
   }
   const merges = json.model.merges.map((m) => (Array.isArray(m) ? m.join(' ') : m));
   const idOf = (t: string | { content: string } | null | undefined): number | undefined => {
@@ -246,8 +320,11 @@ export function ggufMetadataFromTokenizerJson(json: TokenizerJson, options: {
   const bos = options.bosTokenId ?? idOf(cfg.bos_token);
   const eos = options.eosTokenId ?? idOf(cfg.eos_token);
   const post = canonical(json.post_processor ?? null);
-  const addBos = bos !== undefined && post.includes('"SpecialToken"') &&
-    post.indexOf(JSON.stringify(tokenById[bos])) >= 0 && post.indexOf('"SpecialToken"') < post.indexOf('"Sequence"');
+  const addBos =
+    bos !== undefined &&
+    post.includes('"SpecialToken"') &&
+    post.indexOf(JSON.stringify(tokenById[bos])) >= 0 &&
+    post.indexOf('"SpecialToken"') < post.indexOf('"Sequence"');
   const out: [string, GgufValue][] = [
     ['tokenizer.ggml.model', ggufValue.str('gpt2')],
     ['tokenizer.ggml.pre', ggufValue.str(pre)],

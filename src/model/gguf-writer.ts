@@ -1,7 +1,12 @@
 import { closeSync, openSync, writeSync } from 'node:fs';
 import {
-  GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GgufValueType, ggmlTensorBytes, ggmlTypeName,
-  type GgufScalar, type GgufValue,
+  GGUF_DEFAULT_ALIGNMENT,
+  GGUF_MAGIC,
+  GgufValueType,
+  ggmlTensorBytes,
+  ggmlTypeName,
+  type GgufScalar,
+  type GgufValue,
 } from './gguf.js';
 
 /**
@@ -48,16 +53,66 @@ class ByteSink {
     this.at = 0;
   }
 
-  u8(v: number): void { this.room(1); this.cur.writeUInt8(v, this.at); this.at += 1; this.length += 1; }
-  i8(v: number): void { this.room(1); this.cur.writeInt8(v, this.at); this.at += 1; this.length += 1; }
-  u16(v: number): void { this.room(2); this.cur.writeUInt16LE(v, this.at); this.at += 2; this.length += 2; }
-  i16(v: number): void { this.room(2); this.cur.writeInt16LE(v, this.at); this.at += 2; this.length += 2; }
-  u32(v: number): void { this.room(4); this.cur.writeUInt32LE(v, this.at); this.at += 4; this.length += 4; }
-  i32(v: number): void { this.room(4); this.cur.writeInt32LE(v, this.at); this.at += 4; this.length += 4; }
-  f32(v: number): void { this.room(4); this.cur.writeFloatLE(v, this.at); this.at += 4; this.length += 4; }
-  f64(v: number): void { this.room(8); this.cur.writeDoubleLE(v, this.at); this.at += 8; this.length += 8; }
-  u64(v: number): void { this.room(8); this.cur.writeBigUInt64LE(BigInt(v), this.at); this.at += 8; this.length += 8; }
-  i64(v: number): void { this.room(8); this.cur.writeBigInt64LE(BigInt(v), this.at); this.at += 8; this.length += 8; }
+  u8(v: number): void {
+    this.room(1);
+    this.cur.writeUInt8(v, this.at);
+    this.at += 1;
+    this.length += 1;
+  }
+  i8(v: number): void {
+    this.room(1);
+    this.cur.writeInt8(v, this.at);
+    this.at += 1;
+    this.length += 1;
+  }
+  u16(v: number): void {
+    this.room(2);
+    this.cur.writeUInt16LE(v, this.at);
+    this.at += 2;
+    this.length += 2;
+  }
+  i16(v: number): void {
+    this.room(2);
+    this.cur.writeInt16LE(v, this.at);
+    this.at += 2;
+    this.length += 2;
+  }
+  u32(v: number): void {
+    this.room(4);
+    this.cur.writeUInt32LE(v, this.at);
+    this.at += 4;
+    this.length += 4;
+  }
+  i32(v: number): void {
+    this.room(4);
+    this.cur.writeInt32LE(v, this.at);
+    this.at += 4;
+    this.length += 4;
+  }
+  f32(v: number): void {
+    this.room(4);
+    this.cur.writeFloatLE(v, this.at);
+    this.at += 4;
+    this.length += 4;
+  }
+  f64(v: number): void {
+    this.room(8);
+    this.cur.writeDoubleLE(v, this.at);
+    this.at += 8;
+    this.length += 8;
+  }
+  u64(v: number): void {
+    this.room(8);
+    this.cur.writeBigUInt64LE(BigInt(v), this.at);
+    this.at += 8;
+    this.length += 8;
+  }
+  i64(v: number): void {
+    this.room(8);
+    this.cur.writeBigInt64LE(BigInt(v), this.at);
+    this.at += 8;
+    this.length += 8;
+  }
 
   bytes(b: Uint8Array): void {
     this.room(b.length);
@@ -86,16 +141,36 @@ function checkNumber(key: string, v: GgufScalar, integer: boolean, lo: number, h
 
 function writeScalar(s: ByteSink, key: string, type: number, v: GgufScalar): void {
   switch (type) {
-    case GgufValueType.UINT8: s.u8(checkNumber(key, v, true, 0, 0xff)); return;
-    case GgufValueType.INT8: s.i8(checkNumber(key, v, true, -0x80, 0x7f)); return;
-    case GgufValueType.UINT16: s.u16(checkNumber(key, v, true, 0, 0xffff)); return;
-    case GgufValueType.INT16: s.i16(checkNumber(key, v, true, -0x8000, 0x7fff)); return;
-    case GgufValueType.UINT32: s.u32(checkNumber(key, v, true, 0, 0xffffffff)); return;
-    case GgufValueType.INT32: s.i32(checkNumber(key, v, true, -0x80000000, 0x7fffffff)); return;
-    case GgufValueType.FLOAT32: s.f32(checkNumber(key, v, false, -Infinity, Infinity)); return;
-    case GgufValueType.FLOAT64: s.f64(checkNumber(key, v, false, -Infinity, Infinity)); return;
-    case GgufValueType.UINT64: s.u64(checkNumber(key, v, true, 0, Number.MAX_SAFE_INTEGER)); return;
-    case GgufValueType.INT64: s.i64(checkNumber(key, v, true, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER)); return;
+    case GgufValueType.UINT8:
+      s.u8(checkNumber(key, v, true, 0, 0xff));
+      return;
+    case GgufValueType.INT8:
+      s.i8(checkNumber(key, v, true, -0x80, 0x7f));
+      return;
+    case GgufValueType.UINT16:
+      s.u16(checkNumber(key, v, true, 0, 0xffff));
+      return;
+    case GgufValueType.INT16:
+      s.i16(checkNumber(key, v, true, -0x8000, 0x7fff));
+      return;
+    case GgufValueType.UINT32:
+      s.u32(checkNumber(key, v, true, 0, 0xffffffff));
+      return;
+    case GgufValueType.INT32:
+      s.i32(checkNumber(key, v, true, -0x80000000, 0x7fffffff));
+      return;
+    case GgufValueType.FLOAT32:
+      s.f32(checkNumber(key, v, false, -Infinity, Infinity));
+      return;
+    case GgufValueType.FLOAT64:
+      s.f64(checkNumber(key, v, false, -Infinity, Infinity));
+      return;
+    case GgufValueType.UINT64:
+      s.u64(checkNumber(key, v, true, 0, Number.MAX_SAFE_INTEGER));
+      return;
+    case GgufValueType.INT64:
+      s.i64(checkNumber(key, v, true, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER));
+      return;
     case GgufValueType.BOOL:
       if (typeof v !== 'boolean') throw new GgufWriteError(`metadata ${key}: ${JSON.stringify(v)} is not a bool`);
       s.u8(v ? 1 : 0);
@@ -139,7 +214,8 @@ export function writeGguf(
 ): number {
   const version = options.version ?? 3;
   const alignment = options.alignment ?? GGUF_DEFAULT_ALIGNMENT;
-  if (alignment <= 0 || (alignment & (alignment - 1)) !== 0) throw new GgufWriteError(`alignment ${alignment} is not a power of two`);
+  if (alignment <= 0 || (alignment & (alignment - 1)) !== 0)
+    throw new GgufWriteError(`alignment ${alignment} is not a power of two`);
   const entries = new Map<string, GgufValue>();
   for (const [k, v] of metadata) {
     if (entries.has(k)) throw new GgufWriteError(`metadata ${k} appears twice`);
@@ -167,7 +243,9 @@ export function writeGguf(
     names.add(t.name);
     const bytes = ggmlTensorBytes(t.type, t.shape);
     if (bytes === undefined) {
-      throw new GgufWriteError(`tensor ${t.name}: cannot store shape [${t.shape.join(', ')}] as ${ggmlTypeName(t.type)}`);
+      throw new GgufWriteError(
+        `tensor ${t.name}: cannot store shape [${t.shape.join(', ')}] as ${ggmlTypeName(t.type)}`,
+      );
     }
     sizes.push(bytes);
     s.string(t.name);
@@ -193,8 +271,10 @@ export function writeGguf(
     tensors.forEach((t, i) => {
       const data = typeof t.data === 'function' ? t.data() : t.data;
       if (data.length !== sizes[i]) {
-        throw new GgufWriteError(`tensor ${t.name}: ${data.length} bytes given, ${ggmlTypeName(t.type)} ` +
-          `[${t.shape.join(', ')}] needs ${sizes[i]}`);
+        throw new GgufWriteError(
+          `tensor ${t.name}: ${data.length} bytes given, ${ggmlTypeName(t.type)} ` +
+            `[${t.shape.join(', ')}] needs ${sizes[i]}`,
+        );
       }
       put(data);
       put(pad(data.length));

@@ -25,7 +25,7 @@ export function grammarVocabOf(tokenizer: Tokenizer): GrammarVocab {
   const special = tokenizer instanceof HfTokenizer ? tokenizer.specialTokenIds : new Set<number>();
   const encodedVocab: string[] = [];
   for (let id = 0; id < tokenizer.vocabSize; id++) {
-    encodedVocab.push(special.has(id) ? '' : tokenizer.idToToken(id) ?? '');
+    encodedVocab.push(special.has(id) ? '' : (tokenizer.idToToken(id) ?? ''));
   }
   return { encodedVocab, vocabType: tokenizer instanceof HfTokenizer ? vocabTypeOf(tokenizer) : 'raw' };
 }

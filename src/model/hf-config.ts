@@ -52,8 +52,10 @@ export function readHfConfig(path: string): HfConfigJson {
 export function modelConfigFromHfConfig(json: HfConfigJson, file: string): ModelConfig {
   const type = json.model_type;
   if (type === undefined || !MODEL_TYPES.includes(type)) {
-    throw new UnsupportedModelError({ file, field: 'model_type' },
-      `model type ${JSON.stringify(type)} is not supported (supported: ${MODEL_TYPES.join(', ')})`);
+    throw new UnsupportedModelError(
+      { file, field: 'model_type' },
+      `model type ${JSON.stringify(type)} is not supported (supported: ${MODEL_TYPES.join(', ')})`,
+    );
   }
   const architecture = type as Architecture;
   const need = (key: keyof HfConfigJson & string): number => {
@@ -62,17 +64,25 @@ export function modelConfigFromHfConfig(json: HfConfigJson, file: string): Model
     return v;
   };
   if ((json.hidden_act ?? 'silu') !== 'silu') {
-    throw new UnsupportedModelError({ file, field: 'hidden_act' }, `activation ${json.hidden_act} is not supported (silu is)`);
+    throw new UnsupportedModelError(
+      { file, field: 'hidden_act' },
+      `activation ${json.hidden_act} is not supported (silu is)`,
+    );
   }
-  if (json.mlp_bias === true) throw new UnsupportedModelError({ file, field: 'mlp_bias' }, 'MLP biases are not supported');
+  if (json.mlp_bias === true)
+    throw new UnsupportedModelError({ file, field: 'mlp_bias' }, 'MLP biases are not supported');
   const dim = need('hidden_size');
   const numHeads = need('num_attention_heads');
   const numKvHeads = json.num_key_value_heads ?? numHeads;
   if (numHeads % numKvHeads !== 0) {
-    throw new ModelFormatError({ file, field: 'num_key_value_heads' }, `${numHeads} heads are not a multiple of ${numKvHeads}`);
+    throw new ModelFormatError(
+      { file, field: 'num_key_value_heads' },
+      `${numHeads} heads are not a multiple of ${numKvHeads}`,
+    );
   }
   const headSize = json.head_dim ?? dim / numHeads;
-  if (!Number.isInteger(headSize)) throw new ModelFormatError({ file, field: 'head_dim' }, `head size ${headSize} is not an integer`);
+  if (!Number.isInteger(headSize))
+    throw new ModelFormatError({ file, field: 'head_dim' }, `head size ${headSize} is not an integer`);
 
   let ropeScaling: Llama3RopeScaling | undefined;
   const rs = json.rope_scaling;
@@ -85,18 +95,27 @@ export function modelConfigFromHfConfig(json: HfConfigJson, file: string): Model
         return v;
       };
       ropeScaling = {
-        type: 'llama3', factor: num('factor'), lowFreqFactor: num('low_freq_factor'),
-        highFreqFactor: num('high_freq_factor'), originalMaxPositionEmbeddings: num('original_max_position_embeddings'),
+        type: 'llama3',
+        factor: num('factor'),
+        lowFreqFactor: num('low_freq_factor'),
+        highFreqFactor: num('high_freq_factor'),
+        originalMaxPositionEmbeddings: num('original_max_position_embeddings'),
       };
     } else if (ropeType !== 'default') {
-      throw new UnsupportedModelError({ file, field: 'rope_scaling' }, `RoPE scaling ${JSON.stringify(ropeType)} is not supported (llama3 is)`);
+      throw new UnsupportedModelError(
+        { file, field: 'rope_scaling' },
+        `RoPE scaling ${JSON.stringify(ropeType)} is not supported (llama3 is)`,
+      );
     }
   }
   let slidingWindow: number | undefined;
   if (architecture === 'mistral') {
     slidingWindow = json.sliding_window ?? undefined;
   } else if (json.use_sliding_window === true) {
-    throw new UnsupportedModelError({ file, field: 'use_sliding_window' }, 'per-layer sliding windows are not supported');
+    throw new UnsupportedModelError(
+      { file, field: 'use_sliding_window' },
+      'per-layer sliding windows are not supported',
+    );
   }
   const eos = json.eos_token_id;
   const eosTokenIds = eos === null || eos === undefined ? [] : Array.isArray(eos) ? eos : [eos];

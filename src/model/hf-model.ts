@@ -2,7 +2,12 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { WeightDType } from '../kernels/backend.js';
 import { chatTemplateFromTokenizerConfig } from './chat-template.js';
-import { ModelFormatError, UnknownModelFormatError, UnsupportedModelError, UnsupportedTensorTypeError } from './errors.js';
+import {
+  ModelFormatError,
+  UnknownModelFormatError,
+  UnsupportedModelError,
+  UnsupportedTensorTypeError,
+} from './errors.js';
 import { checkTensors } from './gguf-tensor-names.js';
 import { HfTokenizer } from './hf-tokenizer.js';
 import { modelConfigFromHfConfig, readHfConfig } from './hf-config.js';
@@ -60,10 +65,14 @@ function safetensorsFiles(folder: string): string[] {
     } catch (e) {
       throw new ModelFormatError({ file: index, field: 'weight_map' }, `unreadable index: ${(e as Error).message}`);
     }
-    if (map === null || typeof map !== 'object') throw new ModelFormatError({ file: index, field: 'weight_map' }, 'missing');
+    if (map === null || typeof map !== 'object')
+      throw new ModelFormatError({ file: index, field: 'weight_map' }, 'missing');
     return [...new Set(Object.values(map))].sort().map((f) => join(folder, f));
   }
-  return readdirSync(folder).filter((f) => f.endsWith('.safetensors')).sort().map((f) => join(folder, f));
+  return readdirSync(folder)
+    .filter((f) => f.endsWith('.safetensors'))
+    .sort()
+    .map((f) => join(folder, f));
 }
 
 function readJsonIfExists(path: string): Record<string, unknown> | undefined {
@@ -86,17 +95,25 @@ export function readHfModel(folder: string): ModelSource {
   const config = modelConfigFromHfConfig(readHfConfig(configPath), configPath);
   const files = safetensorsFiles(folder);
   if (files.length === 0) {
-    throw new UnknownModelFormatError({ file: folder }, 'no *.safetensors weights found (pytorch_model.bin is not supported)');
+    throw new UnknownModelFormatError(
+      { file: folder },
+      'no *.safetensors weights found (pytorch_model.bin is not supported)',
+    );
   }
   const tensors: TensorInfo[] = [];
   for (const file of files) {
     for (const e of readSafetensorsHeader(file).tensors) {
       const name = hfToGgufTensorName(e.name);
       if (name === undefined || (name === 'output.weight' && config.tiedEmbeddings)) continue;
-      if (name.endsWith('attn_output.bias')) throw new UnsupportedModelError({ file, tensor: e.name }, 'output projection bias is not supported');
+      if (name.endsWith('attn_output.bias'))
+        throw new UnsupportedModelError({ file, tensor: e.name }, 'output projection bias is not supported');
       const dtype = SAFETENSORS_TO_DTYPE[e.dtype];
       if (dtype === undefined) {
-        throw new UnsupportedTensorTypeError({ file, tensor: e.name, field: 'dtype' }, e.dtype, Object.keys(SAFETENSORS_TO_DTYPE));
+        throw new UnsupportedTensorTypeError(
+          { file, tensor: e.name, field: 'dtype' },
+          e.dtype,
+          Object.keys(SAFETENSORS_TO_DTYPE),
+        );
       }
       tensors.push({ name, dtype, shape: e.shape, file, offset: e.offset, byteLength: e.byteLength });
     }
@@ -113,9 +130,15 @@ export function readHfModel(folder: string): ModelSource {
     eosTokenIds: [...eos],
   });
   const jinjaPath = join(folder, 'chat_template.jinja');
-  const chatTemplate = existsSync(jinjaPath) ? readFileSync(jinjaPath, 'utf8') : chatTemplateFromTokenizerConfig(tokenizer.tokenizerConfig);
+  const chatTemplate = existsSync(jinjaPath)
+    ? readFileSync(jinjaPath, 'utf8')
+    : chatTemplateFromTokenizerConfig(tokenizer.tokenizerConfig);
   return {
-    format: 'safetensors', path: folder, config: { ...config, eosTokenIds: [...new Set([...eos, ...tokenizer.eosTokenIds])] },
-    tensors, tokenizer, ...(chatTemplate !== undefined ? { chatTemplate } : {}),
+    format: 'safetensors',
+    path: folder,
+    config: { ...config, eosTokenIds: [...new Set([...eos, ...tokenizer.eosTokenIds])] },
+    tensors,
+    tokenizer,
+    ...(chatTemplate !== undefined ? { chatTemplate } : {}),
   };
 }

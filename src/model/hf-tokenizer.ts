@@ -61,7 +61,8 @@ export class HfTokenizer implements Tokenizer {
     }
     let size = 0;
     const vocab: unknown = json.model?.vocab;
-    if (Array.isArray(vocab)) size = vocab.length; // Unigram: [piece, score][]
+    if (Array.isArray(vocab))
+      size = vocab.length; // Unigram: [piece, score][]
     else for (const id of Object.values((vocab ?? {}) as Record<string, number>)) if (id + 1 > size) size = id + 1;
     const special = new Set<number>();
     for (const t of json.added_tokens ?? []) {
@@ -75,7 +76,10 @@ export class HfTokenizer implements Tokenizer {
       if (content === undefined) return undefined;
       const id = this.tokenToId(content);
       if (id === undefined) {
-        throw new TokenizerLoadError({ file: source, field }, `token ${JSON.stringify(content)} is not in the vocabulary`);
+        throw new TokenizerLoadError(
+          { file: source, field },
+          `token ${JSON.stringify(content)} is not in the vocabulary`,
+        );
       }
       return id;
     };
@@ -90,8 +94,11 @@ export class HfTokenizer implements Tokenizer {
    * Reads `tokenizer.json` (and `tokenizer_config.json` when a path is given and the file exists) from disk.
    * Throws TokenizerLoadError for unreadable JSON; fs errors for a missing tokenizer.json.
    */
-  static fromFiles(tokenizerJsonPath: string, tokenizerConfigPath?: string,
-    options: Omit<HfTokenizerOptions, 'tokenizerConfig' | 'source'> = {}): HfTokenizer {
+  static fromFiles(
+    tokenizerJsonPath: string,
+    tokenizerConfigPath?: string,
+    options: Omit<HfTokenizerOptions, 'tokenizerConfig' | 'source'> = {},
+  ): HfTokenizer {
     const json = readJson(tokenizerJsonPath) as TokenizerJson;
     let tokenizerConfig: TokenizerConfigJson | undefined;
     if (tokenizerConfigPath !== undefined) {

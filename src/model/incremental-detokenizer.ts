@@ -30,8 +30,11 @@ export class IncrementalDetokenizer {
    *   context so spacing matches a full decode).
    * @param options skipSpecialTokens (default true) leaves control tokens (EOS, `<|im_end|>`) out of the text.
    */
-  constructor(private readonly tokenizer: Tokenizer, promptIds: readonly number[] = [],
-    options: { skipSpecialTokens?: boolean } = {}) {
+  constructor(
+    private readonly tokenizer: Tokenizer,
+    promptIds: readonly number[] = [],
+    options: { skipSpecialTokens?: boolean } = {},
+  ) {
     this.ids = [...promptIds];
     this.promptLength = promptIds.length;
     this.prefixOffset = Math.max(promptIds.length - INITIAL_DETOKENIZATION_OFFSET, 0);

@@ -108,10 +108,14 @@ export class LlamaModel implements CausalLM {
     options: LlamaModelOptions = {},
   ) {
     if (!['llama', 'mistral', 'qwen2', 'qwen3'].includes(config.architecture)) {
-      throw new UnsupportedArchitectureError(`architecture ${String(config.architecture)} is not implemented (llama, mistral, qwen2, qwen3 are)`);
+      throw new UnsupportedArchitectureError(
+        `architecture ${String(config.architecture)} is not implemented (llama, mistral, qwen2, qwen3 are)`,
+      );
     }
     if (config.numHeads % config.numKvHeads !== 0) {
-      throw new UnsupportedArchitectureError(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
+      throw new UnsupportedArchitectureError(
+        `numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`,
+      );
     }
     if (weights.layers.length !== config.numLayers) {
       throw new ForwardBatchError(`weights have ${weights.layers.length} layers, config says ${config.numLayers}`);
@@ -119,13 +123,18 @@ export class LlamaModel implements CausalLM {
     this.qDim = config.numHeads * config.headSize;
     this.kvDim = config.numKvHeads * config.headSize;
     this.scale = 1 / Math.sqrt(config.headSize);
-    this.rope = RopeCache.forConfig(config, options.maxPositions ?? config.maxPositionEmbeddings,
-      (n) => backend.arena.allocF32(n));
+    this.rope = RopeCache.forConfig(config, options.maxPositions ?? config.maxPositionEmbeddings, (n) =>
+      backend.arena.allocF32(n),
+    );
     this.fuseUpToTokens = options.fuseUpToTokens ?? Infinity;
     this.attentionMode = options.attentionMode ?? 'split';
     this.profiling = options.profile ?? false;
     this.acts = new Activations(backend, config, Math.max(1, options.maxNumTokens ?? 256));
-    this.samples = new SampleBuffers(backend, config, Math.max(1, options.maxNumSampled ?? Math.min(this.acts.tokens, 256)));
+    this.samples = new SampleBuffers(
+      backend,
+      config,
+      Math.max(1, options.maxNumSampled ?? Math.min(this.acts.tokens, 256)),
+    );
     this.blockTablesBuf = backend.arena.allocI32(Math.max(64, this.acts.tokens * 4));
   }
 
@@ -154,7 +163,8 @@ export class LlamaModel implements CausalLM {
     const T = batch.numTokens;
     if (T > this.acts.tokens) this.acts = new Activations(this.backend, this.config, Math.max(T, 2 * this.acts.tokens));
     const S = batch.sampleIndices.length;
-    if (S > this.samples.rows) this.samples = new SampleBuffers(this.backend, this.config, Math.max(S, 2 * this.samples.rows));
+    if (S > this.samples.rows)
+      this.samples = new SampleBuffers(this.backend, this.config, Math.max(S, 2 * this.samples.rows));
     const m = this.stageBatch(batch);
     const hidden = this.acts.hidden.subarray(0, T * this.config.dim);
     this.timed('embedding', () => this.backend.embedding(hidden, this.weights.tokenEmbedding, m.ids, T));
@@ -263,8 +273,13 @@ export class LlamaModel implements CausalLM {
     const { numPrefills, numSeqs, numPrefillTokens } = m;
     const T = m.numTokens;
     const base = {
-      numHeads: c.numHeads, numKvHeads: c.numKvHeads, headSize: c.headSize, scale: this.scale,
-      slidingWindow: c.slidingWindow, cache, maxBlocksPerSeq: mbps,
+      numHeads: c.numHeads,
+      numKvHeads: c.numKvHeads,
+      headSize: c.headSize,
+      scale: this.scale,
+      slidingWindow: c.slidingWindow,
+      cache,
+      maxBlocksPerSeq: mbps,
     };
     if (numPrefills > 0) {
       this.backend.prefillAttention({
@@ -303,7 +318,8 @@ export class LlamaModel implements CausalLM {
       this.timed('matmul.gateUp', () => be.matmul(gateUp, normed, wGateUp, T));
       if (T === 1) {
         this.timed('siluMul', () =>
-          be.siluMul(act, gateUp.subarray(0, hiddenDim), gateUp.subarray(hiddenDim, 2 * hiddenDim), hiddenDim));
+          be.siluMul(act, gateUp.subarray(0, hiddenDim), gateUp.subarray(hiddenDim, 2 * hiddenDim), hiddenDim),
+        );
       } else {
         const gate = a.gate.subarray(0, T * hiddenDim);
         const up = a.up.subarray(0, T * hiddenDim);
@@ -343,7 +359,12 @@ export class LlamaModel implements CausalLM {
   }
 
   /** q [T, qDim], k and v [T, kvDim] from the normed hidden states: one stacked matmul (split by copies) or three. */
-  private qkvProjection(w: LayerWeights, normed: Float32Array, T: number, fuse: boolean): [Float32Array, Float32Array, Float32Array] {
+  private qkvProjection(
+    w: LayerWeights,
+    normed: Float32Array,
+    T: number,
+    fuse: boolean,
+  ): [Float32Array, Float32Array, Float32Array] {
     const be = this.backend;
     const a = this.acts;
     const { qDim, kvDim } = this;
@@ -401,23 +422,33 @@ export class LlamaModel implements CausalLM {
     if (!Number.isInteger(b.numPrefills) || b.numPrefills < 0 || b.numPrefills > S) {
       fail(`numPrefills must be in [0, numSeqs=${S}], got ${b.numPrefills}`);
     }
-    for (const [name, arr] of [['tokenIds', b.tokenIds], ['positions', b.positions], ['slotMapping', b.slotMapping]] as const) {
+    for (const [name, arr] of [
+      ['tokenIds', b.tokenIds],
+      ['positions', b.positions],
+      ['slotMapping', b.slotMapping],
+    ] as const) {
       if (arr.length < T) fail(`${name} has ${arr.length} entries, numTokens is ${T}`);
     }
-    if (b.queryStartLoc.length < S + 1) fail(`queryStartLoc has ${b.queryStartLoc.length} entries, need numSeqs + 1 = ${S + 1}`);
+    if (b.queryStartLoc.length < S + 1)
+      fail(`queryStartLoc has ${b.queryStartLoc.length} entries, need numSeqs + 1 = ${S + 1}`);
     if (b.seqLens.length < S) fail(`seqLens has ${b.seqLens.length} entries, numSeqs is ${S}`);
     const mbps = b.maxBlocksPerSeq;
     if (!Number.isInteger(mbps) || mbps < 1) fail(`maxBlocksPerSeq must be a positive integer, got ${mbps}`);
-    if (b.blockTables.length < S * mbps) fail(`blockTables has ${b.blockTables.length} entries, need numSeqs × maxBlocksPerSeq = ${S * mbps}`);
+    if (b.blockTables.length < S * mbps)
+      fail(`blockTables has ${b.blockTables.length} entries, need numSeqs × maxBlocksPerSeq = ${S * mbps}`);
     if (kvCaches.length !== c.numLayers) fail(`got ${kvCaches.length} KV cache layers, the model has ${c.numLayers}`);
     const cache0 = kvCaches[0];
     for (let l = 0; l < kvCaches.length; l++) {
       const kc = kvCaches[l];
       if (kc.numKvHeads !== c.numKvHeads || kc.headSize !== c.headSize) {
-        fail(`KV cache layer ${l} is [kvHeads ${kc.numKvHeads}, headSize ${kc.headSize}], the model needs [${c.numKvHeads}, ${c.headSize}]`);
+        fail(
+          `KV cache layer ${l} is [kvHeads ${kc.numKvHeads}, headSize ${kc.headSize}], the model needs [${c.numKvHeads}, ${c.headSize}]`,
+        );
       }
       if (kc.numBlocks !== cache0.numBlocks || kc.blockSize !== cache0.blockSize) {
-        fail(`KV cache layer ${l} has ${kc.numBlocks} blocks of ${kc.blockSize}, layer 0 has ${cache0.numBlocks} of ${cache0.blockSize}`);
+        fail(
+          `KV cache layer ${l} has ${kc.numBlocks} blocks of ${kc.blockSize}, layer 0 has ${cache0.numBlocks} of ${cache0.blockSize}`,
+        );
       }
     }
     const { numBlocks, blockSize } = cache0;
@@ -429,16 +460,19 @@ export class LlamaModel implements CausalLM {
       if (qLen < 1) fail(`sequence ${s} has ${qLen} new tokens (queryStartLoc must increase)`);
       if (s >= b.numPrefills && qLen !== 1) fail(`sequence ${s} is a decode but has ${qLen} new tokens`);
       if (seqLen < qLen) fail(`sequence ${s}: seqLens ${seqLen} is shorter than its ${qLen} new tokens`);
-      if (seqLen > mbps * blockSize) fail(`sequence ${s}: seqLens ${seqLen} does not fit ${mbps} blocks of ${blockSize}`);
+      if (seqLen > mbps * blockSize)
+        fail(`sequence ${s}: seqLens ${seqLen} does not fit ${mbps} blocks of ${blockSize}`);
       const nb = Math.ceil(seqLen / blockSize);
       for (let j = 0; j < nb; j++) {
         const id = b.blockTables[s * mbps + j];
-        if (!(id >= 0 && id < numBlocks)) fail(`sequence ${s}: block table entry ${j} is ${id}, the cache has ${numBlocks} blocks`);
+        if (!(id >= 0 && id < numBlocks))
+          fail(`sequence ${s}: block table entry ${j} is ${id}, the cache has ${numBlocks} blocks`);
       }
       for (let t = b.queryStartLoc[s]; t < b.queryStartLoc[s + 1]; t++) {
         // The j-th new token of s sits at position seqLen − qLen + j (contract of prefillAttention).
         const expected = seqLen - qLen + (t - b.queryStartLoc[s]);
-        if (b.positions[t] !== expected) fail(`token ${t} (sequence ${s}) has position ${b.positions[t]}, its place in the sequence is ${expected}`);
+        if (b.positions[t] !== expected)
+          fail(`token ${t} (sequence ${s}) has position ${b.positions[t]}, its place in the sequence is ${expected}`);
       }
     }
     if (b.queryStartLoc[S] !== T) fail(`queryStartLoc[numSeqs] is ${b.queryStartLoc[S]}, numTokens is ${T}`);
@@ -447,9 +481,11 @@ export class LlamaModel implements CausalLM {
       const id = b.tokenIds[t];
       if (!(id >= 0 && id < c.vocabSize)) fail(`token ${t}: id ${id} is outside the vocabulary [0, ${c.vocabSize})`);
       const p = b.positions[t];
-      if (!(p >= 0 && p < maxPos)) fail(`token ${t}: position ${p} is outside [0, ${maxPos}) (the RoPE table; raise maxPositions)`);
+      if (!(p >= 0 && p < maxPos))
+        fail(`token ${t}: position ${p} is outside [0, ${maxPos}) (the RoPE table; raise maxPositions)`);
       const slot = b.slotMapping[t];
-      if (slot !== -1 && !(slot >= 0 && slot < numSlots)) fail(`token ${t}: slot ${slot} is outside the cache's ${numSlots} slots`);
+      if (slot !== -1 && !(slot >= 0 && slot < numSlots))
+        fail(`token ${t}: slot ${slot} is outside the cache's ${numSlots} slots`);
     }
     for (let j = 0; j < b.sampleIndices.length; j++) {
       const i = b.sampleIndices[j];

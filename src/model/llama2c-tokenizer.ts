@@ -1,7 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { ModelFormatError, TruncatedFileError } from './errors.js';
 import { HfTokenizer } from './hf-tokenizer.js';
-import { SPIECE_UNDERLINE, TokenType, sentencePieceTokenizerJson, type ScoredVocab } from './sentencepiece-tokenizer.js';
+import {
+  SPIECE_UNDERLINE,
+  TokenType,
+  sentencePieceTokenizerJson,
+  type ScoredVocab,
+} from './sentencepiece-tokenizer.js';
 
 /**
  * llama2.c's tokenizer file (`tokenizer.bin`, `tok512.bin`): int32 max_token_length, then per token a float32 score,
@@ -40,7 +45,8 @@ export function readLlama2cVocab(path: string, vocabSize?: number): Llama2cVocab
     const len = buf.readInt32LE(pos + 4);
     pos += 8;
     if (len < 0) throw new ModelFormatError({ file: path, field: `token[${i}].length` }, `negative length ${len}`);
-    if (pos + len > buf.length) throw new TruncatedFileError({ file: path, field: `token[${i}]` }, pos + len, buf.length);
+    if (pos + len > buf.length)
+      throw new TruncatedFileError({ file: path, field: `token[${i}]` }, pos + len, buf.length);
     pieces.push(buf.toString('utf8', pos, pos + len));
     scores.push(score);
     pos += len;
@@ -77,8 +83,13 @@ export function llama2cScoredVocab(vocab: Llama2cVocab): ScoredVocab {
     }
   });
   return {
-    tokens, scores: vocab.scores, types,
-    unkId: LLAMA2C_UNK_ID, bosId: LLAMA2C_BOS_ID, eosId: LLAMA2C_EOS_ID, addBos: true,
+    tokens,
+    scores: vocab.scores,
+    types,
+    unkId: LLAMA2C_UNK_ID,
+    bosId: LLAMA2C_BOS_ID,
+    eosId: LLAMA2C_EOS_ID,
+    addBos: true,
   };
 }
 
@@ -89,6 +100,8 @@ export function llama2cScoredVocab(vocab: Llama2cVocab): ScoredVocab {
 export function loadLlama2cTokenizer(path: string, vocabSize?: number): HfTokenizer {
   const vocab = llama2cScoredVocab(readLlama2cVocab(path, vocabSize));
   return new HfTokenizer(sentencePieceTokenizerJson(vocab), {
-    bosTokenId: LLAMA2C_BOS_ID, eosTokenIds: [LLAMA2C_EOS_ID], source: path,
+    bosTokenId: LLAMA2C_BOS_ID,
+    eosTokenIds: [LLAMA2C_EOS_ID],
+    source: path,
   });
 }

@@ -42,10 +42,13 @@ export function readLlama2cHeader(path: string): Llama2cHeader {
     const buf = Buffer.alloc(LLAMA2C_HEADER_BYTES);
     const got = readSync(fd, buf, 0, LLAMA2C_HEADER_BYTES, 0);
     if (got >= 4 && buf.readUInt32LE(0) === LLAMA2C_V1_MAGIC) {
-      throw new UnsupportedModelError({ file: path, field: 'magic' },
-        'llama2.c export versions 1 and 2 are not supported; export with --version 0 (legacy) or convert to GGUF');
+      throw new UnsupportedModelError(
+        { file: path, field: 'magic' },
+        'llama2.c export versions 1 and 2 are not supported; export with --version 0 (legacy) or convert to GGUF',
+      );
     }
-    if (got < LLAMA2C_HEADER_BYTES) throw new TruncatedFileError({ file: path, field: 'header' }, LLAMA2C_HEADER_BYTES, size);
+    if (got < LLAMA2C_HEADER_BYTES)
+      throw new TruncatedFileError({ file: path, field: 'header' }, LLAMA2C_HEADER_BYTES, size);
     const names = ['dim', 'hidden_dim', 'n_layers', 'n_heads', 'n_kv_heads', 'vocab_size', 'seq_len'];
     const v = names.map((_, i) => buf.readInt32LE(4 * i));
     names.forEach((name, i) => {
@@ -53,11 +56,24 @@ export function readLlama2cHeader(path: string): Llama2cHeader {
       if (value <= 0) throw new ModelFormatError({ file: path, field: name }, `must be positive, found ${v[i]}`);
     });
     const [dim, hiddenDim, numLayers, numHeads, numKvHeads, vocab, seqLen] = v;
-    if (dim % numHeads !== 0) throw new ModelFormatError({ file: path, field: 'n_heads' }, `dim ${dim} is not a multiple of ${numHeads} heads`);
+    if (dim % numHeads !== 0)
+      throw new ModelFormatError({ file: path, field: 'n_heads' }, `dim ${dim} is not a multiple of ${numHeads} heads`);
     if (numHeads % numKvHeads !== 0) {
-      throw new ModelFormatError({ file: path, field: 'n_kv_heads' }, `${numHeads} heads are not a multiple of ${numKvHeads} KV heads`);
+      throw new ModelFormatError(
+        { file: path, field: 'n_kv_heads' },
+        `${numHeads} heads are not a multiple of ${numKvHeads} KV heads`,
+      );
     }
-    return { dim, hiddenDim, numLayers, numHeads, numKvHeads, vocabSize: Math.abs(vocab), sharedClassifier: vocab > 0, seqLen };
+    return {
+      dim,
+      hiddenDim,
+      numLayers,
+      numHeads,
+      numKvHeads,
+      vocabSize: Math.abs(vocab),
+      sharedClassifier: vocab > 0,
+      seqLen,
+    };
   } finally {
     closeSync(fd);
   }
@@ -98,7 +114,8 @@ function llama2cTensors(path: string, h: Llama2cHeader, fileSize: number): Tenso
   let pos = LLAMA2C_HEADER_BYTES;
   const add = (name: string, shape: number[]): void => {
     const byteLength = shape.reduce((a, b) => a * b, 1) * 4;
-    if (pos + byteLength > fileSize) throw new TruncatedFileError({ file: path, tensor: name, field: 'data' }, pos + byteLength, fileSize);
+    if (pos + byteLength > fileSize)
+      throw new TruncatedFileError({ file: path, tensor: name, field: 'data' }, pos + byteLength, fileSize);
     tensors.push({ name, dtype: 'f32', shape, file: path, offset: pos, byteLength });
     pos += byteLength;
   };
@@ -117,7 +134,8 @@ function llama2cTensors(path: string, h: Llama2cHeader, fileSize: number): Tenso
   perLayer('ffn_up.weight', [hiddenDim, dim]);
   add('output_norm.weight', [dim]);
   const ropeTables = 2 * h.seqLen * (headSize / 2) * 4;
-  if (pos + ropeTables > fileSize) throw new TruncatedFileError({ file: path, field: 'freq_cis' }, pos + ropeTables, fileSize);
+  if (pos + ropeTables > fileSize)
+    throw new TruncatedFileError({ file: path, field: 'freq_cis' }, pos + ropeTables, fileSize);
   pos += ropeTables;
   if (!h.sharedClassifier) add('output.weight', [vocabSize, dim]);
   return tensors;
@@ -151,8 +169,10 @@ export function findLlama2cTokenizer(checkpoint: string): string {
   const candidates = readdirSync(dir).filter((f) => isLlama2cTokenizerName(f) && join(dir, f) !== checkpoint);
   if (candidates.includes('tokenizer.bin')) return join(dir, 'tokenizer.bin');
   if (candidates.length === 1) return join(dir, candidates[0]);
-  throw new UnknownModelFormatError({ file: checkpoint, field: 'tokenizer' },
+  throw new UnknownModelFormatError(
+    { file: checkpoint, field: 'tokenizer' },
     candidates.length === 0
       ? 'no llama2.c tokenizer (tokenizer.bin or tok*.bin) beside the checkpoint; pass tokenizerPath'
-      : `several tokenizers beside the checkpoint (${candidates.join(', ')}); pass tokenizerPath`);
+      : `several tokenizers beside the checkpoint (${candidates.join(', ')}); pass tokenizerPath`,
+  );
 }

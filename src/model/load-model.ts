@@ -35,9 +35,17 @@ export interface LoadedModel {
  *   the kernels' `ArenaOutOfMemoryError` when the weights do not fit the 4 GiB arena.
  */
 export async function loadModel(path: string, options: LoadModelOptions): Promise<LoadedModel> {
-  const source = await readModelSource(path, options.tokenizerPath !== undefined ? { tokenizerPath: options.tokenizerPath } : {});
-  const weights = await loadModelWeights(source.config, source.tensors, options.backend.arena,
-    (tensor, dest) => readTensorInto(tensor, dest), { onProgress: options.onProgress, modelPath: source.path });
+  const source = await readModelSource(
+    path,
+    options.tokenizerPath !== undefined ? { tokenizerPath: options.tokenizerPath } : {},
+  );
+  const weights = await loadModelWeights(
+    source.config,
+    source.tensors,
+    options.backend.arena,
+    (tensor, dest) => readTensorInto(tensor, dest),
+    { onProgress: options.onProgress, modelPath: source.path },
+  );
   const model = new LlamaModel(source.config, weights, options.backend, options.model);
   return { source, model, weightBytes: weights.bytes };
 }

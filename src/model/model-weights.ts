@@ -108,8 +108,15 @@ interface MatrixGroup {
 
 /** The tensors of one layer, checked and ready to read. */
 interface LayerPlan {
-  attnNorm: TensorInfo; qkv: MatrixGroup; bias?: readonly TensorInfo[]; qNorm?: TensorInfo; kNorm?: TensorInfo;
-  wo: TensorInfo; ffnNorm: TensorInfo; gateUp: MatrixGroup; down: TensorInfo;
+  attnNorm: TensorInfo;
+  qkv: MatrixGroup;
+  bias?: readonly TensorInfo[];
+  qNorm?: TensorInfo;
+  kNorm?: TensorInfo;
+  wo: TensorInfo;
+  ffnNorm: TensorInfo;
+  gateUp: MatrixGroup;
+  down: TensorInfo;
 }
 
 /** Every tensor of a model, checked against the config before any byte is read; totalBytes to read. */
@@ -129,7 +136,8 @@ interface WeightsPlan {
 function planWeights(config: ModelConfig, tensors: readonly TensorInfo[], modelPath: string | undefined): WeightsPlan {
   const byName = new Map<string, TensorInfo>();
   for (const t of tensors) {
-    if (byName.has(t.name)) throw new ModelFormatError({ file: modelPath ?? t.file, tensor: t.name }, 'appears twice in the tensor table');
+    if (byName.has(t.name))
+      throw new ModelFormatError({ file: modelPath ?? t.file, tensor: t.name }, 'appears twice in the tensor table');
     byName.set(t.name, t);
   }
   const used = new Set<string>();
@@ -152,7 +160,10 @@ function planWeights(config: ModelConfig, tensors: readonly TensorInfo[], modelP
   const outputNorm = vec('output_norm.weight', dim);
   const output = config.tiedEmbeddings ? undefined : mat('output.weight', vocabSize, dim);
   if (config.tiedEmbeddings && byName.has('output.weight')) {
-    throw new ModelFormatError({ file: fileName, tensor: 'output.weight' }, 'present, but the config says embeddings are tied');
+    throw new ModelFormatError(
+      { file: fileName, tensor: 'output.weight' },
+      'present, but the config says embeddings are tied',
+    );
   }
   const layers: LayerPlan[] = [];
   for (let l = 0; l < config.numLayers; l++) {
@@ -167,11 +178,13 @@ function planWeights(config: ModelConfig, tensors: readonly TensorInfo[], modelP
       ffnNorm: vec(`${p}ffn_norm.weight`, dim),
       gateUp: {
         tensors: [mat(`${p}ffn_gate.weight`, hiddenDim, dim), mat(`${p}ffn_up.weight`, hiddenDim, dim)],
-        rows: [hiddenDim, hiddenDim], cols: dim,
+        rows: [hiddenDim, hiddenDim],
+        cols: dim,
       },
       down: mat(`${p}ffn_down.weight`, dim, hiddenDim),
     };
-    if (config.qkvBias) plan.bias = [vec(`${p}attn_q.bias`, qDim), vec(`${p}attn_k.bias`, kvDim), vec(`${p}attn_v.bias`, kvDim)];
+    if (config.qkvBias)
+      plan.bias = [vec(`${p}attn_q.bias`, qDim), vec(`${p}attn_k.bias`, kvDim), vec(`${p}attn_v.bias`, kvDim)];
     if (config.qkNorm) {
       plan.qNorm = vec(`${p}attn_q_norm.weight`, headSize);
       plan.kNorm = vec(`${p}attn_k_norm.weight`, headSize);
@@ -182,9 +195,11 @@ function planWeights(config: ModelConfig, tensors: readonly TensorInfo[], modelP
   // only once it has turned it into config.ropeScaling) means the config does not describe the file.
   for (const name of byName.keys()) {
     if (!used.has(name)) {
-      throw new ModelFormatError({ file: where(byName.get(name)!), tensor: name },
+      throw new ModelFormatError(
+        { file: where(byName.get(name)!), tensor: name },
         `unexpected for a ${config.architecture} model with ${config.numLayers} layers ` +
-        `(qkvBias=${config.qkvBias}, qkNorm=${config.qkNorm}, tied=${config.tiedEmbeddings})`);
+          `(qkvBias=${config.qkvBias}, qkNorm=${config.qkNorm}, tied=${config.tiedEmbeddings})`,
+      );
     }
   }
   let totalBytes = 0;
@@ -202,13 +217,17 @@ function checkTensor(t: TensorInfo, e: Expected, file: string): void {
   const rows = e.shape.length === 2 ? e.shape[0] : 1;
   const { blockValues } = weightLayout(t.dtype);
   if (cols % blockValues !== 0) {
-    throw new ModelFormatError({ file, tensor: t.name, field: 'dtype' },
-      `${t.dtype} needs rows of whole ${blockValues}-value blocks, but the row length is ${cols}`);
+    throw new ModelFormatError(
+      { file, tensor: t.name, field: 'dtype' },
+      `${t.dtype} needs rows of whole ${blockValues}-value blocks, but the row length is ${cols}`,
+    );
   }
   const expectedBytes = weightBytes({ dtype: t.dtype, rows, cols });
   if (t.byteLength !== expectedBytes) {
-    throw new ModelFormatError({ file, tensor: t.name, field: 'byteLength' },
-      `${t.byteLength} bytes, but ${t.dtype} [${t.shape.join(', ')}] takes ${expectedBytes}`);
+    throw new ModelFormatError(
+      { file, tensor: t.name, field: 'byteLength' },
+      `${t.byteLength} bytes, but ${t.dtype} [${t.shape.join(', ')}] takes ${expectedBytes}`,
+    );
   }
 }
 
@@ -218,8 +237,12 @@ class ArenaLoader {
   bytes = 0;
   private loaded = 0;
 
-  constructor(private readonly arena: Arena, private readonly read: TensorReader, private readonly totalBytes: number,
-    private readonly onProgress: LoadWeightsOptions['onProgress']) {}
+  constructor(
+    private readonly arena: Arena,
+    private readonly read: TensorReader,
+    private readonly totalBytes: number,
+    private readonly onProgress: LoadWeightsOptions['onProgress'],
+  ) {}
 
   /** A matrix in its own 64-byte-aligned allocation, dtype kept. */
   async matrix(t: TensorInfo): Promise<Weight> {
@@ -292,10 +315,21 @@ class ArenaLoader {
     const wDown = await this.matrix(p.down);
     return {
       attnNorm,
-      wq: qkv.parts[0], wk: qkv.parts[1], wv: qkv.parts[2], wqkv: qkv.stacked,
-      bq: bias?.parts[0], bk: bias?.parts[1], bv: bias?.parts[2], bqkv: bias?.stacked,
-      qNorm, kNorm, wo, ffnNorm,
-      wGate: gateUp.parts[0], wUp: gateUp.parts[1], wGateUp: gateUp.stacked,
+      wq: qkv.parts[0],
+      wk: qkv.parts[1],
+      wv: qkv.parts[2],
+      wqkv: qkv.stacked,
+      bq: bias?.parts[0],
+      bk: bias?.parts[1],
+      bv: bias?.parts[2],
+      bqkv: bias?.stacked,
+      qNorm,
+      kNorm,
+      wo,
+      ffnNorm,
+      wGate: gateUp.parts[0],
+      wUp: gateUp.parts[1],
+      wGateUp: gateUp.stacked,
       wDown,
     };
   }

@@ -22,7 +22,10 @@ export interface ChatTemplateLimits {
  * a 512 MiB heap per thread.
  */
 const DEFAULT_CHAT_TEMPLATE_LIMITS: ChatTemplateLimits = {
-  timeoutMs: 5000, maxSteps: 1_000_000, maxItems: 100_000, maxMemoryMb: 512,
+  timeoutMs: 5000,
+  maxSteps: 1_000_000,
+  maxItems: 100_000,
+  maxMemoryMb: 512,
 };
 
 /** Options of {@link PreprocessPool.start}. */
@@ -81,7 +84,8 @@ export class PreprocessPool {
   static async start(options: PreprocessPoolOptions = {}): Promise<PreprocessPool> {
     const pool = new PreprocessPool(options);
     const size = options.size ?? 2;
-    if (!Number.isInteger(size) || size < 1) throw new RangeError(`PreprocessPool: size must be a positive integer, got ${size}`);
+    if (!Number.isInteger(size) || size < 1)
+      throw new RangeError(`PreprocessPool: size must be a positive integer, got ${size}`);
     try {
       await Promise.all(Array.from({ length: size }, () => pool.spawn()));
     } catch (err) {
@@ -99,8 +103,10 @@ export class PreprocessPool {
    */
   render(source: string, context: Record<string, unknown>, maxOutputChars: number): Promise<string> {
     const { maxSteps, maxItems } = this.limits;
-    return this.submit({ op: 'render', source, context, limits: { maxSteps, maxItems, maxOutputChars } },
-      this.limits.timeoutMs) as Promise<string>;
+    return this.submit(
+      { op: 'render', source, context, limits: { maxSteps, maxItems, maxOutputChars } },
+      this.limits.timeoutMs,
+    ) as Promise<string>;
   }
 
   /**
@@ -126,12 +132,14 @@ export class PreprocessPool {
     this.closed = true;
     const err = new PreprocessWorkerError('the preprocess pool is closed');
     for (const job of this.queue.splice(0)) job.reject(err);
-    await Promise.all(this.slots.map(async (s) => {
-      if (s.timer !== null) clearTimeout(s.timer);
-      s.job?.reject(err);
-      s.job = null;
-      await s.worker.terminate();
-    }));
+    await Promise.all(
+      this.slots.map(async (s) => {
+        if (s.timer !== null) clearTimeout(s.timer);
+        s.job?.reject(err);
+        s.job = null;
+        await s.worker.terminate();
+      }),
+    );
   }
 
   private submit(message: Record<string, unknown>, timeoutMs: number | null): Promise<unknown> {
@@ -150,8 +158,17 @@ export class PreprocessPool {
       const job = this.queue.shift()!;
       slot.job = job;
       if (job.timeoutMs !== null) {
-        slot.timer = setTimeout(() => this.fail(slot, new ChatTemplateLimitError('time',
-          `the chat template did not finish rendering within its time limit of ${job.timeoutMs} ms`)), job.timeoutMs);
+        slot.timer = setTimeout(
+          () =>
+            this.fail(
+              slot,
+              new ChatTemplateLimitError(
+                'time',
+                `the chat template did not finish rendering within its time limit of ${job.timeoutMs} ms`,
+              ),
+            ),
+          job.timeoutMs,
+        );
       }
       slot.worker.postMessage(job.message);
     }
@@ -171,7 +188,9 @@ export class PreprocessPool {
     job?.reject(err);
     if (!this.closed) {
       this.spawn().catch((e: unknown) => {
-        this.failure = new PreprocessWorkerError(`a preprocess worker could not be restarted: ${String(e)}`, { cause: e });
+        this.failure = new PreprocessWorkerError(`a preprocess worker could not be restarted: ${String(e)}`, {
+          cause: e,
+        });
         for (const j of this.queue.splice(0)) j.reject(this.failure);
       });
     }
@@ -188,32 +207,46 @@ export class PreprocessPool {
     const slot: Slot = { worker, ready: false, job: null, timer: null };
     this.slots.push(slot);
     return new Promise<void>((resolve, reject) => {
-      worker.on('message', (msg: { ready?: true; id?: number; ok?: boolean; value?: unknown;
-        error?: { kind: string; limit?: ChatTemplateLimitError['limit']; message: string } }) => {
-        if (msg.ready === true) {
-          slot.ready = true;
-          resolve();
+      worker.on(
+        'message',
+        (msg: {
+          ready?: true;
+          id?: number;
+          ok?: boolean;
+          value?: unknown;
+          error?: { kind: string; limit?: ChatTemplateLimitError['limit']; message: string };
+        }) => {
+          if (msg.ready === true) {
+            slot.ready = true;
+            resolve();
+            this.dispatch();
+            return;
+          }
+          const job = slot.job;
+          if (job === null || job.message.id !== msg.id) return;
+          if (slot.timer !== null) clearTimeout(slot.timer);
+          slot.timer = null;
+          slot.job = null;
+          if (msg.ok === true) job.resolve(msg.value);
+          else job.reject(workerError(msg.error!));
           this.dispatch();
-          return;
-        }
-        const job = slot.job;
-        if (job === null || job.message.id !== msg.id) return;
-        if (slot.timer !== null) clearTimeout(slot.timer);
-        slot.timer = null;
-        slot.job = null;
-        if (msg.ok === true) job.resolve(msg.value);
-        else job.reject(workerError(msg.error!));
-        this.dispatch();
-      });
+        },
+      );
       worker.on('error', (err: Error & { code?: string }) => {
         if (!slot.ready) {
           this.slots.splice(this.slots.indexOf(slot), 1);
           reject(new PreprocessWorkerError(`a preprocess worker failed to start: ${err.message}`, { cause: err }));
           return;
         }
-        this.fail(slot, err.code === 'ERR_WORKER_OUT_OF_MEMORY'
-          ? new ChatTemplateLimitError('memory', `the chat template ran out of its memory limit of ${this.limits.maxMemoryMb} MiB`)
-          : new PreprocessWorkerError(`a preprocess worker failed: ${err.message}`, { cause: err }));
+        this.fail(
+          slot,
+          err.code === 'ERR_WORKER_OUT_OF_MEMORY'
+            ? new ChatTemplateLimitError(
+                'memory',
+                `the chat template ran out of its memory limit of ${this.limits.maxMemoryMb} MiB`,
+              )
+            : new PreprocessWorkerError(`a preprocess worker failed: ${err.message}`, { cause: err }),
+        );
       });
       worker.on('exit', (code) => {
         if (!slot.ready) {

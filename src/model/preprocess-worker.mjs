@@ -39,7 +39,10 @@ Interpreter.prototype.evaluate = function boundedEvaluate(statement, environment
 function checkSize(value) {
   if (value === null || value === undefined) return;
   if (value.type === 'StringValue' && value.value.length > budget.maxOutputChars) {
-    throw new LimitExceeded('output', `the chat template built a string of more than ${budget.maxOutputChars} characters`);
+    throw new LimitExceeded(
+      'output',
+      `the chat template built a string of more than ${budget.maxOutputChars} characters`,
+    );
   }
   if (value.type === 'ArrayValue' && value.value.length > budget.maxItems) {
     throw new LimitExceeded('items', `the chat template built a list of more than ${budget.maxItems} items`);
@@ -98,7 +101,10 @@ function render(source, context, limits) {
   try {
     const text = template.render(context);
     if (text.length > limits.maxOutputChars) {
-      throw new LimitExceeded('output', `the chat template built a string of more than ${limits.maxOutputChars} characters`);
+      throw new LimitExceeded(
+        'output',
+        `the chat template built a string of more than ${limits.maxOutputChars} characters`,
+      );
     }
     return text;
   } finally {
@@ -129,7 +135,8 @@ parentPort.on('message', (msg) => {
   try {
     let value;
     if (msg.op === 'render') value = render(msg.source, msg.context, msg.limits);
-    else if (msg.op === 'encode') value = msg.texts.map((t) => needTokenizer().encode(t, { addSpecialTokens: msg.addSpecialTokens }));
+    else if (msg.op === 'encode')
+      value = msg.texts.map((t) => needTokenizer().encode(t, { addSpecialTokens: msg.addSpecialTokens }));
     else if (msg.op === 'decode') value = needTokenizer().decode(msg.ids, { skipSpecialTokens: msg.skipSpecialTokens });
     else throw new Error(`unknown preprocess op ${String(msg.op)}`);
     parentPort.postMessage({ id: msg.id, ok: true, value });

@@ -9,8 +9,21 @@ import { WEIGHT_LAYOUTS } from '../kernels/ggml-quant-types.js';
  * `tensor_type_fallback` (src/llama-quant.cpp) for dense (non-MoE) models without an importance matrix.
  */
 export const CONVERT_DTYPES = [
-  'f32', 'f16', 'bf16', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q6_k', 'q4_k_m', 'q5_k_m',
-  'q2_k_pure', 'q3_k_pure', 'q4_k_pure', 'q5_k_pure',
+  'f32',
+  'f16',
+  'bf16',
+  'q8_0',
+  'q4_0',
+  'q4_1',
+  'q5_0',
+  'q5_1',
+  'q6_k',
+  'q4_k_m',
+  'q5_k_m',
+  'q2_k_pure',
+  'q3_k_pure',
+  'q4_k_pure',
+  'q5_k_pure',
 ] as const;
 export type ConvertDType = (typeof CONVERT_DTYPES)[number];
 
@@ -65,7 +78,13 @@ function useMoreBits(layer: number, numLayers: number): boolean {
  */
 function fallback(type: WeightDType, cols: number): WeightDType {
   if (cols % WEIGHT_LAYOUTS[type].blockValues === 0) return type;
-  const next: Partial<Record<WeightDType, WeightDType>> = { q2_K: 'q4_0', q3_K: 'q4_0', q4_K: 'q5_0', q5_K: 'q5_1', q6_K: 'q8_0' };
+  const next: Partial<Record<WeightDType, WeightDType>> = {
+    q2_K: 'q4_0',
+    q3_K: 'q4_0',
+    q4_K: 'q5_0',
+    q5_K: 'q5_1',
+    q6_K: 'q8_0',
+  };
   const t = next[type] ?? type;
   return cols % WEIGHT_LAYOUTS[t].blockValues === 0 ? t : 'f16';
 }
@@ -77,7 +96,12 @@ function fallback(type: WeightDType, cols: number): WeightDType {
  * row length is not a whole number of the base type's blocks), and in q4_k_m / q5_k_m `attn_v` and `ffn_down` take
  * q6_K in the layers {@link useMoreBits} picks; then {@link fallback} for the row length.
  */
-export function mixtureType(t: MixtureTensor, dtype: ConvertDType, numLayers: number, tiedEmbeddings: boolean): WeightDType {
+export function mixtureType(
+  t: MixtureTensor,
+  dtype: ConvertDType,
+  numLayers: number,
+  tiedEmbeddings: boolean,
+): WeightDType {
   if (t.kind === 'vector') return 'f32';
   const info = CONVERT_DTYPE_INFO[dtype];
   const cols = t.shape[t.shape.length - 1];

@@ -108,8 +108,12 @@ function readJson(path: string): unknown {
  * The tokenizer metadata entries and vocabulary size for `tokenizerPath` (see CreateRandomModelOptions). Throws
  * TokenizerLoadError for a tokenizer that cannot be embedded.
  */
-function tokenizerMetadata(tokenizerPath: string, hfBos: number | undefined, hfEos: number | undefined,
-  chatTemplate: string | undefined): { entries: [string, GgufValue][]; vocabSize: number } {
+function tokenizerMetadata(
+  tokenizerPath: string,
+  hfBos: number | undefined,
+  hfEos: number | undefined,
+  chatTemplate: string | undefined,
+): { entries: [string, GgufValue][]; vocabSize: number } {
   if (tokenizerPath.endsWith('.bin')) {
     const vocab = llama2cScoredVocab(readLlama2cVocab(tokenizerPath));
     const entries = ggufMetadataFromScoredVocab(vocab);
@@ -121,7 +125,9 @@ function tokenizerMetadata(tokenizerPath: string, hfBos: number | undefined, hfE
   const cfg = (existsSync(cfgPath) ? readJson(cfgPath) : {}) as TokenizerConfigJson;
   const entries = ggufMetadataFromTokenizerJson(json, {
     tokenizerConfig: chatTemplate !== undefined ? { ...cfg, chat_template: chatTemplate } : cfg,
-    bosTokenId: hfBos, eosTokenId: hfEos, source: tokenizerPath,
+    bosTokenId: hfBos,
+    eosTokenId: hfEos,
+    source: tokenizerPath,
   });
   const tokens = entries.find(([k]) => k === 'tokenizer.ggml.tokens')![1];
   return { entries, vocabSize: (tokens.value as readonly unknown[]).length };

@@ -52,8 +52,10 @@ export function readModelSourceSync(path: string, options: ReadModelSourceOption
     if (extname(path) === '.bin' && !isLlama2cTokenizerName(basename(path))) {
       return readLlama2cModel(path, options.tokenizerPath ?? findLlama2cTokenizer(path));
     }
-    throw new UnknownModelFormatError({ file: path },
-      'not a GGUF file, llama2.c checkpoint (.bin) or safetensors file');
+    throw new UnknownModelFormatError(
+      { file: path },
+      'not a GGUF file, llama2.c checkpoint (.bin) or safetensors file',
+    );
   }
   if (existsSync(join(path, 'config.json'))) return readHfModel(path);
   const files = readdirSync(path);
@@ -64,10 +66,12 @@ export function readModelSourceSync(path: string, options: ReadModelSourceOption
     const ckpt = join(path, checkpoints[0]);
     return readLlama2cModel(ckpt, options.tokenizerPath ?? findLlama2cTokenizer(ckpt));
   }
-  throw new UnknownModelFormatError({ file: path },
+  throw new UnknownModelFormatError(
+    { file: path },
     ggufs.length > 1 || checkpoints.length > 1
       ? `several model files (${[...ggufs, ...checkpoints].join(', ')}); name one file`
-      : 'no config.json + *.safetensors, .gguf file or llama2.c checkpoint (.bin) found');
+      : 'no config.json + *.safetensors, .gguf file or llama2.c checkpoint (.bin) found',
+  );
 }
 
 /** Called as bytes arrive: the bytes just read (not a running total). */
@@ -97,8 +101,11 @@ export function readTensorInto(tensor: TensorInfo, dest: Uint8Array, options: Re
       const want = Math.min(chunk, tensor.byteLength - done);
       const got = readSync(fd, dest, done, want, tensor.offset + done);
       if (got === 0) {
-        throw new TruncatedFileError({ file: tensor.file, tensor: tensor.name, field: 'data' },
-          tensor.offset + tensor.byteLength, tensor.offset + done);
+        throw new TruncatedFileError(
+          { file: tensor.file, tensor: tensor.name, field: 'data' },
+          tensor.offset + tensor.byteLength,
+          tensor.offset + done,
+        );
       }
       done += got;
       options.onProgress?.(got);
@@ -123,9 +130,12 @@ export function readTensorF32(tensor: TensorInfo, options: ReadTensorOptions = {
   const bytes = readTensorBytes(tensor, options);
   const n = tensor.shape.reduce((a, b) => a * b, 1);
   switch (tensor.dtype) {
-    case 'f32': return decodeF32(bytes);
-    case 'f16': return decodeF16(bytes);
-    case 'bf16': return decodeBf16(bytes);
+    case 'f32':
+      return decodeF32(bytes);
+    case 'f16':
+      return decodeF16(bytes);
+    case 'bf16':
+      return decodeBf16(bytes);
     default: {
       const cols = tensor.shape.length === 0 ? 1 : tensor.shape[tensor.shape.length - 1];
       return decodeWeightRows({ dtype: tensor.dtype, rows: n / cols, cols, data: bytes });

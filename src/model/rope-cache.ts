@@ -20,7 +20,8 @@ export function ropeInvFrequencies(rotaryDim: number, theta: number, scaling?: L
   if (!Number.isInteger(rotaryDim) || rotaryDim <= 0 || rotaryDim % 2 !== 0) {
     throw new RopeConfigError(`rotaryDim must be a positive even integer, got ${rotaryDim}`);
   }
-  if (!(theta > 0) || !Number.isFinite(theta)) throw new RopeConfigError(`rope theta must be a positive number, got ${theta}`);
+  if (!(theta > 0) || !Number.isFinite(theta))
+    throw new RopeConfigError(`rope theta must be a positive number, got ${theta}`);
   const half = rotaryDim / 2;
   const inv = new Float64Array(half);
   for (let i = 0; i < half; i++) inv[i] = 1 / Math.pow(theta, (2 * i) / rotaryDim);
@@ -30,7 +31,8 @@ export function ropeInvFrequencies(rotaryDim: number, theta: number, scaling?: L
   if (!(factor > 0) || !(lowFreqFactor > 0) || !(highFreqFactor > lowFreqFactor) || !(oldLen > 0)) {
     throw new RopeConfigError(
       `invalid llama3 rope scaling: factor=${factor} lowFreqFactor=${lowFreqFactor} highFreqFactor=${highFreqFactor} ` +
-      `originalMaxPositionEmbeddings=${oldLen} (need factor > 0, 0 < lowFreqFactor < highFreqFactor, length > 0)`);
+        `originalMaxPositionEmbeddings=${oldLen} (need factor > 0, 0 < lowFreqFactor < highFreqFactor, length > 0)`,
+    );
   }
   const lowFreqWavelen = oldLen / lowFreqFactor;
   const highFreqWavelen = oldLen / highFreqFactor;

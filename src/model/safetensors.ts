@@ -27,8 +27,21 @@ export interface SafetensorsHeader {
 
 /** Bytes per element of the safetensors dtypes. */
 const SAFETENSORS_DTYPE_BYTES: Readonly<Record<string, number>> = {
-  F64: 8, F32: 4, F16: 2, BF16: 2, I64: 8, I32: 4, I16: 2, I8: 1, U64: 8, U32: 4, U16: 2, U8: 1, BOOL: 1,
-  F8_E4M3: 1, F8_E5M2: 1,
+  F64: 8,
+  F32: 4,
+  F16: 2,
+  BF16: 2,
+  I64: 8,
+  I32: 4,
+  I16: 2,
+  I8: 1,
+  U64: 8,
+  U32: 4,
+  U16: 2,
+  U8: 1,
+  BOOL: 1,
+  F8_E4M3: 1,
+  F8_E5M2: 1,
 };
 
 /** Largest header accepted (the format's own limit is 100 MB). */
@@ -44,9 +57,11 @@ export function readSafetensorsHeader(path: string): SafetensorsHeader {
   try {
     const size = fstatSync(fd).size;
     const lenBuf = Buffer.alloc(8);
-    if (readSync(fd, lenBuf, 0, 8, 0) < 8) throw new TruncatedFileError({ file: path, field: 'header length' }, 8, size);
+    if (readSync(fd, lenBuf, 0, 8, 0) < 8)
+      throw new TruncatedFileError({ file: path, field: 'header length' }, 8, size);
     const n = Number(lenBuf.readBigUInt64LE(0));
-    if (n > MAX_HEADER_BYTES) throw new ModelFormatError({ file: path, field: 'header length' }, `${n} bytes is not a plausible header`);
+    if (n > MAX_HEADER_BYTES)
+      throw new ModelFormatError({ file: path, field: 'header length' }, `${n} bytes is not a plausible header`);
     if (8 + n > size) throw new TruncatedFileError({ file: path, field: 'header' }, 8 + n, size);
     const headerBuf = Buffer.alloc(n);
     let got = 0;
@@ -71,24 +86,41 @@ export function readSafetensorsHeader(path: string): SafetensorsHeader {
       }
       const e = raw as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
       if (typeof e.dtype !== 'string' || !(e.dtype in SAFETENSORS_DTYPE_BYTES)) {
-        throw new ModelFormatError({ file: path, tensor: name, field: 'dtype' }, `unknown dtype ${JSON.stringify(e.dtype)}`);
+        throw new ModelFormatError(
+          { file: path, tensor: name, field: 'dtype' },
+          `unknown dtype ${JSON.stringify(e.dtype)}`,
+        );
       }
       if (!Array.isArray(e.shape) || !e.shape.every((d) => Number.isInteger(d) && d >= 0)) {
-        throw new ModelFormatError({ file: path, tensor: name, field: 'shape' }, `invalid shape ${JSON.stringify(e.shape)}`);
+        throw new ModelFormatError(
+          { file: path, tensor: name, field: 'shape' },
+          `invalid shape ${JSON.stringify(e.shape)}`,
+        );
       }
       const offs = e.data_offsets;
-      if (!Array.isArray(offs) || offs.length !== 2 || !offs.every((d) => Number.isInteger(d) && d >= 0) || offs[1] < offs[0]) {
-        throw new ModelFormatError({ file: path, tensor: name, field: 'data_offsets' }, `invalid offsets ${JSON.stringify(offs)}`);
+      if (
+        !Array.isArray(offs) ||
+        offs.length !== 2 ||
+        !offs.every((d) => Number.isInteger(d) && d >= 0) ||
+        offs[1] < offs[0]
+      ) {
+        throw new ModelFormatError(
+          { file: path, tensor: name, field: 'data_offsets' },
+          `invalid offsets ${JSON.stringify(offs)}`,
+        );
       }
       const shape = e.shape as number[];
       const byteLength = offs[1] - offs[0];
       const expected = shape.reduce((a, b) => a * b, 1) * SAFETENSORS_DTYPE_BYTES[e.dtype];
       if (byteLength !== expected) {
-        throw new ModelFormatError({ file: path, tensor: name, field: 'data_offsets' },
-          `${byteLength} bytes do not hold ${e.dtype} [${shape.join(', ')}] (${expected} bytes)`);
+        throw new ModelFormatError(
+          { file: path, tensor: name, field: 'data_offsets' },
+          `${byteLength} bytes do not hold ${e.dtype} [${shape.join(', ')}] (${expected} bytes)`,
+        );
       }
       const offset = dataStart + offs[0];
-      if (offset + byteLength > size) throw new TruncatedFileError({ file: path, tensor: name, field: 'data' }, offset + byteLength, size);
+      if (offset + byteLength > size)
+        throw new TruncatedFileError({ file: path, tensor: name, field: 'data' }, offset + byteLength, size);
       tensors.push({ name, dtype: e.dtype, shape, offset, byteLength });
     }
     return { path, metadata, tensors };

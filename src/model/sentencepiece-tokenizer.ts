@@ -7,14 +7,7 @@
  */
 
 /** Piece types, as sentencepiece_model.proto and GGUF `tokenizer.ggml.token_type` number them. */
-export const TokenType = {
-  NORMAL: 1,
-  UNKNOWN: 2,
-  CONTROL: 3,
-  USER_DEFINED: 4,
-  UNUSED: 5,
-  BYTE: 6,
-} as const;
+export const TokenType = { NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5, BYTE: 6 } as const;
 export type TokenType = (typeof TokenType)[keyof typeof TokenType];
 
 /** The SentencePiece word-boundary marker (U+2581), written where the text has a space. */
@@ -41,25 +34,27 @@ export interface ScoredVocab {
 export interface TokenizerJson {
   version?: string;
   added_tokens: {
-    id: number; content: string; single_word: boolean; lstrip: boolean; rstrip: boolean;
-    normalized: boolean; special: boolean;
+    id: number;
+    content: string;
+    single_word: boolean;
+    lstrip: boolean;
+    rstrip: boolean;
+    normalized: boolean;
+    special: boolean;
   }[];
   normalizer: unknown;
   pre_tokenizer: unknown;
   post_processor: unknown;
   decoder: unknown;
-  model: {
-    type: string;
-    vocab: Record<string, number>;
-    merges: (string | [string, string])[];
-    [key: string]: unknown;
-  };
+  model: { type: string; vocab: Record<string, number>; merges: (string | [string, string])[]; [key: string]: unknown };
   [key: string]: unknown;
 }
 
 /** A TemplateProcessing post-processor adding `bos` before and/or `eos` after the text. */
-export function specialTokensPostProcessor(bos: { id: number; token: string } | undefined,
-  eos: { id: number; token: string } | undefined): unknown {
+export function specialTokensPostProcessor(
+  bos: { id: number; token: string } | undefined,
+  eos: { id: number; token: string } | undefined,
+): unknown {
   if (bos === undefined && eos === undefined) return null;
   const single: unknown[] = [];
   const pair: unknown[] = [];
@@ -125,7 +120,9 @@ function mergesFromScores(vocab: ScoredVocab): [string, string][] {
 export function sentencePieceTokenizerJson(vocab: ScoredVocab): TokenizerJson {
   const n = vocab.tokens.length;
   if (vocab.scores.length !== n || vocab.types.length !== n) {
-    throw new RangeError(`vocabulary arrays differ in length: ${n} tokens, ${vocab.scores.length} scores, ${vocab.types.length} types`);
+    throw new RangeError(
+      `vocabulary arrays differ in length: ${n} tokens, ${vocab.scores.length} scores, ${vocab.types.length} types`,
+    );
   }
   const vocabMap: Record<string, number> = Object.create(null) as Record<string, number>;
   const added: TokenizerJson['added_tokens'] = [];
@@ -135,7 +132,12 @@ export function sentencePieceTokenizerJson(vocab: ScoredVocab): TokenizerJson {
     const type = vocab.types[i];
     if (type === TokenType.CONTROL || type === TokenType.UNKNOWN || type === TokenType.USER_DEFINED) {
       added.push({
-        id: i, content: t, single_word: false, lstrip: false, rstrip: false, normalized: false,
+        id: i,
+        content: t,
+        single_word: false,
+        lstrip: false,
+        rstrip: false,
+        normalized: false,
         special: type !== TokenType.USER_DEFINED,
       });
     }
@@ -159,8 +161,10 @@ export function sentencePieceTokenizerJson(vocab: ScoredVocab): TokenizerJson {
       ? { type: 'Sequence', normalizers: [{ type: 'Prepend', prepend: SPIECE_UNDERLINE }, replaceSpace] }
       : replaceSpace,
     pre_tokenizer: null,
-    post_processor: specialTokensPostProcessor(vocab.addBos ? token(vocab.bosId) : undefined,
-      vocab.addEos ? token(vocab.eosId) : undefined),
+    post_processor: specialTokensPostProcessor(
+      vocab.addBos ? token(vocab.bosId) : undefined,
+      vocab.addEos ? token(vocab.eosId) : undefined,
+    ),
     decoder: { type: 'Sequence', decoders },
     model: {
       type: 'BPE',

@@ -56,12 +56,19 @@ export function agentWeightPercent(load: number): number {
  * @throws RangeError when maxNumSeqs is not a positive integer.
  */
 export function replicaLoad(stats: LoadStats, maxNumSeqs: number, draining: boolean): ReplicaLoad {
-  if (!Number.isInteger(maxNumSeqs) || maxNumSeqs < 1) throw new RangeError(`maxNumSeqs must be ≥ 1, got ${maxNumSeqs}`);
+  if (!Number.isInteger(maxNumSeqs) || maxNumSeqs < 1)
+    throw new RangeError(`maxNumSeqs must be ≥ 1, got ${maxNumSeqs}`);
   const requests = stats.numRunning + stats.numWaiting + stats.numSwapped;
   const load = Math.max(Math.min(1, requests / maxNumSeqs), stats.gpuCacheUsage);
   return {
-    numRequestsRunning: stats.numRunning, numRequestsWaiting: stats.numWaiting, numRequestsSwapped: stats.numSwapped,
-    maxNumSeqs, kvCacheUsage: stats.gpuCacheUsage, load, weightPercent: agentWeightPercent(load), draining,
+    numRequestsRunning: stats.numRunning,
+    numRequestsWaiting: stats.numWaiting,
+    numRequestsSwapped: stats.numSwapped,
+    maxNumSeqs,
+    kvCacheUsage: stats.gpuCacheUsage,
+    load,
+    weightPercent: agentWeightPercent(load),
+    draining,
   };
 }
 
@@ -106,7 +113,11 @@ export interface AgentCheckOptions {
  * HAProxy's protocol: configuration manual, section 5.2, "agent-check".
  */
 export class AgentCheckServer {
-  private constructor(private readonly server: Server, private readonly sockets: Set<Socket>, readonly port: number) {}
+  private constructor(
+    private readonly server: Server,
+    private readonly sockets: Set<Socket>,
+    readonly port: number,
+  ) {}
 
   /**
    * Listens on `host:port`.
@@ -128,7 +139,11 @@ export class AgentCheckServer {
       });
     });
     const address = server.address();
-    return new AgentCheckServer(server, sockets, typeof address === 'object' && address !== null ? address.port : options.port);
+    return new AgentCheckServer(
+      server,
+      sockets,
+      typeof address === 'object' && address !== null ? address.port : options.port,
+    );
   }
 
   /** Stops listening and drops open connections. Idempotent. */

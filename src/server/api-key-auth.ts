@@ -66,8 +66,10 @@ export class ApiKeyAuth {
    */
   assertBearer(authorization: string | undefined): void {
     if (this.hasBearer(authorization)) return;
-    throw new AuthenticationError(authorization === undefined
-      ? 'missing API key: send the header "Authorization: Bearer <key>" (the server was started with --api-key)'
-      : 'invalid API key: send the key the server was started with as "Authorization: Bearer <key>"');
+    throw new AuthenticationError(
+      authorization === undefined
+        ? 'missing API key: send the header "Authorization: Bearer <key>" (the server was started with --api-key)'
+        : 'invalid API key: send the key the server was started with as "Authorization: Bearer <key>"',
+    );
   }
 }

@@ -1,8 +1,14 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ServiceUnavailableError } from './errors.js';
 import {
-  chatCompletionRequestSchema, completionRequestSchema, detokenizeRequestSchema, tokenizeRequestSchema,
-  type ChatCompletionRequest, type CompletionRequest, type DetokenizeRequest, type TokenizeRequest,
+  chatCompletionRequestSchema,
+  completionRequestSchema,
+  detokenizeRequestSchema,
+  tokenizeRequestSchema,
+  type ChatCompletionRequest,
+  type CompletionRequest,
+  type DetokenizeRequest,
+  type TokenizeRequest,
 } from './protocol.js';
 import { serveChatCompletion } from './serving-chat.js';
 import { serveCompletion } from './serving-completion.js';
@@ -33,16 +39,27 @@ export function addApiRoutes(app: FastifyInstance, ctx: ServingContext, version:
     return modelCard(ctx, id);
   });
 
-  app.post<{ Body: CompletionRequest }>('/v1/completions', { schema: { body: completionRequestSchema } },
-    async (request, reply: FastifyReply) => ctx.track(() => serveCompletion(ctx, request.body, reply)));
-  app.post<{ Body: ChatCompletionRequest }>('/v1/chat/completions', { schema: { body: chatCompletionRequestSchema } },
-    async (request, reply: FastifyReply) => ctx.track(() => serveChatCompletion(ctx, request.body, reply)));
-  app.post<{ Body: EmbeddingRequest }>('/v1/embeddings', { schema: { body: embeddingRequestSchema } },
-    async (request, reply: FastifyReply) => ctx.track(() => serveEmbedding(ctx, request.body, reply)));
-  app.post<{ Body: TokenizeRequest }>('/tokenize', { schema: { body: tokenizeRequestSchema } },
-    async (request) => serveTokenize(ctx, request.body));
-  app.post<{ Body: DetokenizeRequest }>('/detokenize', { schema: { body: detokenizeRequestSchema } },
-    async (request) => serveDetokenize(ctx, request.body));
+  app.post<{ Body: CompletionRequest }>(
+    '/v1/completions',
+    { schema: { body: completionRequestSchema } },
+    async (request, reply: FastifyReply) => ctx.track(() => serveCompletion(ctx, request.body, reply)),
+  );
+  app.post<{ Body: ChatCompletionRequest }>(
+    '/v1/chat/completions',
+    { schema: { body: chatCompletionRequestSchema } },
+    async (request, reply: FastifyReply) => ctx.track(() => serveChatCompletion(ctx, request.body, reply)),
+  );
+  app.post<{ Body: EmbeddingRequest }>(
+    '/v1/embeddings',
+    { schema: { body: embeddingRequestSchema } },
+    async (request, reply: FastifyReply) => ctx.track(() => serveEmbedding(ctx, request.body, reply)),
+  );
+  app.post<{ Body: TokenizeRequest }>('/tokenize', { schema: { body: tokenizeRequestSchema } }, async (request) =>
+    serveTokenize(ctx, request.body),
+  );
+  app.post<{ Body: DetokenizeRequest }>('/detokenize', { schema: { body: detokenizeRequestSchema } }, async (request) =>
+    serveDetokenize(ctx, request.body),
+  );
 }
 
 /** One entry of `GET /v1/models`: OpenAI's model object plus vLLM's `root` and `max_model_len`. */

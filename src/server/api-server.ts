@@ -19,8 +19,10 @@ import { toolCallParser, type ToolCallParserName } from './tool-call-parser.js';
 export class RandomWeightsRefusedError extends Error {
   override readonly name = 'RandomWeightsRefusedError';
   constructor(path: string) {
-    super(`${path} has random weights (made by create-random-model): its text is meaningless and must not be served ` +
-      'as answers. Pass --allow-random-weights to serve it anyway (for benchmarks); responses are then marked.');
+    super(
+      `${path} has random weights (made by create-random-model): its text is meaningless and must not be served ` +
+        'as answers. Pass --allow-random-weights to serve it anyway (for benchmarks); responses are then marked.',
+    );
   }
 }
 
@@ -142,8 +144,10 @@ export interface ServerSummary {
 export function loadChatTemplateArgument(value: string): string {
   if (existsSync(value) && statSync(value).isFile()) return readFileSync(value, 'utf8');
   if (value.includes('{{') || value.includes('{%')) return value;
-  throw new ChatTemplateArgumentError(`--chat-template: "${value}" is neither a file nor a Jinja template ` +
-    '(a template contains {{ ... }} or {% ... %})');
+  throw new ChatTemplateArgumentError(
+    `--chat-template: "${value}" is neither a file nor a Jinja template ` +
+      '(a template contains {{ ... }} or {% ... %})',
+  );
 }
 
 /** The default served name of a model path: its file or folder name without a `.gguf`/`.bin` extension. */
@@ -163,17 +167,24 @@ export function defaultServedModelName(modelPath: string): string {
  *   engine's configuration and loading errors, and the listen error (e.g. EADDRINUSE).
  */
 export async function startServer(options: ServerOptions): Promise<ServerHandle> {
-  const source = await readModelSource(options.model, options.tokenizerPath !== undefined
-    ? { tokenizerPath: options.tokenizerPath } : {});
-  if (source.randomWeights === true && options.allowRandomWeights !== true) throw new RandomWeightsRefusedError(options.model);
+  const source = await readModelSource(
+    options.model,
+    options.tokenizerPath !== undefined ? { tokenizerPath: options.tokenizerPath } : {},
+  );
+  if (source.randomWeights === true && options.allowRandomWeights !== true)
+    throw new RandomWeightsRefusedError(options.model);
   const chatTemplate = options.chatTemplate === undefined ? undefined : loadChatTemplateArgument(options.chatTemplate);
-  const servedModelNames = options.servedModelNames !== undefined && options.servedModelNames.length > 0
-    ? options.servedModelNames : [defaultServedModelName(options.model)];
+  const servedModelNames =
+    options.servedModelNames !== undefined && options.servedModelNames.length > 0
+      ? options.servedModelNames
+      : [defaultServedModelName(options.model)];
   if (chatTemplate !== undefined) resolveChatTemplate(source, servedModelNames[0], chatTemplate); // parses or throws
   if (options.toolCallParser !== undefined) toolCallParser(options.toolCallParser); // a known name or throws
 
   const preprocess = await PreprocessPool.start({
-    model: options.model, tokenizerPath: options.tokenizerPath, limits: options.chatTemplateLimits,
+    model: options.model,
+    tokenizerPath: options.tokenizerPath,
+    limits: options.chatTemplateLimits,
   });
   let asyncEngine: AsyncLLMEngine;
   try {
@@ -187,14 +198,24 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   let agentCheck: AgentCheckServer | undefined;
   try {
     const context = new ServingContext({
-      asyncEngine, servedModelNames, chatTemplate, preprocess,
-      trustRequestChatTemplate: options.trustRequestChatTemplate, maxSeqsPerRequest: options.maxSeqsPerRequest,
+      asyncEngine,
+      servedModelNames,
+      chatTemplate,
+      preprocess,
+      trustRequestChatTemplate: options.trustRequestChatTemplate,
+      maxSeqsPerRequest: options.maxSeqsPerRequest,
       toolCalling: { enableAutoToolChoice: options.enableAutoToolChoice, toolCallParser: options.toolCallParser },
     });
     const created = createApp(context, {
-      apiKey: options.apiKey, metricsPublic: options.metricsPublic, host: options.host,
-      allowedHosts: options.allowedHosts, cors: options.cors, bodyLimit: options.bodyLimit,
-      requestTimeoutMs: options.requestTimeoutMs, keepAliveTimeoutMs: options.keepAliveTimeoutMs, version: options.version,
+      apiKey: options.apiKey,
+      metricsPublic: options.metricsPublic,
+      host: options.host,
+      allowedHosts: options.allowedHosts,
+      cors: options.cors,
+      bodyLimit: options.bodyLimit,
+      requestTimeoutMs: options.requestTimeoutMs,
+      keepAliveTimeoutMs: options.keepAliveTimeoutMs,
+      version: options.version,
     });
     app = created.app;
     await app.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 8000 });
@@ -225,8 +246,15 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       return closing;
     };
     return {
-      app: theApp, asyncEngine, engine, context, metrics: created.metrics, url: `http://${urlHost}:${port}`, port,
-      agentCheckPort: agentCheck?.port, summary,
+      app: theApp,
+      asyncEngine,
+      engine,
+      context,
+      metrics: created.metrics,
+      url: `http://${urlHost}:${port}`,
+      port,
+      agentCheckPort: agentCheck?.port,
+      summary,
       close,
       drain(timeoutMs: number): Promise<void> {
         draining ??= (async () => {

@@ -63,7 +63,11 @@ const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 5_000;
  * wording.
  */
 export const REQUEST_VALIDATION_OPTIONS = {
-  coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false, verbose: true,
+  coerceTypes: false,
+  removeAdditional: false,
+  useDefaults: false,
+  allErrors: false,
+  verbose: true,
 } as const;
 
 /** What {@link createApp} builds. */
@@ -111,27 +115,44 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
   const hosts = HostAllowList.forBinding(options.host ?? '127.0.0.1', options.allowedHosts);
   let draining = false;
   if (options.cors !== undefined) void app.register(cors, corsPluginOptions(options.cors));
-  void app.register(httpGuards, { auth, hosts, routes, corsEnabled: options.cors !== undefined, isDraining: () => draining });
+  void app.register(httpGuards, {
+    auth,
+    hosts,
+    routes,
+    corsEnabled: options.cors !== undefined,
+    isDraining: () => draining,
+  });
   setErrorHandlers(app, ctx, logError);
 
   addApiRoutes(app, ctx, options.version ?? 'unknown');
-  app.get('/metrics', { config: options.metricsPublic === true ? { access: 'public' } : {} }, async (_request, reply) => {
-    metrics.update(engine.getStats());
-    const { contentType, body } = await metrics.render();
-    return reply.header('content-type', contentType).send(body);
-  });
+  app.get(
+    '/metrics',
+    { config: options.metricsPublic === true ? { access: 'public' } : {} },
+    async (_request, reply) => {
+      metrics.update(engine.getStats());
+      const { contentType, body } = await metrics.render();
+      return reply.header('content-type', contentType).send(body);
+    },
+  );
   const load = (): ReplicaLoad =>
     replicaLoad(engine.getStats(), engine.schedulerConfig.maxNumSeqs, draining || ctx.isClosing || engine.isClosed);
   app.get('/load', async () => loadResponseBody(load()));
 
-  const access: DashboardAccess | undefined = auth === null ? undefined : {
-    isAllowed: (request) => auth.hasBearer(request.headers.authorization) || auth.hasSession(request.headers.cookie),
-    login: (key) => (auth.isKey(key) ? auth.sessionCookie() : null),
-  };
+  const access: DashboardAccess | undefined =
+    auth === null
+      ? undefined
+      : {
+          isAllowed: (request) =>
+            auth.hasBearer(request.headers.authorization) || auth.hasSession(request.headers.cookie),
+          login: (key) => (auth.isKey(key) ? auth.sessionCookie() : null),
+        };
   void app.register(dashboardPlugin, { engine, access });
 
   return {
-    app, metrics, load, startDraining: () => {
+    app,
+    metrics,
+    load,
+    startDraining: () => {
       draining = true;
     },
   };
@@ -163,7 +184,9 @@ function createFastify(options: AppOptions): FastifyInstance {
     },
     frameworkErrors: (err, _request, rawReply) => {
       const reply = rawReply as unknown as FastifyReply;
-      void reply.code(400).header('content-type', 'application/json; charset=utf-8')
+      void reply
+        .code(400)
+        .header('content-type', 'application/json; charset=utf-8')
         .send(new BadRequestError(`malformed request URL: ${err.message}`, null, 'malformed_url').toBody());
     },
     ajv: { customOptions: REQUEST_VALIDATION_OPTIONS },
@@ -173,14 +196,17 @@ function createFastify(options: AppOptions): FastifyInstance {
 /** The Prometheus registry of the context's engine, labelled with its KV-cache configuration. */
 function enginePrometheusMetrics(ctx: ServingContext): PrometheusMetrics {
   const engine = ctx.engine;
-  return new PrometheusMetrics({
-    block_size: engine.blockSize,
-    num_gpu_blocks: engine.numGpuBlocks,
-    num_cpu_blocks: engine.numCpuBlocks,
-    cache_dtype: engine.cacheEngine.spec.cacheDtype,
-    block_bytes: engine.cacheEngine.blockBytes,
-    enable_prefix_caching: String(engine.enablePrefixCaching),
-  }, ctx.randomWeights);
+  return new PrometheusMetrics(
+    {
+      block_size: engine.blockSize,
+      num_gpu_blocks: engine.numGpuBlocks,
+      num_cpu_blocks: engine.numCpuBlocks,
+      cache_dtype: engine.cacheEngine.spec.cacheDtype,
+      block_bytes: engine.cacheEngine.blockBytes,
+      enable_prefix_caching: String(engine.enablePrefixCaching),
+    },
+    ctx.randomWeights,
+  );
 }
 
 /**
@@ -198,8 +224,10 @@ function acceptOnlyJsonBodies(app: FastifyInstance): void {
     try {
       done(null, JSON.parse(text));
     } catch (err) {
-      done(new BadRequestError(`malformed JSON in request body: ${(err as Error).message}`, null, 'invalid_json'),
-        undefined);
+      done(
+        new BadRequestError(`malformed JSON in request body: ${(err as Error).message}`, null, 'invalid_json'),
+        undefined,
+      );
     }
   });
 }

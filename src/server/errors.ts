@@ -97,7 +97,10 @@ export class HostNotAllowedError extends OpenAIError {
 /** 405: the route exists but not for this method; `allow` lists the methods it answers (the `Allow` header). */
 export class MethodNotAllowedError extends OpenAIError {
   override readonly name: string = 'MethodNotAllowedError';
-  constructor(message: string, readonly allow: readonly string[]) {
+  constructor(
+    message: string,
+    readonly allow: readonly string[],
+  ) {
     super(405, 'invalid_request_error', message, null, 'method_not_allowed');
   }
 }
@@ -165,10 +168,15 @@ export function toOpenAIError(err: unknown, classify?: (err: unknown) => OpenAIE
     return new RequestTooLargeError(`${e.message ?? 'Request body is too large'}; send a smaller request`);
   }
   if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-    return new UnsupportedMediaTypeError('unsupported Content-Type: send the request body as JSON with the header ' +
-      '"Content-Type: application/json"');
+    return new UnsupportedMediaTypeError(
+      'unsupported Content-Type: send the request body as JSON with the header ' + '"Content-Type: application/json"',
+    );
   }
-  if (e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err instanceof SyntaxError) {
+  if (
+    e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' ||
+    e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ||
+    err instanceof SyntaxError
+  ) {
     return new BadRequestError(`malformed JSON in request body: ${e.message ?? 'cannot parse'}`, null, 'invalid_json');
   }
   if (e.statusCode === 401) return new AuthenticationError(e.message ?? 'missing or invalid API key');
@@ -191,20 +199,37 @@ export function clientErrorResponse(err: { code?: string }): string | null {
   if (err.code === 'ECONNRESET') return null;
   let e: OpenAIError;
   if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    e = new OpenAIError(408, 'invalid_request_error', 'the request was not received in time (the server\'s request ' +
-      'timeout): send the headers and the whole body without pausing', null, 'request_timeout');
+    e = new OpenAIError(
+      408,
+      'invalid_request_error',
+      "the request was not received in time (the server's request " +
+        'timeout): send the headers and the whole body without pausing',
+      null,
+      'request_timeout',
+    );
   } else if (err.code === 'HPE_HEADER_OVERFLOW') {
-    e = new OpenAIError(431, 'invalid_request_error', 'the request headers are too large (16 KiB at most): send ' +
-      'fewer or shorter headers', null, 'request_header_fields_too_large');
+    e = new OpenAIError(
+      431,
+      'invalid_request_error',
+      'the request headers are too large (16 KiB at most): send ' + 'fewer or shorter headers',
+      null,
+      'request_header_fields_too_large',
+    );
   } else if (err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW') {
-    e = new RequestTooLargeError('the request\'s chunk extensions are too large; send the body without them');
+    e = new RequestTooLargeError("the request's chunk extensions are too large; send the body without them");
   } else {
-    e = new BadRequestError(`malformed HTTP request (${err.code ?? 'unparsable'}): check its request line, ` +
-      'Content-Length and Transfer-Encoding headers', null, 'malformed_http_request');
+    e = new BadRequestError(
+      `malformed HTTP request (${err.code ?? 'unparsable'}): check its request line, ` +
+        'Content-Length and Transfer-Encoding headers',
+      null,
+      'malformed_http_request',
+    );
   }
   const body = JSON.stringify(e.toBody());
-  return `HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+  return (
+    `HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  );
 }
 
 /** `/temperature` → `temperature`, `/messages/0/role` → `messages[0].role`; a `required` error names the missing key. */
@@ -213,7 +238,7 @@ function fieldName(instancePath: string, params: Record<string, unknown> | undef
   if (typeof params?.missingProperty === 'string') parts.push(params.missingProperty);
   if (parts.length === 0) return null;
   let out = '';
-  for (const p of parts) out += /^\d+$/.test(p) ? `[${p}]` : (out.length > 0 ? `.${p}` : p);
+  for (const p of parts) out += /^\d+$/.test(p) ? `[${p}]` : out.length > 0 ? `.${p}` : p;
   return out;
 }
 
@@ -231,8 +256,12 @@ function describeValidationErrors(errors: readonly AjvErrorLike[]): { field: str
     if (nonNull.length === 1) {
       // The error inside the non-null branch, at the same place or deeper.
       const prefix = (union.schemaPath ?? '').replace(/\/(anyOf|oneOf)$/, '');
-      const inner = errors.find((v) => v !== union && (v.schemaPath ?? '').startsWith(prefix) &&
-        !(v.keyword === 'type' && v.params?.type === 'null'));
+      const inner = errors.find(
+        (v) =>
+          v !== union &&
+          (v.schemaPath ?? '').startsWith(prefix) &&
+          !(v.keyword === 'type' && v.params?.type === 'null'),
+      );
       if (inner !== undefined) return describeOne(inner);
     }
     const shapes = nonNull.map(describeSchema);
@@ -245,7 +274,10 @@ function describeOne(v: AjvErrorLike): { field: string | null; detail: string } 
   const field = fieldName(v.instancePath ?? '', v.params);
   if (v.keyword === 'required') return { field, detail: 'is required' };
   if (v.keyword === 'enum' && Array.isArray(v.params?.allowedValues)) {
-    return { field, detail: `must be one of ${(v.params.allowedValues as unknown[]).map((x) => JSON.stringify(x)).join(', ')}` };
+    return {
+      field,
+      detail: `must be one of ${(v.params.allowedValues as unknown[]).map((x) => JSON.stringify(x)).join(', ')}`,
+    };
   }
   return { field, detail: v.message ?? 'is invalid' };
 }
@@ -254,12 +286,18 @@ function describeOne(v: AjvErrorLike): { field: string | null; detail: string } 
 function describeSchema(schema: unknown): string {
   const s = (schema ?? {}) as { type?: string; items?: unknown };
   switch (s.type) {
-    case 'string': return 'a string';
-    case 'integer': return 'an integer';
-    case 'number': return 'a number';
-    case 'boolean': return 'a boolean';
-    case 'object': return 'an object';
-    case 'null': return 'null';
+    case 'string':
+      return 'a string';
+    case 'integer':
+      return 'an integer';
+    case 'number':
+      return 'a number';
+    case 'boolean':
+      return 'a boolean';
+    case 'object':
+      return 'an object';
+    case 'null':
+      return 'null';
     case 'array': {
       if (s.items === undefined) return 'an array';
       const inner = describeSchema(s.items).replace(/^an? /, '');
@@ -267,6 +305,7 @@ function describeSchema(schema: unknown): string {
       if (inner.startsWith('array of ')) return `an array of arrays of ${inner.slice('array of '.length)}`;
       return `an array of ${inner}s`;
     }
-    default: return 'a value of another shape';
+    default:
+      return 'a value of another shape';
   }
 }

@@ -13,8 +13,12 @@ export class HeldLogprobs {
    * True when the delta of choice `index` has nothing to send (`hasDelta` false: no text, no tool-call delta) and
    * does not finish the choice, so it must not be sent; its logprobs (if any) are kept for the next delta.
    */
-  hold(index: number, hasDelta: boolean, finishReason: string | null, logprobs: readonly SampleLogprobs[] | null):
-    boolean {
+  hold(
+    index: number,
+    hasDelta: boolean,
+    finishReason: string | null,
+    logprobs: readonly SampleLogprobs[] | null,
+  ): boolean {
     if (hasDelta || finishReason !== null) return false;
     if (logprobs !== null && logprobs.length > 0) {
       const list = this.held.get(index);

@@ -53,7 +53,10 @@ export class HostAllowList {
     if (!wildcard && bound !== null) names.add(bound);
     for (const h of allowedHosts ?? []) {
       const name = configuredHostname(h);
-      if (name === null) throw new RangeError(`--allowed-hosts: ${JSON.stringify(h)} is not a host name (give names like example.com or 10.0.0.5)`);
+      if (name === null)
+        throw new RangeError(
+          `--allowed-hosts: ${JSON.stringify(h)} is not a host name (give names like example.com or 10.0.0.5)`,
+        );
       names.add(name);
     }
     return new HostAllowList(names);
@@ -72,16 +75,20 @@ export class HostAllowList {
   check(hostHeader: string | undefined, target: string): void {
     const name = hostHeader === undefined ? null : hostnameOf(hostHeader);
     if (name === null || !this.names.has(name)) {
-      throw new HostNotAllowedError(`this server does not answer to the host ${JSON.stringify(hostHeader ?? '')}: ` +
-        `use one of ${this.hostnames.join(', ')}, or start it with --allowed-hosts <name>`);
+      throw new HostNotAllowedError(
+        `this server does not answer to the host ${JSON.stringify(hostHeader ?? '')}: ` +
+          `use one of ${this.hostnames.join(', ')}, or start it with --allowed-hosts <name>`,
+      );
     }
     if (!target.startsWith('/') && target !== '*') {
       const schemeEnd = target.indexOf('://');
       const authority = schemeEnd < 0 ? '' : target.slice(schemeEnd + 3).split(/[/?#]/, 1)[0];
       const targetName = hostnameOf(authority);
       if (targetName === null || !this.names.has(targetName)) {
-        throw new HostNotAllowedError(`this server does not answer to the request target's host ` +
-          `${JSON.stringify(authority)}: send the path only (e.g. /v1/models) or use one of ${this.hostnames.join(', ')}`);
+        throw new HostNotAllowedError(
+          `this server does not answer to the request target's host ` +
+            `${JSON.stringify(authority)}: send the path only (e.g. /v1/models) or use one of ${this.hostnames.join(', ')}`,
+        );
       }
     }
   }

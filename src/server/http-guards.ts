@@ -55,7 +55,8 @@ export async function httpGuards(app: FastifyInstance, options: HttpGuardsOption
     if (isDraining()) throw new ServiceUnavailableError('the server is shutting down and accepts no new requests');
     if (corsEnabled) {
       for (const [name, value] of Object.entries(reply.getHeaders())) {
-        if ((name.startsWith('access-control-') || name === 'vary') && value !== undefined) reply.raw.setHeader(name, value);
+        if ((name.startsWith('access-control-') || name === 'vary') && value !== undefined)
+          reply.raw.setHeader(name, value);
       }
     }
   });

@@ -5,13 +5,26 @@
  * @packageDocumentation
  */
 export {
-  startServer, summarize, loadChatTemplateArgument, defaultServedModelName, RandomWeightsRefusedError,
-  ChatTemplateArgumentError, type ServerOptions, type ServerHandle, type ServerSummary,
+  startServer,
+  summarize,
+  loadChatTemplateArgument,
+  defaultServedModelName,
+  RandomWeightsRefusedError,
+  ChatTemplateArgumentError,
+  type ServerOptions,
+  type ServerHandle,
+  type ServerSummary,
 } from './api-server.js';
 export { startupLogLines } from './startup-log.js';
 export { createApp, DEFAULT_BODY_LIMIT, type AppOptions, type App, type CorsOptions } from './app.js';
 export {
-  AgentCheckServer, replicaLoad, agentResponse, agentWeightPercent, type ReplicaLoad, type AgentCheckOptions, type LoadStats,
+  AgentCheckServer,
+  replicaLoad,
+  agentResponse,
+  agentWeightPercent,
+  type ReplicaLoad,
+  type AgentCheckOptions,
+  type LoadStats,
 } from './agent-check.js';
 export { ServingContext, type ServingContextOptions } from './serving-context.js';
 export type { RequestLimits } from './request-limits.js';
@@ -19,7 +32,13 @@ export type { ToolCallingOptions } from './tool-calls-request.js';
 export type { ChatTemplateLimits } from '../model/preprocess-pool.js';
 export { PrometheusMetrics } from './prometheus-metrics.js';
 export {
-  OpenAIError, BadRequestError, AuthenticationError, NotFoundError, RequestTooLargeError, ServiceUnavailableError,
-  InternalServerError, type ErrorResponseBody,
+  OpenAIError,
+  BadRequestError,
+  AuthenticationError,
+  NotFoundError,
+  RequestTooLargeError,
+  ServiceUnavailableError,
+  InternalServerError,
+  type ErrorResponseBody,
 } from './errors.js';
 export type { EngineArgs } from '../engine/index.js';

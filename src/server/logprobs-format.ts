@@ -12,8 +12,11 @@ import type { ChatLogprobContent, ChatLogprobEntry, CompletionLogprobs } from '.
  * one always included) and each token's character offset, starting at `initialOffset` (the length of text already
  * returned for this choice).
  */
-export function completionLogprobs(entries: readonly SampleLogprobs[], initialOffset: number, numTop: number):
-  CompletionLogprobs {
+export function completionLogprobs(
+  entries: readonly SampleLogprobs[],
+  initialOffset: number,
+  numTop: number,
+): CompletionLogprobs {
   const out: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
   let offset = initialOffset;
   for (const e of entries) {

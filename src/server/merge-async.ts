@@ -10,7 +10,10 @@ export async function* mergeAsyncIterables<T>(sources: readonly AsyncIterable<T>
   type Pending = Promise<{ i: number; result: IteratorResult<T> }>;
   const pending = new Map<number, Pending>();
   const pull = (i: number): void => {
-    pending.set(i, iterators[i].next().then((result) => ({ i, result })));
+    pending.set(
+      i,
+      iterators[i].next().then((result) => ({ i, result })),
+    );
   };
   iterators.forEach((_, i) => pull(i));
   try {

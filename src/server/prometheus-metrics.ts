@@ -1,5 +1,10 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { SPEC_DECODE_METRIC_NAMES, type EngineStats, type HistogramName, type SpecDecodingSnapshot } from '../engine/index.js';
+import {
+  SPEC_DECODE_METRIC_NAMES,
+  type EngineStats,
+  type HistogramName,
+  type SpecDecodingSnapshot,
+} from '../engine/index.js';
 
 /**
  * The server's Prometheus metrics (GET /metrics), named as vLLM names them with a `pagellm:` prefix:
@@ -57,7 +62,12 @@ export class PrometheusMetrics {
   private readonly kvStore: Readonly<Record<'hits' | 'misses' | 'bytesRead' | 'bytesWritten' | 'errors', Counter>>;
   private readonly histograms: ReadonlyMap<HistogramName, Histogram>;
   /** Speculative decoding's counters, registered at the first snapshot that has them. */
-  private specCounters: { drafts: Counter; draftTokens: Counter; accepted: Counter; perPos: Counter<'position'> } | null = null;
+  private specCounters: {
+    drafts: Counter;
+    draftTokens: Counter;
+    accepted: Counter;
+    perPos: Counter<'position'>;
+  } | null = null;
   /** Cumulative engine values already added to each counter (counters only go up by the difference). */
   private readonly seen = new Map<string, number>();
 
@@ -84,13 +94,18 @@ export class PrometheusMetrics {
     this.prefixHits = counter('prefix_cache_hits_total', 'Prompt tokens found in the prefix cache.');
     this.preemptions = counter('num_preemptions_total', 'Preemptions (recompute and swap).');
     this.preemptionsByMode = new Counter({
-      name: 'pagellm:num_preemptions_by_mode_total', help: 'Preemptions by mode.', labelNames: ['mode'], registers,
+      name: 'pagellm:num_preemptions_by_mode_total',
+      help: 'Preemptions by mode.',
+      labelNames: ['mode'],
+      registers,
     });
     this.promptTokens = counter('prompt_tokens_total', 'Prompt tokens of admitted requests.');
     this.generationTokens = counter('generation_tokens_total', 'Tokens generated.');
     this.requestSuccess = new Counter({
-      name: 'pagellm:request_success_total', help: 'Finished requests by finish reason.',
-      labelNames: ['finished_reason'], registers,
+      name: 'pagellm:request_success_total',
+      help: 'Finished requests by finish reason.',
+      labelNames: ['finished_reason'],
+      registers,
     });
     this.kvStore = {
       hits: counter('kv_store_hits_total', 'Shared KV store: blocks read into the KV cache.'),
@@ -100,29 +115,74 @@ export class PrometheusMetrics {
       errors: counter('kv_store_errors_total', 'Shared KV store faults (down, slow, bad record): computed instead.'),
     };
     new Gauge({
-      name: 'pagellm:cache_config_info', help: 'KV cache configuration (labels; value 1).',
-      labelNames: Object.keys(cacheConfig), registers,
+      name: 'pagellm:cache_config_info',
+      help: 'KV cache configuration (labels; value 1).',
+      labelNames: Object.keys(cacheConfig),
+      registers,
     }).set(Object.fromEntries(Object.entries(cacheConfig).map(([k, v]) => [k, String(v)])), 1);
-    gauge('random_weights', '1 when the served model has random weights (its text is meaningless).')
-      .set(randomWeights ? 1 : 0);
+    gauge('random_weights', '1 when the served model has random weights (its text is meaningless).').set(
+      randomWeights ? 1 : 0,
+    );
 
     const seconds = (name: string, help: string, buckets: number[]): Histogram =>
       new Histogram({ name: `pagellm:${name}`, help, buckets, registers });
     this.histograms = new Map<HistogramName, Histogram>([
-      ['ttftMs', seconds('time_to_first_token_seconds', 'Time to first token (s).',
-        [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10])],
-      ['itlMs', seconds('time_per_output_token_seconds', 'Time between output tokens (s).',
-        [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5])],
-      ['tpotMs', seconds('request_time_per_output_token_seconds', 'Mean time per output token of each request (s).',
-        [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5])],
-      ['e2eMs', seconds('e2e_request_latency_seconds', 'End-to-end request latency (s).',
-        [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60])],
-      ['queueMs', seconds('request_queue_time_seconds', 'Time in the waiting queue before first scheduled (s).',
-        [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60])],
-      ['kvStoreLookupMs', seconds('kv_store_lookup_seconds', 'Shared KV store lookup (EXISTS of a prompt\'s blocks) (s).',
-        [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1])],
-      ['kvStoreFetchMs', seconds('kv_store_fetch_seconds', 'Shared KV store fetch (MGET of the blocks found) (s).',
-        [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1])],
+      [
+        'ttftMs',
+        seconds(
+          'time_to_first_token_seconds',
+          'Time to first token (s).',
+          [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+        ),
+      ],
+      [
+        'itlMs',
+        seconds(
+          'time_per_output_token_seconds',
+          'Time between output tokens (s).',
+          [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
+        ),
+      ],
+      [
+        'tpotMs',
+        seconds(
+          'request_time_per_output_token_seconds',
+          'Mean time per output token of each request (s).',
+          [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
+        ),
+      ],
+      [
+        'e2eMs',
+        seconds(
+          'e2e_request_latency_seconds',
+          'End-to-end request latency (s).',
+          [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60],
+        ),
+      ],
+      [
+        'queueMs',
+        seconds(
+          'request_queue_time_seconds',
+          'Time in the waiting queue before first scheduled (s).',
+          [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+        ),
+      ],
+      [
+        'kvStoreLookupMs',
+        seconds(
+          'kv_store_lookup_seconds',
+          "Shared KV store lookup (EXISTS of a prompt's blocks) (s).",
+          [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+        ),
+      ],
+      [
+        'kvStoreFetchMs',
+        seconds(
+          'kv_store_fetch_seconds',
+          'Shared KV store fetch (MGET of the blocks found) (s).',
+          [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+        ),
+      ],
     ]);
   }
 
@@ -164,13 +224,16 @@ export class PrometheusMetrics {
   private updateSpecDecoding(spec: SpecDecodingSnapshot): void {
     if (this.specCounters === null) {
       const registers = [this.registry];
-      const counter = (name: string, help: string): Counter => new Counter({ name: `pagellm:${name}`, help, registers });
+      const counter = (name: string, help: string): Counter =>
+        new Counter({ name: `pagellm:${name}`, help, registers });
       this.specCounters = {
         drafts: counter(SPEC_DECODE_METRIC_NAMES.numDrafts, 'Speculative drafts verified.'),
         draftTokens: counter(SPEC_DECODE_METRIC_NAMES.numDraftTokens, 'Draft tokens scored by the target model.'),
         accepted: counter(SPEC_DECODE_METRIC_NAMES.numAcceptedTokens, 'Draft tokens accepted.'),
         perPos: new Counter({
-          name: `pagellm:${SPEC_DECODE_METRIC_NAMES.numAcceptedTokensPerPos}`, labelNames: ['position'], registers,
+          name: `pagellm:${SPEC_DECODE_METRIC_NAMES.numAcceptedTokensPerPos}`,
+          labelNames: ['position'],
+          registers,
           help: 'Drafts whose token at this position (0-based) was accepted.',
         }),
       };

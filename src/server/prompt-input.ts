@@ -9,10 +9,12 @@ export interface PromptInput {
  * a list of strings, one list of token ids, or a list of token-id lists. An empty list gives no prompt.
  * Mirrors vLLM's `parse_and_batch_prompt` (vllm/inputs/parse.py).
  */
-export function normalizePromptInput(input: string | readonly number[] | ReadonlyArray<string | readonly number[]>):
-  PromptInput[] {
+export function normalizePromptInput(
+  input: string | readonly number[] | ReadonlyArray<string | readonly number[]>,
+): PromptInput[] {
   if (typeof input === 'string') return [{ text: input }];
   if (input.length > 0 && typeof input[0] === 'number') return [{ tokenIds: [...(input as readonly number[])] }];
-  return (input as ReadonlyArray<string | readonly number[]>)
-    .map((p) => (typeof p === 'string' ? { text: p } : { tokenIds: [...p] }));
+  return (input as ReadonlyArray<string | readonly number[]>).map((p) =>
+    typeof p === 'string' ? { text: p } : { tokenIds: [...p] },
+  );
 }

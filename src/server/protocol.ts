@@ -56,12 +56,16 @@ const streamOptionsSchema = Type.Object({
 /** OpenAI's `response_format`: `text`, `json_object`, or `json_schema` with `json_schema.schema`. */
 const responseFormatSchema = Type.Object({
   type: Type.String(),
-  json_schema: Type.Optional(nullable(Type.Object({
-    name: Type.Optional(Type.String()),
-    description: Type.Optional(Type.String()),
-    schema: Type.Optional(nullable(anyObject())),
-    strict: Type.Optional(nullable(Type.Boolean())),
-  }))),
+  json_schema: Type.Optional(
+    nullable(
+      Type.Object({
+        name: Type.Optional(Type.String()),
+        description: Type.Optional(Type.String()),
+        schema: Type.Optional(nullable(anyObject())),
+        strict: Type.Optional(nullable(Type.Boolean())),
+      }),
+    ),
+  ),
 });
 
 /** vLLM's `structured_outputs` request field (one constraint, plus options). */
@@ -83,9 +87,9 @@ const samplingProperties = {
   top_k: Type.Optional(nullable(Type.Integer({ minimum: -1 }))),
   min_p: Type.Optional(nullable(Type.Number({ minimum: 0, maximum: 1 }))),
   n: Type.Optional(nullable(Type.Integer({ minimum: 1, maximum: 128 }))),
-  stop: Type.Optional(Type.Union([
-    Type.String(), Type.Array(Type.String({ minLength: 1 }), { maxItems: 64 }), Type.Null(),
-  ])),
+  stop: Type.Optional(
+    Type.Union([Type.String(), Type.Array(Type.String({ minLength: 1 }), { maxItems: 64 }), Type.Null()]),
+  ),
   stop_token_ids: Type.Optional(nullable(Type.Array(tokenId, { maxItems: 1024 }))),
   seed: Type.Optional(nullable(Type.Integer())),
   presence_penalty: Type.Optional(nullable(Type.Number({ minimum: -2, maximum: 2 }))),
@@ -97,9 +101,9 @@ const samplingProperties = {
   stream: Type.Optional(nullable(Type.Boolean())),
   stream_options: Type.Optional(nullable(streamOptionsSchema)),
   user: Type.Optional(nullable(Type.String())),
-  logit_bias: Type.Optional(nullable(Type.Unsafe<Record<string, number>>({
-    type: 'object', additionalProperties: { type: 'number' },
-  }))),
+  logit_bias: Type.Optional(
+    nullable(Type.Unsafe<Record<string, number>>({ type: 'object', additionalProperties: { type: 'number' } })),
+  ),
   priority: Type.Optional(nullable(Type.Integer())),
   response_format: Type.Optional(nullable(responseFormatSchema)),
   /** vLLM: the output validates against this JSON schema. */
@@ -163,10 +167,7 @@ export type ChatTool = Static<typeof chatToolSchema>;
 /** `tool_choice`: `none`, `auto`, `required`, or one named function. */
 const toolChoiceSchema = Type.Union([
   stringEnum(['none', 'auto', 'required']),
-  Type.Object({
-    type: stringEnum(['function']),
-    function: Type.Object({ name: Type.String() }),
-  }),
+  Type.Object({ type: stringEnum(['function']), function: Type.Object({ name: Type.String() }) }),
   Type.Null(),
 ]);
 
@@ -252,7 +253,11 @@ export interface UsageInfo {
 
 /** The usage of a request that read `promptTokens` and generated `completionTokens`. */
 export function usageInfo(promptTokens: number, completionTokens: number): UsageInfo {
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+  };
 }
 
 /** Legacy completions logprobs (one entry per generated token). */

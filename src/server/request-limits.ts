@@ -61,10 +61,13 @@ export class RequestLimits {
    */
   checkPromptChars(chars: number, param: string): void {
     if (chars <= this.maxPromptChars) return;
-    throw new BadRequestError(`This model's maximum context length is ${this.maxModelLen} tokens, and a token ` +
-      `stands for at most ${this.charsPerToken} characters here, so prompts are limited to ${this.maxPromptChars} ` +
-      `characters. However, your ${param} has ${chars} characters. Please shorten the ${param}.`, param,
-    'context_length_exceeded');
+    throw new BadRequestError(
+      `This model's maximum context length is ${this.maxModelLen} tokens, and a token ` +
+        `stands for at most ${this.charsPerToken} characters here, so prompts are limited to ${this.maxPromptChars} ` +
+        `characters. However, your ${param} has ${chars} characters. Please shorten the ${param}.`,
+      param,
+      'context_length_exceeded',
+    );
   }
 
   /**
@@ -75,8 +78,11 @@ export class RequestLimits {
     const perPrompt = Math.max(n, bestOf ?? n);
     const seqs = numPrompts * perPrompt;
     if (seqs <= this.maxSeqsPerRequest) return;
-    throw new BadRequestError(`this request would start ${seqs} sequences (${numPrompts} prompt` +
-      `${numPrompts === 1 ? '' : 's'} × ${perPrompt} choices), more than the ${this.maxSeqsPerRequest} one request ` +
-      'may start on this server (--max-seqs-per-request); send fewer prompts or a smaller n / best_of', param);
+    throw new BadRequestError(
+      `this request would start ${seqs} sequences (${numPrompts} prompt` +
+        `${numPrompts === 1 ? '' : 's'} × ${perPrompt} choices), more than the ${this.maxSeqsPerRequest} one request ` +
+        'may start on this server (--max-seqs-per-request); send fewer prompts or a smaller n / best_of',
+      param,
+    );
   }
 }

@@ -11,7 +11,10 @@ export class RouteMethods {
     if (url.includes('*')) return;
     let entry = this.routes.get(url);
     if (entry === undefined) {
-      const source = url.split('/').map((part) => (part.startsWith(':') ? '[^/]+' : escapeRegExp(part))).join('/');
+      const source = url
+        .split('/')
+        .map((part) => (part.startsWith(':') ? '[^/]+' : escapeRegExp(part)))
+        .join('/');
       entry = { pattern: new RegExp(`^${source}$`), methods: new Set() };
       this.routes.set(url, entry);
     }

@@ -22,8 +22,13 @@ import { ToolCallStreamer } from './tool-call-stream.js';
  * Mirrors vLLM's `OpenAIServingChat.chat_completion_stream_generator` (vllm/entrypoints/openai/serving_chat.py).
  * @throws OpenAIError when admission fails, before the response starts.
  */
-export async function streamChatCompletion(ctx: ServingContext, body: ChatCompletionRequest, run: ChatRun,
-  reply: FastifyReply, stopWatching: () => void): Promise<FastifyReply> {
+export async function streamChatCompletion(
+  ctx: ServingContext,
+  body: ChatCompletionRequest,
+  run: ChatRun,
+  reply: FastifyReply,
+  stopWatching: () => void,
+): Promise<FastifyReply> {
   let first: IteratorResult<RequestOutput>;
   try {
     first = await run.outputs.next();
@@ -37,15 +42,25 @@ export async function streamChatCompletion(ctx: ServingContext, body: ChatComple
   sse.onDisconnect(() => ctx.abort(run.requestId));
   const choices = new ChatChoiceStream(run);
   const chunk = (choiceList: unknown[], withUsage: UsageInfo | null): unknown => ({
-    id: run.requestId, object: 'chat.completion.chunk', created: run.created, model: ctx.modelName,
-    system_fingerprint: ctx.systemFingerprint, choices: choiceList, ...(includeUsage ? { usage: withUsage } : {}),
+    id: run.requestId,
+    object: 'chat.completion.chunk',
+    created: run.created,
+    model: ctx.modelName,
+    system_fingerprint: ctx.systemFingerprint,
+    choices: choiceList,
+    ...(includeUsage ? { usage: withUsage } : {}),
   });
-  const usageSoFar = (): UsageInfo | null => (continuousUsage ? usageInfo(run.promptTokens, choices.completionTokens) : null);
+  const usageSoFar = (): UsageInfo | null =>
+    continuousUsage ? usageInfo(run.promptTokens, choices.completionTokens) : null;
   try {
     // The role comes first, once per choice.
     for (let i = 0; i < run.n; i++) {
-      await sse.send(chunk([{ index: i, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }],
-        usageSoFar()));
+      await sse.send(
+        chunk(
+          [{ index: i, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }],
+          usageSoFar(),
+        ),
+      );
     }
     for (let r = first; r.done !== true; r = await run.outputs.next()) {
       if (sse.isDisconnected) break;
@@ -54,7 +69,8 @@ export async function streamChatCompletion(ctx: ServingContext, body: ChatComple
       if (failed !== null) throw failed;
       for (const choice of choices.push(out)) await sse.send(chunk([choice], usageSoFar()));
     }
-    if (includeUsage && !sse.isDisconnected) await sse.send(chunk([], usageInfo(run.promptTokens, choices.completionTokens)));
+    if (includeUsage && !sse.isDisconnected)
+      await sse.send(chunk([], usageInfo(run.promptTokens, choices.completionTokens)));
   } catch (err) {
     await sse.send(toOpenAIError(err, (e) => ctx.toOpenAIError(e)).toBody());
   } finally {
@@ -78,7 +94,9 @@ class ChatChoiceStream {
 
   constructor(private readonly run: ChatRun) {
     const extract = run.extract;
-    this.streamers = Array.from({ length: run.n }, () => (extract === null ? undefined : new ToolCallStreamer(extract)));
+    this.streamers = Array.from({ length: run.n }, () =>
+      extract === null ? undefined : new ToolCallStreamer(extract),
+    );
   }
 
   /**
@@ -99,7 +117,8 @@ class ChatChoiceStream {
         yield {
           index: o.index,
           delta,
-          logprobs: k > 0 || this.run.logprobs === null || entries === null ? null : chatLogprobs(entries, this.run.logprobs),
+          logprobs:
+            k > 0 || this.run.logprobs === null || entries === null ? null : chatLogprobs(entries, this.run.logprobs),
           finish_reason: last ? finishReason : null,
           stop_reason: last ? o.stopReason : null,
         };
@@ -112,8 +131,11 @@ class ChatChoiceStream {
  * The `delta`s one output step of a streamed choice sends, in order: its new content, then each tool-call delta on
  * its own (OpenAI's shape) when tools are parsed. Empty when the step adds nothing visible.
  */
-function chatDeltas(text: string, finished: boolean, streamer: ToolCallStreamer | undefined):
-  Array<Record<string, unknown>> {
+function chatDeltas(
+  text: string,
+  finished: boolean,
+  streamer: ToolCallStreamer | undefined,
+): Array<Record<string, unknown>> {
   if (streamer === undefined) return text === '' ? [] : [{ content: text }];
   const d = streamer.push(text, finished);
   const deltas: Array<Record<string, unknown>> = d.content === '' ? [] : [{ content: d.content }];

@@ -41,8 +41,11 @@ export interface ChatRun {
  * content is refused with a 400.
  * @throws OpenAIError for bad input (before anything is sent).
  */
-export async function serveChatCompletion(ctx: ServingContext, body: ChatCompletionRequest, reply: FastifyReply):
-  Promise<unknown> {
+export async function serveChatCompletion(
+  ctx: ServingContext,
+  body: ChatCompletionRequest,
+  reply: FastifyReply,
+): Promise<unknown> {
   ctx.checkAccepting();
   ctx.checkModel(body.model);
   const run = await startChatCompletion(ctx, body);
@@ -80,21 +83,34 @@ async function startChatCompletion(ctx: ServingContext, body: ChatCompletionRequ
   });
   if (tokenIds.length === 0) throw new BadRequestError('the rendered chat prompt is empty', 'messages');
   const requested = body.max_completion_tokens ?? body.max_tokens;
-  const maxTokens = ctx.resolveMaxTokens(tokenIds.length, requested, null,
-    body.max_completion_tokens !== undefined && body.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens',
-    'messages');
+  const maxTokens = ctx.resolveMaxTokens(
+    tokenIds.length,
+    requested,
+    null,
+    body.max_completion_tokens !== undefined && body.max_completion_tokens !== null
+      ? 'max_completion_tokens'
+      : 'max_tokens',
+    'messages',
+  );
   // Tool-call markers can be special tokens (`<tool_call>`, `[TOOL_CALLS]`): the parser must see them (vLLM's
   // parsers' adjust_request does the same).
   const fields = tooling?.mode === 'auto' ? { ...body, skip_special_tokens: body.skip_special_tokens ?? false } : body;
   const params = ctx.samplingParams(fields, {
-    maxTokens, logprobs, outputKind: body.stream === true ? RequestOutputKind.DELTA : RequestOutputKind.FINAL_ONLY,
+    maxTokens,
+    logprobs,
+    outputKind: body.stream === true ? RequestOutputKind.DELTA : RequestOutputKind.FINAL_ONLY,
     structuredOutputs: structured?.params ?? tooling?.structuredOutputs,
   });
   const requestId = ctx.newRequestId('chatcmpl');
   const created = Math.floor(Date.now() / 1000);
   const source = ctx.start(requestId, { promptTokenIds: tokenIds, prompt }, params, body.priority ?? undefined);
   return {
-    requestId, created, n, logprobs, promptTokens: tokenIds.length, extract: tooling?.extract ?? null,
+    requestId,
+    created,
+    n,
+    logprobs,
+    promptTokens: tokenIds.length,
+    extract: tooling?.extract ?? null,
     outputs: source[Symbol.asyncIterator](),
   };
 }
@@ -104,8 +120,12 @@ async function startChatCompletion(ctx: ServingContext, body: ChatCompletionRequ
  * calls parsed out of its text when the request asked for them.
  * @throws OpenAIError when the request failed.
  */
-async function collectChatCompletion(ctx: ServingContext, run: ChatRun, reply: FastifyReply,
-  stopWatching: () => void): Promise<unknown> {
+async function collectChatCompletion(
+  ctx: ServingContext,
+  run: ChatRun,
+  reply: FastifyReply,
+  stopWatching: () => void,
+): Promise<unknown> {
   let final: RequestOutput | undefined;
   try {
     for (let r = await run.outputs.next(); r.done !== true; r = await run.outputs.next()) {
@@ -124,8 +144,10 @@ async function collectChatCompletion(ctx: ServingContext, run: ChatRun, reply: F
     const toolCalls = found === null ? null : finishedToolCalls(found);
     return {
       index: o.index,
-      message: toolCalls === null ? { role: 'assistant', content: o.text }
-        : { role: 'assistant', content: found!.content === '' ? null : found!.content, tool_calls: toolCalls },
+      message:
+        toolCalls === null
+          ? { role: 'assistant', content: o.text }
+          : { role: 'assistant', content: found!.content === '' ? null : found!.content, tool_calls: toolCalls },
       logprobs: run.logprobs === null || o.logprobs === null ? null : chatLogprobs(o.logprobs, run.logprobs),
       finish_reason: toolCalls !== null && o.finishReason === 'stop' ? 'tool_calls' : o.finishReason,
       stop_reason: o.stopReason,
@@ -133,7 +155,12 @@ async function collectChatCompletion(ctx: ServingContext, run: ChatRun, reply: F
   });
   if (ctx.randomWeights) reply.header('x-pagellm-random-weights', 'true');
   return {
-    id: run.requestId, object: 'chat.completion', created: run.created, model: ctx.modelName,
-    system_fingerprint: ctx.systemFingerprint, choices, usage: usageInfo(run.promptTokens, completionTokens),
+    id: run.requestId,
+    object: 'chat.completion',
+    created: run.created,
+    model: ctx.modelName,
+    system_fingerprint: ctx.systemFingerprint,
+    choices,
+    usage: usageInfo(run.promptTokens, completionTokens),
   };
 }

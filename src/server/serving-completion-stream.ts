@@ -21,8 +21,13 @@ import { SseStream } from './sse-stream.js';
  * Mirrors vLLM's `OpenAIServingCompletion.completion_stream_generator` (vllm/entrypoints/openai/serving_completion.py).
  * @throws OpenAIError when admission fails, before the response starts.
  */
-export async function streamCompletion(ctx: ServingContext, body: CompletionRequest, run: CompletionRun,
-  reply: FastifyReply, stopWatching: () => void): Promise<FastifyReply> {
+export async function streamCompletion(
+  ctx: ServingContext,
+  body: CompletionRequest,
+  run: CompletionRun,
+  reply: FastifyReply,
+  stopWatching: () => void,
+): Promise<FastifyReply> {
   const includeUsage = body.stream_options?.include_usage === true;
   const continuousUsage = includeUsage && body.stream_options?.continuous_usage_stats === true;
   let first: IteratorResult<[number, RequestOutput]>;
@@ -39,8 +44,12 @@ export async function streamCompletion(ctx: ServingContext, body: CompletionRequ
   sse.onDisconnect(() => run.ids.forEach((id) => ctx.abort(id)));
   const choices = new CompletionChoiceStream(run);
   const chunk = (choiceList: unknown[], withUsage: UsageInfo | null | undefined): unknown => ({
-    id: run.requestId, object: 'text_completion', created: run.created, model: ctx.modelName,
-    system_fingerprint: ctx.systemFingerprint, choices: choiceList,
+    id: run.requestId,
+    object: 'text_completion',
+    created: run.created,
+    model: ctx.modelName,
+    system_fingerprint: ctx.systemFingerprint,
+    choices: choiceList,
     ...(includeUsage ? { usage: withUsage ?? null } : {}),
   });
   try {
@@ -53,7 +62,8 @@ export async function streamCompletion(ctx: ServingContext, body: CompletionRequ
         await sse.send(chunk([choice], continuousUsage ? usageInfo(run.promptTokens, choices.completionTokens) : null));
       }
     }
-    if (includeUsage && !sse.isDisconnected) await sse.send(chunk([], usageInfo(run.promptTokens, choices.completionTokens)));
+    if (includeUsage && !sse.isDisconnected)
+      await sse.send(chunk([], usageInfo(run.promptTokens, choices.completionTokens)));
   } catch (err) {
     await sse.send(toOpenAIError(err, (e) => ctx.toOpenAIError(e)).toBody());
   } finally {

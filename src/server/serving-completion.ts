@@ -44,8 +44,11 @@ const DEFAULT_COMPLETION_MAX_TOKENS = 16;
  * Mirrors vLLM's `OpenAIServingCompletion.create_completion` (vllm/entrypoints/openai/serving_completion.py).
  * @throws OpenAIError for bad input (before anything is sent), which the app turns into the JSON error response.
  */
-export async function serveCompletion(ctx: ServingContext, body: CompletionRequest, reply: FastifyReply):
-  Promise<unknown> {
+export async function serveCompletion(
+  ctx: ServingContext,
+  body: CompletionRequest,
+  reply: FastifyReply,
+): Promise<unknown> {
   ctx.checkAccepting();
   ctx.checkModel(body.model);
   checkCompletionOptions(body);
@@ -62,7 +65,10 @@ function checkCompletionOptions(body: CompletionRequest): void {
     throw new BadRequestError('suffix is not supported (pagellm has no fill-in-the-middle models)', 'suffix');
   }
   if (body.echo === true && (body.logprobs ?? null) !== null) {
-    throw new BadRequestError('echo together with logprobs is not supported (prompt logprobs are not computed)', 'echo');
+    throw new BadRequestError(
+      'echo together with logprobs is not supported (prompt logprobs are not computed)',
+      'echo',
+    );
   }
   const n = body.n ?? 1;
   if (body.stream === true && body.best_of !== undefined && body.best_of !== null && body.best_of !== n) {
@@ -90,18 +96,38 @@ async function startCompletion(ctx: ServingContext, body: CompletionRequest): Pr
     const tokenIds = p.tokenIds ?? encoded[nextText++];
     if (p.tokenIds !== undefined) ctx.checkTokenIds(tokenIds, 'prompt');
     if (tokenIds.length === 0) throw new BadRequestError('the prompt is empty', 'prompt');
-    const maxTokens = ctx.resolveMaxTokens(tokenIds.length, body.max_tokens, DEFAULT_COMPLETION_MAX_TOKENS,
-      'max_tokens', 'prompt');
-    const params = ctx.samplingParams(body, { maxTokens, logprobs, outputKind, bestOf: body.best_of, structuredOutputs });
+    const maxTokens = ctx.resolveMaxTokens(
+      tokenIds.length,
+      body.max_tokens,
+      DEFAULT_COMPLETION_MAX_TOKENS,
+      'max_tokens',
+      'prompt',
+    );
+    const params = ctx.samplingParams(body, {
+      maxTokens,
+      logprobs,
+      outputKind,
+      bestOf: body.best_of,
+      structuredOutputs,
+    });
     return { text: p.text, tokenIds, params };
   });
   const requestId = ctx.newRequestId('cmpl');
   const ids = prepared.map((_, i) => (prepared.length === 1 ? requestId : `${requestId}-${i}`));
-  const sources = ctx.startAll(prepared.map((p, i) => ({
-    requestId: ids[i], prompt: { promptTokenIds: p.tokenIds, prompt: p.text }, params: p.params,
-  })), body.priority ?? undefined);
+  const sources = ctx.startAll(
+    prepared.map((p, i) => ({
+      requestId: ids[i],
+      prompt: { promptTokenIds: p.tokenIds, prompt: p.text },
+      params: p.params,
+    })),
+    body.priority ?? undefined,
+  );
   return {
-    requestId, created: Math.floor(Date.now() / 1000), ids, n, logprobs,
+    requestId,
+    created: Math.floor(Date.now() / 1000),
+    ids,
+    n,
+    logprobs,
     echoTexts: body.echo === true ? prepared.map((p) => p.text ?? ctx.tokenizer.decode(p.tokenIds)) : null,
     promptTokens: prepared.reduce((a, p) => a + p.tokenIds.length, 0),
     outputs: mergeAsyncIterables(sources),
@@ -112,8 +138,12 @@ async function startCompletion(ctx: ServingContext, body: CompletionRequest): Pr
  * The non-streaming answer: waits for every prompt's final output and builds one `text_completion` body.
  * @throws OpenAIError when a request failed (the other prompts' requests are aborted).
  */
-async function collectCompletion(ctx: ServingContext, run: CompletionRun, reply: FastifyReply,
-  stopWatching: () => void): Promise<unknown> {
+async function collectCompletion(
+  ctx: ServingContext,
+  run: CompletionRun,
+  reply: FastifyReply,
+  stopWatching: () => void,
+): Promise<unknown> {
   const finals: RequestOutput[] = [];
   try {
     for await (const [i, out] of run.outputs) if (out.finished) finals[i] = out;
@@ -134,8 +164,10 @@ async function collectCompletion(ctx: ServingContext, run: CompletionRun, reply:
       choices.push({
         index: i * run.n + o.index,
         text: prefix + o.text,
-        logprobs: run.logprobs === null || o.logprobs === null ? null
-          : completionLogprobs(o.logprobs, prefix.length, run.logprobs),
+        logprobs:
+          run.logprobs === null || o.logprobs === null
+            ? null
+            : completionLogprobs(o.logprobs, prefix.length, run.logprobs),
         finish_reason: o.finishReason,
         stop_reason: o.stopReason,
       });
@@ -143,7 +175,12 @@ async function collectCompletion(ctx: ServingContext, run: CompletionRun, reply:
   }
   if (ctx.randomWeights) reply.header('x-pagellm-random-weights', 'true');
   return {
-    id: run.requestId, object: 'text_completion', created: run.created, model: ctx.modelName,
-    system_fingerprint: ctx.systemFingerprint, choices, usage: usageInfo(run.promptTokens, completionTokens),
+    id: run.requestId,
+    object: 'text_completion',
+    created: run.created,
+    model: ctx.modelName,
+    system_fingerprint: ctx.systemFingerprint,
+    choices,
+    usage: usageInfo(run.promptTokens, completionTokens),
   };
 }

@@ -46,13 +46,20 @@ export type EmbeddingRequest = Static<typeof embeddingRequestSchema>;
  * @throws OpenAIError: 400 for an empty or too long input, token ids outside the vocabulary, too many inputs, or
  *   `dimensions` other than the model's hidden size; 404 for another model; 503 while shutting down.
  */
-export async function serveEmbedding(ctx: ServingContext, body: EmbeddingRequest, reply: FastifyReply): Promise<unknown> {
+export async function serveEmbedding(
+  ctx: ServingContext,
+  body: EmbeddingRequest,
+  reply: FastifyReply,
+): Promise<unknown> {
   ctx.checkAccepting();
   ctx.checkModel(body.model);
   let params: PoolingParams;
   try {
-    params = new PoolingParams({ dimensions: body.dimensions, normalize: body.normalize ?? undefined },
-      ctx.engine.poolerConfig, ctx.engine.model.config.dim);
+    params = new PoolingParams(
+      { dimensions: body.dimensions, normalize: body.normalize ?? undefined },
+      ctx.engine.poolerConfig,
+      ctx.engine.model.config.dim,
+    );
   } catch (err) {
     throw ctx.toOpenAIError(err) ?? err;
   }
@@ -67,8 +74,12 @@ export async function serveEmbedding(ctx: ServingContext, body: EmbeddingRequest
     if (p.tokenIds !== undefined) ctx.checkTokenIds(tokenIds, 'input');
     if (tokenIds.length === 0) throw new BadRequestError('the input is empty', 'input');
     if (tokenIds.length > ctx.maxModelLen) {
-      throw new BadRequestError(`This model's maximum context length is ${ctx.maxModelLen} tokens. However, your ` +
-        `input has ${tokenIds.length} tokens. Please shorten the input.`, 'input', 'context_length_exceeded');
+      throw new BadRequestError(
+        `This model's maximum context length is ${ctx.maxModelLen} tokens. However, your ` +
+          `input has ${tokenIds.length} tokens. Please shorten the input.`,
+        'input',
+        'context_length_exceeded',
+      );
     }
     return { text: p.text, tokenIds };
   });
@@ -93,7 +104,11 @@ export async function serveEmbedding(ctx: ServingContext, body: EmbeddingRequest
     object: 'list',
     created: Math.floor(Date.now() / 1000),
     model: ctx.modelName,
-    data: vectors.map((v, index) => ({ object: 'embedding', index, embedding: base64 ? float32ToBase64(v) : Array.from(v) })),
+    data: vectors.map((v, index) => ({
+      object: 'embedding',
+      index,
+      embedding: base64 ? float32ToBase64(v) : Array.from(v),
+    })),
     usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
   };
 }
@@ -109,13 +124,19 @@ function float32ToBase64(v: Float32Array): string {
 }
 
 /** Queues every input's pooling request; if one is refused, those already queued are aborted first. */
-function startAll(ctx: ServingContext, inputs: ReadonlyArray<{ text: string | undefined; tokenIds: number[] }>,
-  ids: readonly string[], params: PoolingParams, priority: number | undefined): AsyncGenerator<RequestOutput>[] {
+function startAll(
+  ctx: ServingContext,
+  inputs: ReadonlyArray<{ text: string | undefined; tokenIds: number[] }>,
+  ids: readonly string[],
+  params: PoolingParams,
+  priority: number | undefined,
+): AsyncGenerator<RequestOutput>[] {
   const started: AsyncGenerator<RequestOutput>[] = [];
   try {
     for (const [i, p] of inputs.entries()) {
-      started.push(ctx.asyncEngine.encode({ promptTokenIds: p.tokenIds, prompt: p.text }, params,
-        { requestId: ids[i], priority }));
+      started.push(
+        ctx.asyncEngine.encode({ promptTokenIds: p.tokenIds, prompt: p.text }, params, { requestId: ids[i], priority }),
+      );
     }
   } catch (err) {
     for (let i = 0; i < started.length; i++) ctx.abort(ids[i]);
@@ -129,4 +150,3 @@ function pooledOf(ctx: ServingContext, out: RequestOutput): Float32Array {
   if (out.pooled !== undefined) return out.pooled;
   throw ctx.requestError(out, 'input') ?? new ServiceUnavailableError(`request ${out.requestId} was aborted`);
 }
-

@@ -17,16 +17,22 @@ export async function serveTokenize(ctx: ServingContext, body: TokenizeRequest):
   const hasPrompt = body.prompt !== undefined;
   const hasMessages = body.messages !== undefined;
   if (hasPrompt === hasMessages) {
-    throw new BadRequestError('give exactly one of "prompt" (text) or "messages" (chat)', hasPrompt ? 'messages' : 'prompt');
+    throw new BadRequestError(
+      'give exactly one of "prompt" (text) or "messages" (chat)',
+      hasPrompt ? 'messages' : 'prompt',
+    );
   }
   let tokens: number[];
   if (hasPrompt) {
     [tokens] = await ctx.encode([body.prompt!], body.add_special_tokens ?? true, 'prompt');
   } else {
-    tokens = (await ctx.renderChat(body.messages!, {
-      addGenerationPrompt: body.add_generation_prompt ?? true, chatTemplate: body.chat_template,
-      tools: body.tools ?? undefined,
-    })).tokenIds;
+    tokens = (
+      await ctx.renderChat(body.messages!, {
+        addGenerationPrompt: body.add_generation_prompt ?? true,
+        chatTemplate: body.chat_template,
+        tools: body.tools ?? undefined,
+      })
+    ).tokenIds;
   }
   return {
     count: tokens.length,

@@ -18,7 +18,10 @@ export class SseStream {
    * Sends the status line and SSE headers at once (extra headers are added to them).
    * @param res the raw Node response (fastify's `reply.raw` after `reply.hijack()`).
    */
-  constructor(private readonly res: ServerResponse, extraHeaders: Record<string, string> = {}) {
+  constructor(
+    private readonly res: ServerResponse,
+    extraHeaders: Record<string, string> = {},
+  ) {
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',

@@ -28,19 +28,27 @@ export function startupLogLines(s: ServerSummary, url: string): string[] {
       `${s.enablePrefixCaching ? 'on' : 'off'}, policy ${s.schedulingPolicy}`,
   ];
   if (s.arenaBytes !== undefined) {
-    lines.push(`memory: kernel arena ${formatBytes(s.arenaBytes)} (weights + KV cache + activation buffers); ` +
-      `resident set ${formatBytes(process.memoryUsage().rss)}`);
+    lines.push(
+      `memory: kernel arena ${formatBytes(s.arenaBytes)} (weights + KV cache + activation buffers); ` +
+        `resident set ${formatBytes(process.memoryUsage().rss)}`,
+    );
   }
   if (s.maxConcurrency < 1) {
-    lines.push(`WARNING: the KV cache holds ${n(s.numGpuBlocks * s.blockSize)} tokens, fewer than max-model-len ` +
-      `${n(s.maxModelLen)}: a request that long can never run (it is answered 400); raise --kv-cache-memory or lower ` +
-      '--max-model-len.');
+    lines.push(
+      `WARNING: the KV cache holds ${n(s.numGpuBlocks * s.blockSize)} tokens, fewer than max-model-len ` +
+        `${n(s.maxModelLen)}: a request that long can never run (it is answered 400); raise --kv-cache-memory or lower ` +
+        '--max-model-len.',
+    );
   }
   if (s.randomWeights) {
-    lines.push('WARNING: this model has RANDOM weights (create-random-model): its text is meaningless. Served because ' +
-      '--allow-random-weights was given; /v1/models reports random_weights: true and every response carries ' +
-      'system_fingerprint "pagellm-random-weights" and the header x-pagellm-random-weights: true.');
+    lines.push(
+      'WARNING: this model has RANDOM weights (create-random-model): its text is meaningless. Served because ' +
+        '--allow-random-weights was given; /v1/models reports random_weights: true and every response carries ' +
+        'system_fingerprint "pagellm-random-weights" and the header x-pagellm-random-weights: true.',
+    );
   }
-  lines.push(`Serving the OpenAI-compatible API at ${url}/v1 (health: ${url}/health, metrics: ${url}/metrics, KV-cache dashboard: ${url}/)`);
+  lines.push(
+    `Serving the OpenAI-compatible API at ${url}/v1 (health: ${url}/health, metrics: ${url}/metrics, KV-cache dashboard: ${url}/)`,
+  );
   return lines;
 }

@@ -1,5 +1,8 @@
 import {
-  SamplingParamsError, StructuredOutputError, StructuredOutputsParams, type LLMEngine,
+  SamplingParamsError,
+  StructuredOutputError,
+  StructuredOutputsParams,
+  type LLMEngine,
   type StructuredOutputsParamsInit,
 } from '../engine/index.js';
 import { BadRequestError } from './errors.js';
@@ -32,14 +35,19 @@ export interface RequestStructuredOutputs {
  *   longer than {@link MAX_STRUCTURED_OUTPUT_CHARS}, or a schema, regex or grammar the grammar compiler rejects (with
  *   its reason).
  */
-export async function prepareStructuredOutputs(engine: LLMEngine, req: SamplingRequestFields):
-  Promise<RequestStructuredOutputs | null> {
+export async function prepareStructuredOutputs(
+  engine: LLMEngine,
+  req: SamplingRequestFields,
+): Promise<RequestStructuredOutputs | null> {
   const found: Array<{ param: string; init: StructuredOutputsParamsInit }> = [];
   const so = req.structured_outputs ?? null;
   const compact = so?.disable_any_whitespace === true;
   const soInit: StructuredOutputsParamsInit = {
-    json: so?.json ?? undefined, jsonObject: so?.json_object ?? undefined, regex: so?.regex ?? undefined,
-    choice: so?.choice ?? undefined, grammar: so?.grammar ?? undefined,
+    json: so?.json ?? undefined,
+    jsonObject: so?.json_object ?? undefined,
+    regex: so?.regex ?? undefined,
+    choice: so?.choice ?? undefined,
+    grammar: so?.grammar ?? undefined,
   };
   if (Object.values(soInit).some((v) => v !== undefined && v !== false)) {
     found.push({ param: 'structured_outputs', init: soInit });
@@ -51,29 +59,43 @@ export async function prepareStructuredOutputs(engine: LLMEngine, req: SamplingR
     } else if (rf.type === 'json_schema') {
       const schema = rf.json_schema?.schema;
       if (schema === undefined || schema === null) {
-        throw new BadRequestError('response_format of type "json_schema" needs json_schema.schema, the JSON schema ' +
-          'of the output', 'response_format');
+        throw new BadRequestError(
+          'response_format of type "json_schema" needs json_schema.schema, the JSON schema ' + 'of the output',
+          'response_format',
+        );
       }
       found.push({ param: 'response_format', init: { json: schema } });
     } else {
-      throw new BadRequestError(`response_format type ${JSON.stringify(rf.type)} is not supported; use "text", ` +
-        '"json_object" or "json_schema"', 'response_format');
+      throw new BadRequestError(
+        `response_format type ${JSON.stringify(rf.type)} is not supported; use "text", ` +
+          '"json_object" or "json_schema"',
+        'response_format',
+      );
     }
   }
-  if (req.guided_json !== undefined && req.guided_json !== null) found.push({ param: 'guided_json', init: { json: req.guided_json } });
-  if (req.guided_regex !== undefined && req.guided_regex !== null) found.push({ param: 'guided_regex', init: { regex: req.guided_regex } });
-  if (req.guided_choice !== undefined && req.guided_choice !== null) found.push({ param: 'guided_choice', init: { choice: req.guided_choice } });
-  if (req.guided_grammar !== undefined && req.guided_grammar !== null) found.push({ param: 'guided_grammar', init: { grammar: req.guided_grammar } });
+  if (req.guided_json !== undefined && req.guided_json !== null)
+    found.push({ param: 'guided_json', init: { json: req.guided_json } });
+  if (req.guided_regex !== undefined && req.guided_regex !== null)
+    found.push({ param: 'guided_regex', init: { regex: req.guided_regex } });
+  if (req.guided_choice !== undefined && req.guided_choice !== null)
+    found.push({ param: 'guided_choice', init: { choice: req.guided_choice } });
+  if (req.guided_grammar !== undefined && req.guided_grammar !== null)
+    found.push({ param: 'guided_grammar', init: { grammar: req.guided_grammar } });
   if (found.length === 0) return null;
   if (found.length > 1) {
-    throw new BadRequestError(`only one structured-output constraint per request; got ${found.map((f) => f.param).join(', ')}`,
-      found[1].param);
+    throw new BadRequestError(
+      `only one structured-output constraint per request; got ${found.map((f) => f.param).join(', ')}`,
+      found[1].param,
+    );
   }
   const { param, init } = found[0];
   const size = JSON.stringify(init).length;
   if (size > MAX_STRUCTURED_OUTPUT_CHARS) {
-    throw new BadRequestError(`${param} is ${size} characters long; the server compiles constraints of at most ` +
-      `${MAX_STRUCTURED_OUTPUT_CHARS} characters: send a smaller schema, regex, grammar or list of choices`, param);
+    throw new BadRequestError(
+      `${param} is ${size} characters long; the server compiles constraints of at most ` +
+        `${MAX_STRUCTURED_OUTPUT_CHARS} characters: send a smaller schema, regex, grammar or list of choices`,
+      param,
+    );
   }
   let params: StructuredOutputsParams;
   try {

@@ -54,9 +54,12 @@ const ARGUMENT_KEYS = ['arguments', 'parameters'];
  */
 export function toolCallParser(name: string): ToolCallExtractor {
   switch (name) {
-    case 'hermes': return extractHermes;
-    case 'llama3_json': return extractLlama3Json;
-    case 'mistral': return extractMistral;
+    case 'hermes':
+      return extractHermes;
+    case 'llama3_json':
+      return extractLlama3Json;
+    case 'mistral':
+      return extractMistral;
     default:
       throw new RangeError(`unknown tool-call parser "${name}"; use one of ${TOOL_CALL_PARSERS.join(', ')}`);
   }

@@ -4,7 +4,11 @@ import { BadRequestError } from './errors.js';
 import type { ChatMessage as TemplateMessage } from '../model/chat-template.js';
 import type { ChatCompletionRequest, ChatTool } from './protocol.js';
 import {
-  extractCallArray, toolCallParser, type PartialToolCall, type ToolCallExtraction, type ToolCallExtractor,
+  extractCallArray,
+  toolCallParser,
+  type PartialToolCall,
+  type ToolCallExtraction,
+  type ToolCallExtractor,
 } from './tool-call-parser.js';
 
 /** The server's tool-calling flags (vLLM's --enable-auto-tool-choice and --tool-call-parser). */
@@ -43,14 +47,20 @@ export interface ToolCallItem {
  *   without --enable-auto-tool-choice and --tool-call-parser, a forced choice together with another structured-output
  *   constraint, or parameters the grammar compiler rejects.
  */
-export async function prepareToolCalling(engine: LLMEngine, req: ChatCompletionRequest, options: ToolCallingOptions,
-  hasOtherConstraint: boolean): Promise<RequestToolCalling | null> {
+export async function prepareToolCalling(
+  engine: LLMEngine,
+  req: ChatCompletionRequest,
+  options: ToolCallingOptions,
+  hasOtherConstraint: boolean,
+): Promise<RequestToolCalling | null> {
   const tools = req.tools ?? [];
   const choice = req.tool_choice ?? null;
   if (tools.length === 0) {
     if (choice !== null && choice !== 'none') {
-      throw new BadRequestError('tool_choice needs "tools": give the functions the model may call, or drop ' +
-        'tool_choice', 'tool_choice');
+      throw new BadRequestError(
+        'tool_choice needs "tools": give the functions the model may call, or drop ' + 'tool_choice',
+        'tool_choice',
+      );
     }
     return null;
   }
@@ -58,16 +68,22 @@ export async function prepareToolCalling(engine: LLMEngine, req: ChatCompletionR
   if (choice === 'none') return { mode: 'none', tools, extract: null, structuredOutputs: null };
   if (choice === null || choice === 'auto') {
     if (options.enableAutoToolChoice !== true || options.toolCallParser === undefined) {
-      throw new BadRequestError('"auto" tool choice (the default when tools are given) needs a server started with ' +
-        '--enable-auto-tool-choice and --tool-call-parser; send tool_choice "none", "required" or a named function ' +
-        'instead', 'tool_choice');
+      throw new BadRequestError(
+        '"auto" tool choice (the default when tools are given) needs a server started with ' +
+          '--enable-auto-tool-choice and --tool-call-parser; send tool_choice "none", "required" or a named function ' +
+          'instead',
+        'tool_choice',
+      );
     }
     const parse = toolCallParser(options.toolCallParser);
     return { mode: 'auto', tools, extract: parallel ? parse : firstCallOnly(parse), structuredOutputs: null };
   }
   if (hasOtherConstraint) {
-    throw new BadRequestError('tool_choice "required" or a named function constrains the output already; drop ' +
-      'response_format / guided_* / structured_outputs, or use tool_choice "auto" or "none"', 'tool_choice');
+    throw new BadRequestError(
+      'tool_choice "required" or a named function constrains the output already; drop ' +
+        'response_format / guided_* / structured_outputs, or use tool_choice "auto" or "none"',
+      'tool_choice',
+    );
   }
   let schema: Record<string, unknown>;
   let extract: ToolCallExtractor;
@@ -80,8 +96,11 @@ export async function prepareToolCalling(engine: LLMEngine, req: ChatCompletionR
     const name = choice.function.name;
     const tool = tools.find((t) => t.function.name === name);
     if (tool === undefined) {
-      throw new BadRequestError(`tool_choice names the function "${name}", which is not among the tools ` +
-        `(${tools.map((t) => t.function.name).join(', ')})`, 'tool_choice');
+      throw new BadRequestError(
+        `tool_choice names the function "${name}", which is not among the tools ` +
+          `(${tools.map((t) => t.function.name).join(', ')})`,
+        'tool_choice',
+      );
     }
     mode = 'named';
     schema = toolParameters(tool);
@@ -179,8 +198,11 @@ export function templateMessages(messages: readonly TemplateMessage[]): Template
         try {
           args = JSON.parse(c.function.arguments);
         } catch {
-          throw new BadRequestError(`messages[${i}].tool_calls[${j}].function.arguments is not JSON text; send the ` +
-            'arguments as the model gave them (a JSON object encoded as a string)', `messages[${i}].tool_calls`);
+          throw new BadRequestError(
+            `messages[${i}].tool_calls[${j}].function.arguments is not JSON text; send the ` +
+              'arguments as the model gave them (a JSON object encoded as a string)',
+            `messages[${i}].tool_calls`,
+          );
         }
         return { ...c, function: { ...c.function, arguments: args } };
       }),

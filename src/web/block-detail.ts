@@ -52,14 +52,19 @@ export function hashPrefix(hash: HashValue): string {
  *
  * @throws UnknownBlockError when `blockId` is not an integer id of either tier.
  */
-export function getBlockDetail(engine: Pick<SnapshotEngine, 'blockManager' | 'scheduler'>, blockId: number,
-  now: number = performance.now()): BlockDetail {
+export function getBlockDetail(
+  engine: Pick<SnapshotEngine, 'blockManager' | 'scheduler'>,
+  blockId: number,
+  now: number = performance.now(),
+): BlockDetail {
   const bm = engine.blockManager;
   const alloc = bm.blockAllocator;
   const total = bm.numTotalGpuBlocks + bm.numTotalCpuBlocks;
   if (!Number.isInteger(blockId) || blockId < 0 || blockId >= total) {
-    throw new UnknownBlockError(`no block ${String(blockId)}: block ids are integers 0..${total - 1} ` +
-      `(GPU 0..${bm.numTotalGpuBlocks - 1}, CPU ${bm.numTotalGpuBlocks}..${total - 1})`);
+    throw new UnknownBlockError(
+      `no block ${String(blockId)}: block ids are integers 0..${total - 1} ` +
+        `(GPU 0..${bm.numTotalGpuBlocks - 1}, CPU ${bm.numTotalGpuBlocks}..${total - 1})`,
+    );
   }
   const device = alloc.getDeviceOfBlockId(blockId);
   const inner = alloc.getAllocator(device);

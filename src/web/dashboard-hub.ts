@@ -66,7 +66,10 @@ export class DashboardHub {
   private closed = false;
 
   /** @throws RangeError for a rate or interval that is not a positive finite number. */
-  constructor(readonly engine: LLMEngine, options: DashboardHubOptions = {}) {
+  constructor(
+    readonly engine: LLMEngine,
+    options: DashboardHubOptions = {},
+  ) {
     this.maxUpdatesPerSecond = options.maxUpdatesPerSecond ?? 4;
     this.seriesIntervalMs = options.seriesIntervalMs ?? 1000;
     if (!(this.maxUpdatesPerSecond > 0 && Number.isFinite(this.maxUpdatesPerSecond))) {
@@ -104,8 +107,11 @@ export class DashboardHub {
     const bm = this.engine.blockManager;
     return {
       config: {
-        blockSize: bm.blockSize, numGpuBlocks: bm.numTotalGpuBlocks, numCpuBlocks: bm.numTotalCpuBlocks,
-        enablePrefixCaching: this.engine.enablePrefixCaching, watermarkBlocks: bm.watermarkBlocks,
+        blockSize: bm.blockSize,
+        numGpuBlocks: bm.numTotalGpuBlocks,
+        numCpuBlocks: bm.numTotalCpuBlocks,
+        enablePrefixCaching: this.engine.enablePrefixCaching,
+        watermarkBlocks: bm.watermarkBlocks,
       },
       model: this.engine.modelSource?.path ?? null,
       maxUpdatesPerSecond: this.maxUpdatesPerSecond,

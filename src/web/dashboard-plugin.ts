@@ -54,7 +54,8 @@ const VENDOR_FILES: Readonly<Record<string, { module: string; contentType: strin
 };
 
 /** Only this origin's scripts, styles and connections: the page needs nothing else. */
-const CONTENT_SECURITY_POLICY = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
+const CONTENT_SECURITY_POLICY =
+  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
   "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'self'";
 
 function asset(body: Buffer, contentType: string): Asset {
@@ -63,13 +64,18 @@ function asset(body: Buffer, contentType: string): Asset {
 
 /** Reads the page, its scripts and uPlot into memory. Throws when a file is missing (a broken install). */
 async function loadAssets(): Promise<{
-  page: Asset; loginPage: Asset; loginScript: Asset; files: Map<string, Asset>; vendor: Map<string, Asset>;
+  page: Asset;
+  loginPage: Asset;
+  loginScript: Asset;
+  files: Map<string, Asset>;
+  vendor: Map<string, Asset>;
 }> {
   const page = asset(await readFile(new URL('index.html', ASSET_DIR)), 'text/html; charset=utf-8');
   const loginPage = asset(await readFile(new URL('login.html', ASSET_DIR)), 'text/html; charset=utf-8');
   const loginScript = asset(await readFile(new URL('login.js', ASSET_DIR)), 'text/javascript; charset=utf-8');
   const files = new Map<string, Asset>();
-  for (const [name, type] of Object.entries(PAGE_FILES)) files.set(name, asset(await readFile(new URL(name, ASSET_DIR)), type));
+  for (const [name, type] of Object.entries(PAGE_FILES))
+    files.set(name, asset(await readFile(new URL(name, ASSET_DIR)), type));
   const require = createRequire(import.meta.url);
   const vendor = new Map<string, Asset>();
   for (const [name, { module, contentType }] of Object.entries(VENDOR_FILES)) {
@@ -122,8 +128,11 @@ export async function dashboardPlugin(app: FastifyInstance, options: DashboardPl
     config: { access: 'dashboard' as const },
     onRequest: async (request: FastifyRequest): Promise<void> => {
       if (access !== undefined && !access.isAllowed(request)) {
-        throw new DashboardError(401, 'the dashboard needs the API key: open / in a browser and sign in, or send ' +
-          '"Authorization: Bearer <key>"');
+        throw new DashboardError(
+          401,
+          'the dashboard needs the API key: open / in a browser and sign in, or send ' +
+            '"Authorization: Bearer <key>"',
+        );
       }
     },
   };
@@ -139,17 +148,22 @@ export async function dashboardPlugin(app: FastifyInstance, options: DashboardPl
   app.get('/dashboard', open, servePage);
   app.get('/dashboard/', open, servePage);
   app.get('/dashboard/login.js', open, async (request, reply) => sendAsset(request, reply, loginScript));
-  app.post<{ Body: Static<typeof LOGIN_SCHEMA> }>('/dashboard/login', { ...open, schema: { body: LOGIN_SCHEMA } },
+  app.post<{ Body: Static<typeof LOGIN_SCHEMA> }>(
+    '/dashboard/login',
+    { ...open, schema: { body: LOGIN_SCHEMA } },
     async (request, reply) => {
-      if (access === undefined) throw new DashboardError(404, 'this server has no API key: the dashboard needs no sign-in');
+      if (access === undefined)
+        throw new DashboardError(404, 'this server has no API key: the dashboard needs no sign-in');
       const cookie = access.login(request.body.api_key);
       if (cookie === null) throw new DashboardError(401, 'invalid API key: give the key the server was started with');
       return reply.code(204).header('set-cookie', cookie).header('cache-control', 'no-store').send();
-    });
+    },
+  );
 
   app.get<{ Params: { file: string } }>('/dashboard/assets/:file', guarded, async (request, reply) => {
     const a = files.get(request.params.file);
-    if (a === undefined) throw new DashboardError(404, `no dashboard asset named ${JSON.stringify(request.params.file)}`);
+    if (a === undefined)
+      throw new DashboardError(404, `no dashboard asset named ${JSON.stringify(request.params.file)}`);
     return sendAsset(request, reply, a);
   });
   app.get<{ Params: { file: string } }>('/dashboard/vendor/:file', guarded, async (request, reply) => {
@@ -159,11 +173,13 @@ export async function dashboardPlugin(app: FastifyInstance, options: DashboardPl
   });
 
   app.get('/dashboard/api/snapshot', guarded, async (_request, reply) =>
-    reply.type('application/json; charset=utf-8').header('cache-control', 'no-store').send(hub.currentSnapshotText()));
+    reply.type('application/json; charset=utf-8').header('cache-control', 'no-store').send(hub.currentSnapshotText()),
+  );
 
   app.get<{ Params: { id: string } }>('/dashboard/api/blocks/:id', guarded, async (request, reply) => {
     const raw = request.params.id;
-    if (!/^\d{1,9}$/.test(raw)) throw new UnknownBlockError(`block id must be a non-negative integer, got ${JSON.stringify(raw)}`);
+    if (!/^\d{1,9}$/.test(raw))
+      throw new UnknownBlockError(`block id must be a non-negative integer, got ${JSON.stringify(raw)}`);
     return reply.header('cache-control', 'no-store').send(getBlockDetail(engine, Number(raw)));
   });
 

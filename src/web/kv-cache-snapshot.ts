@@ -238,7 +238,12 @@ export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnaps
         }
       }
       seqs.push({
-        seqId: s.seqId, status: s.status, numTokens: s.getLen(), outputTokens: s.getOutputLen(), tableOffset, tableLength,
+        seqId: s.seqId,
+        status: s.status,
+        numTokens: s.getLen(),
+        outputTokens: s.getOutputLen(),
+        tableOffset,
+        tableLength,
       });
     }
     requests.push({
@@ -256,10 +261,17 @@ export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnaps
   return {
     time: now,
     config: {
-      blockSize, numGpuBlocks: numGpu, numCpuBlocks: numCpu, enablePrefixCaching: engine.enablePrefixCaching,
+      blockSize,
+      numGpuBlocks: numGpu,
+      numCpuBlocks: numCpu,
+      enablePrefixCaching: engine.enablePrefixCaching,
       watermarkBlocks: bm.watermarkBlocks,
     },
-    state, refCount, tokens, owner, flags,
+    state,
+    refCount,
+    tokens,
+    owner,
+    flags,
     multiOwners: multi,
     requests,
     numWaitingNotListed: waiting.length - listedWaiting,
@@ -271,17 +283,30 @@ export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnaps
 /** The engine figures a snapshot carries. */
 function snapshotStats(s: EngineStats): SnapshotStats {
   return {
-    numRunning: s.numRunning, numWaiting: s.numWaiting, numSwapped: s.numSwapped,
-    numFreeGpuBlocks: s.numFreeGpuBlocks, numFreeCpuBlocks: s.numFreeCpuBlocks,
-    gpuCacheUsage: s.gpuCacheUsage, cpuCacheUsage: s.cpuCacheUsage,
-    prefixCacheQueries: s.prefixCacheQueries, prefixCacheHits: s.prefixCacheHits,
+    numRunning: s.numRunning,
+    numWaiting: s.numWaiting,
+    numSwapped: s.numSwapped,
+    numFreeGpuBlocks: s.numFreeGpuBlocks,
+    numFreeCpuBlocks: s.numFreeCpuBlocks,
+    gpuCacheUsage: s.gpuCacheUsage,
+    cpuCacheUsage: s.cpuCacheUsage,
+    prefixCacheQueries: s.prefixCacheQueries,
+    prefixCacheHits: s.prefixCacheHits,
     numPreemptions: s.numPreemptionsRecompute + s.numPreemptionsSwap,
-    generationTokens: s.generationTokens, numSteps: s.numSteps,
+    generationTokens: s.generationTokens,
+    numSteps: s.numSteps,
   };
 }
 
-function fillDevice(s: BlockStates, gpu: boolean, blockSize: number, state: Uint8Array, refCount: Uint8Array,
-  tokens: Uint16Array, flags: Uint8Array): void {
+function fillDevice(
+  s: BlockStates,
+  gpu: boolean,
+  blockSize: number,
+  state: Uint8Array,
+  refCount: Uint8Array,
+  tokens: Uint16Array,
+  flags: Uint8Array,
+): void {
   const first = s.firstBlockId;
   const inUse = gpu ? BlockState.USED : BlockState.SWAPPED;
   const fullTokens = Math.min(blockSize, 0xffff);
@@ -307,12 +332,15 @@ function fillDevice(s: BlockStates, gpu: boolean, blockSize: number, state: Uint
  * A cheap value that changes whenever the KV cache or the request queues may have changed: steps taken, queue
  * lengths, free blocks, finished requests. O(1); the dashboard polls it and builds a snapshot only when it moves.
  */
-export function engineStateVersion(engine: Pick<SnapshotEngine, 'blockManager' | 'scheduler'> &
-  { readonly metrics: EngineMetrics }): string {
+export function engineStateVersion(
+  engine: Pick<SnapshotEngine, 'blockManager' | 'scheduler'> & { readonly metrics: EngineMetrics },
+): string {
   const c = engine.metrics.counters;
   const f = c.requestsFinished;
   const sch = engine.scheduler;
-  return `${c.numSteps}:${sch.waiting.length}:${sch.running.length}:${sch.swapped.length}:` +
+  return (
+    `${c.numSteps}:${sch.waiting.length}:${sch.running.length}:${sch.swapped.length}:` +
     `${engine.blockManager.getNumFreeGpuBlocks()}:${engine.blockManager.getNumFreeCpuBlocks()}:` +
-    `${f.stop + f.length + f.abort}`;
+    `${f.stop + f.length + f.abort}`
+  );
 }

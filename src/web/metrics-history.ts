@@ -37,7 +37,8 @@ export class MetricsHistory {
 
   /** @param capacity points kept (default 600: ten minutes at one per second). */
   constructor(readonly capacity = 600) {
-    if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`capacity must be a positive integer, got ${capacity}`);
+    if (!Number.isInteger(capacity) || capacity < 1)
+      throw new RangeError(`capacity must be a positive integer, got ${capacity}`);
   }
 
   /**
@@ -85,8 +86,17 @@ export class MetricsHistory {
     if (this.prev === null) return null;
     this.prev = null;
     const gap: SeriesPoint = {
-      t: unixMs / 1000 - 0.001, kvUsage: null, cpuUsage: null, hitRate: null, hitRateTotal: null, running: null,
-      waiting: null, swapped: null, tokensPerSec: null, preemptions: null, preemptionsTotal: null,
+      t: unixMs / 1000 - 0.001,
+      kvUsage: null,
+      cpuUsage: null,
+      hitRate: null,
+      hitRateTotal: null,
+      running: null,
+      waiting: null,
+      swapped: null,
+      tokensPerSec: null,
+      preemptions: null,
+      preemptionsTotal: null,
     };
     this.push(gap);
     return gap;

@@ -1,7 +1,9 @@
 import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import {
-  BENCH_SERVE_FLAGS, parseBenchServeOptions, type BenchServeCliValues,
+  BENCH_SERVE_FLAGS,
+  parseBenchServeOptions,
+  type BenchServeCliValues,
 } from '../../src/benchmark/bench-serve-options.js';
 import { BenchmarkOptionsError } from '../../src/benchmark/errors.js';
 import { ClippedLogNormal } from '../../src/benchmark/length-distribution.js';
@@ -35,28 +37,117 @@ describe('parseBenchServeOptions', () => {
   });
 
   it('reads every flag through commander', () => {
-    const o = parseBenchServeOptions(viaCommander([
-      '--base-url', 'http://localhost:9000', '--endpoint', 'chat', '--model', 'm', '--api-key', 'k',
-      '--dataset-name', 'random', '--num-prompts', '7', '--request-rate', '2.5', '--max-concurrency', '3',
-      '--seed', '-4', '--no-ignore-eos', '--temperature', '0.7', '--metric-percentiles', '50,90,99.9',
-      '--no-scrape-metrics', '--metrics-interval', '100', '--result-file', '/tmp/r.json', '--disable-progress',
-      '--extra-body', '{"top_k":1}', '--random-input-len', '64', '--random-output-len', '32', '--random-range-ratio', '0.5',
-    ]), {});
+    const o = parseBenchServeOptions(
+      viaCommander([
+        '--base-url',
+        'http://localhost:9000',
+        '--endpoint',
+        'chat',
+        '--model',
+        'm',
+        '--api-key',
+        'k',
+        '--dataset-name',
+        'random',
+        '--num-prompts',
+        '7',
+        '--request-rate',
+        '2.5',
+        '--max-concurrency',
+        '3',
+        '--seed',
+        '-4',
+        '--no-ignore-eos',
+        '--temperature',
+        '0.7',
+        '--metric-percentiles',
+        '50,90,99.9',
+        '--no-scrape-metrics',
+        '--metrics-interval',
+        '100',
+        '--result-file',
+        '/tmp/r.json',
+        '--disable-progress',
+        '--extra-body',
+        '{"top_k":1}',
+        '--random-input-len',
+        '64',
+        '--random-output-len',
+        '32',
+        '--random-range-ratio',
+        '0.5',
+      ]),
+      {},
+    );
     expect(o).toMatchObject({
-      baseUrl: 'http://localhost:9000', endpoint: 'chat', model: 'm', apiKey: 'k', seed: -4, requestRate: 2.5,
-      maxConcurrency: 3, ignoreEos: false, temperature: 0.7, percentiles: [50, 90, 99.9], scrapeMetrics: false,
-      metricsIntervalMs: 100, resultFile: '/tmp/r.json', showProgress: false, extraBody: { top_k: 1 },
+      baseUrl: 'http://localhost:9000',
+      endpoint: 'chat',
+      model: 'm',
+      apiKey: 'k',
+      seed: -4,
+      requestRate: 2.5,
+      maxConcurrency: 3,
+      ignoreEos: false,
+      temperature: 0.7,
+      percentiles: [50, 90, 99.9],
+      scrapeMetrics: false,
+      metricsIntervalMs: 100,
+      resultFile: '/tmp/r.json',
+      showProgress: false,
+      extraBody: { top_k: 1 },
       workload: { kind: 'random', numPrompts: 7, inputLen: 64, outputLen: 32, rangeRatio: 0.5 },
     });
-    const p = parseBenchServeOptions(viaCommander(['--dataset-name', 'prefix-repetition',
-      '--prefix-repetition-prefix-len', '512', '--prefix-repetition-suffix-len', '32',
-      '--prefix-repetition-num-prefixes', '2', '--prefix-repetition-output-len', '16', '--request-rate', 'inf']), {});
-    expect(p.workload).toEqual({ kind: 'prefix-repetition', numPrompts: 100, prefixLen: 512, suffixLen: 32, numPrefixes: 2, outputLen: 16 });
+    const p = parseBenchServeOptions(
+      viaCommander([
+        '--dataset-name',
+        'prefix-repetition',
+        '--prefix-repetition-prefix-len',
+        '512',
+        '--prefix-repetition-suffix-len',
+        '32',
+        '--prefix-repetition-num-prefixes',
+        '2',
+        '--prefix-repetition-output-len',
+        '16',
+        '--request-rate',
+        'inf',
+      ]),
+      {},
+    );
+    expect(p.workload).toEqual({
+      kind: 'prefix-repetition',
+      numPrompts: 100,
+      prefixLen: 512,
+      suffixLen: 32,
+      numPrefixes: 2,
+      outputLen: 16,
+    });
     expect(p.requestRate).toBe(Infinity);
-    const s = parseBenchServeOptions(viaCommander(['--sharegpt-input-mean', '40', '--sharegpt-output-mean', '60',
-      '--sharegpt-input-sigma', '0.5', '--sharegpt-output-sigma', '0.6', '--sharegpt-max-input-len', '200',
-      '--sharegpt-max-output-len', '300']), {});
-    expect(s.workload).toMatchObject({ inputMean: 40, outputMean: 60, inputSigma: 0.5, outputSigma: 0.6, maxInputLen: 200, maxOutputLen: 300 });
+    const s = parseBenchServeOptions(
+      viaCommander([
+        '--sharegpt-input-mean',
+        '40',
+        '--sharegpt-output-mean',
+        '60',
+        '--sharegpt-input-sigma',
+        '0.5',
+        '--sharegpt-output-sigma',
+        '0.6',
+        '--sharegpt-max-input-len',
+        '200',
+        '--sharegpt-max-output-len',
+        '300',
+      ]),
+      {},
+    );
+    expect(s.workload).toMatchObject({
+      inputMean: 40,
+      outputMean: 60,
+      inputSigma: 0.5,
+      outputSigma: 0.6,
+      maxInputLen: 200,
+      maxOutputLen: 300,
+    });
   });
 
   it('a maximum given without its mean lowers the default mean with it (the default law clipped there)', () => {
@@ -69,19 +160,25 @@ describe('parseBenchServeOptions', () => {
     expect(o.outputMean).toBeCloseTo(224.467, 2);
     expect(o.inputMean).toBeCloseTo(76.406, 2);
     // The same unclipped law: its median e^μ is the default's.
-    expect(new ClippedLogNormal(o.outputMean, d.outputSigma, 4, 300).unclippedMedian)
-      .toBeCloseTo(law(d.outputMean, d.outputSigma).unclippedMedian, 3);
+    expect(new ClippedLogNormal(o.outputMean, d.outputSigma, 4, 300).unclippedMedian).toBeCloseTo(
+      law(d.outputMean, d.outputSigma).unclippedMedian,
+      3,
+    );
     // At the default maximum the mean is exactly the paper's; a given mean is kept.
-    expect(parseBenchServeOptions({ sharegptMaxOutputLen: '1024' }, {}).workload).toMatchObject({ outputMean: d.outputMean });
-    expect(parseBenchServeOptions({ sharegptMaxOutputLen: '300', sharegptOutputMean: '120' }, {}).workload)
-      .toMatchObject({ outputMean: 120 });
+    expect(parseBenchServeOptions({ sharegptMaxOutputLen: '1024' }, {}).workload).toMatchObject({
+      outputMean: d.outputMean,
+    });
+    expect(
+      parseBenchServeOptions({ sharegptMaxOutputLen: '300', sharegptOutputMean: '120' }, {}).workload,
+    ).toMatchObject({ outputMean: 120 });
   });
 
   it('says which flags to change when a given mean is outside its bounds', () => {
     expect(() => parseBenchServeOptions({ sharegptMaxOutputLen: '300', sharegptOutputMean: '400' }, {})).toThrow(
       '--sharegpt-output-mean: a mean of 400 output tokens cannot be reached by lengths between 4 and 300 ' +
-      '(--sharegpt-max-output-len 300): give a mean strictly between the two, raise --sharegpt-max-output-len, or ' +
-      'leave --sharegpt-output-mean out and the default mean follows --sharegpt-max-output-len');
+        '(--sharegpt-max-output-len 300): give a mean strictly between the two, raise --sharegpt-max-output-len, or ' +
+        'leave --sharegpt-output-mean out and the default mean follows --sharegpt-max-output-len',
+    );
   });
 
   it('takes the API key from OPENAI_API_KEY when no flag gives one', () => {
@@ -109,8 +206,10 @@ describe('parseBenchServeOptions', () => {
       [{ datasetName: 'random', randomRangeRatio: '1' }, '--random-range-ratio'],
       [{ sharegptMaxOutputLen: '300', sharegptOutputMean: '337.99' }, '--sharegpt-output-mean'],
       [{ sharegptInputMean: '4' }, '--sharegpt-input-mean'],
-      [{ datasetName: 'prefix-repetition', prefixRepetitionPrefixLen: '0', prefixRepetitionSuffixLen: '0' },
-        '--prefix-repetition-prefix-len'],
+      [
+        { datasetName: 'prefix-repetition', prefixRepetitionPrefixLen: '0', prefixRepetitionSuffixLen: '0' },
+        '--prefix-repetition-prefix-len',
+      ],
       [{ numPromts: '5' }, '--num-promts'],
       [{ ignoreEos: 'yes' }, '--ignore-eos'],
     ];

@@ -6,7 +6,12 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseBenchServeOptions, resultToJson, runBenchServe, type BenchServeCliValues } from '../../src/benchmark/index.js';
+import {
+  parseBenchServeOptions,
+  resultToJson,
+  runBenchServe,
+  type BenchServeCliValues,
+} from '../../src/benchmark/index.js';
 import { BenchmarkServerError } from '../../src/benchmark/errors.js';
 import { startServer, type ServerHandle } from '../../src/server/api-server.js';
 import { sharedDir } from '../../src/cli/default-model.js';
@@ -21,7 +26,12 @@ const lines: string[] = [];
 
 beforeAll(async () => {
   server = await startServer({
-    model: STORIES, host: '127.0.0.1', port: 0, threads: 1, kvCacheMemory: 16 * 1024 * 1024, chatTemplate: PLAIN_TEMPLATE,
+    model: STORIES,
+    host: '127.0.0.1',
+    port: 0,
+    threads: 1,
+    kvCacheMemory: 16 * 1024 * 1024,
+    chatTemplate: PLAIN_TEMPLATE,
   });
   dir = mkdtempSync(join(tmpdir(), 'pagellm-bench-test-'));
 });
@@ -32,16 +42,26 @@ afterAll(async () => {
 });
 
 function options(values: BenchServeCliValues) {
-  return { ...parseBenchServeOptions({ baseUrl: server.url, metricsInterval: '10', ...values }, {}), log: (l: string) => lines.push(l) };
+  return {
+    ...parseBenchServeOptions({ baseUrl: server.url, metricsInterval: '10', ...values }, {}),
+    log: (l: string) => lines.push(l),
+  };
 }
 
 describe('bench serve against pagellm', () => {
   it('random workload: every request completes with exactly max_tokens, timings are consistent, /metrics agrees', async () => {
     const file = join(dir, 'random.json');
-    const r = await runBenchServe(options({
-      datasetName: 'random', numPrompts: '8', randomInputLen: '24', randomOutputLen: '12', maxConcurrency: '4',
-      resultFile: file, metricPercentiles: '50,99',
-    }));
+    const r = await runBenchServe(
+      options({
+        datasetName: 'random',
+        numPrompts: '8',
+        randomInputLen: '24',
+        randomOutputLen: '12',
+        maxConcurrency: '4',
+        resultFile: file,
+        metricPercentiles: '50,99',
+      }),
+    );
     expect(r.completed).toBe(8);
     expect(r.failed).toBe(0);
     expect(r.config.model).toBe('stories260K');
@@ -71,7 +91,11 @@ describe('bench serve against pagellm', () => {
     expect(r.server.peakNumRunning).toBeLessThanOrEqual(4);
     expect(r.server.numSamples).toBeGreaterThanOrEqual(2);
     expect(r.server.failedScrapes).toBe(0);
-    const json = JSON.parse(readFileSync(file, 'utf8')) as { completed: number; config: { requestRate: unknown }; requests: unknown[] };
+    const json = JSON.parse(readFileSync(file, 'utf8')) as {
+      completed: number;
+      config: { requestRate: unknown };
+      requests: unknown[];
+    };
     expect(json.completed).toBe(8);
     expect(json.config.requestRate).toBe('inf');
     expect(json.requests).toHaveLength(8);
@@ -80,10 +104,17 @@ describe('bench serve against pagellm', () => {
   });
 
   it('prefix-repetition: requests after the first find the shared prefix in the prefix cache', async () => {
-    const r = await runBenchServe(options({
-      datasetName: 'prefix-repetition', numPrompts: '6', prefixRepetitionPrefixLen: '64', prefixRepetitionSuffixLen: '8',
-      prefixRepetitionOutputLen: '4', maxConcurrency: '1', seed: '3',
-    }));
+    const r = await runBenchServe(
+      options({
+        datasetName: 'prefix-repetition',
+        numPrompts: '6',
+        prefixRepetitionPrefixLen: '64',
+        prefixRepetitionSuffixLen: '8',
+        prefixRepetitionOutputLen: '4',
+        maxConcurrency: '1',
+        seed: '3',
+      }),
+    );
     expect(r.completed).toBe(6);
     expect(r.totalOutputTokens).toBe(24);
     expect(r.server.prefixCacheQueries).toBe(6 * 72);
@@ -93,10 +124,19 @@ describe('bench serve against pagellm', () => {
   });
 
   it('chat endpoint with Poisson arrivals: text prompts, arrivals in order, outputs exact', async () => {
-    const r = await runBenchServe(options({
-      endpoint: 'chat', datasetName: 'sharegpt-like', numPrompts: '5', requestRate: '40', seed: '1',
-      sharegptInputMean: '20', sharegptOutputMean: '10', sharegptMaxInputLen: '60', sharegptMaxOutputLen: '30',
-    }));
+    const r = await runBenchServe(
+      options({
+        endpoint: 'chat',
+        datasetName: 'sharegpt-like',
+        numPrompts: '5',
+        requestRate: '40',
+        seed: '1',
+        sharegptInputMean: '20',
+        sharegptOutputMean: '10',
+        sharegptMaxInputLen: '60',
+        sharegptMaxOutputLen: '30',
+      }),
+    );
     expect(r.completed).toBe(5);
     expect(r.outputLenMismatches).toBe(0);
     const sent = r.requests.map((q) => q.sentAtMs);
@@ -106,11 +146,18 @@ describe('bench serve against pagellm', () => {
     for (const q of r.requests) expect(q.promptLen).toBeGreaterThan(1);
   });
 
-  it('clips requests longer than the server\'s max_model_len to it, and reports how many and to what', async () => {
+  it("clips requests longer than the server's max_model_len to it, and reports how many and to what", async () => {
     const before = lines.length;
     // A named model's max_model_len is read from its entry in GET /v1/models too.
-    const r = await runBenchServe(options({ datasetName: 'random', numPrompts: '2', randomInputLen: '500', randomOutputLen: '100',
-      model: 'stories260K' }));
+    const r = await runBenchServe(
+      options({
+        datasetName: 'random',
+        numPrompts: '2',
+        randomInputLen: '500',
+        randomOutputLen: '100',
+        model: 'stories260K',
+      }),
+    );
     expect(r.completed).toBe(2);
     expect(r.lengthClipping).toEqual({ maxModelLen: 512, numClipped: 2, longestRequested: 600 });
     // ⌊512 · 500 / 600⌋ = 426 prompt tokens, 86 output tokens.
@@ -118,25 +165,36 @@ describe('bench serve against pagellm', () => {
     expect(r.totalOutputTokens).toBe(2 * 86);
     expect(r.outputLenMismatches).toBe(0);
     const printed = lines.slice(before);
-    expect(printed).toContain('bench serve: 2 of 2 requests were longer than the server\'s max_model_len and were ' +
-      'clipped to 512 prompt + output tokens (longest asked: 600), keeping each request\'s prompt : output ratio');
+    expect(printed).toContain(
+      "bench serve: 2 of 2 requests were longer than the server's max_model_len and were " +
+        "clipped to 512 prompt + output tokens (longest asked: 600), keeping each request's prompt : output ratio",
+    );
     expect(printed.some((l) => /^Requests clipped to max_model_len 512:\s+2$/.test(l))).toBe(true);
     expect(JSON.parse(resultToJson(r))).toMatchObject({ lengthClipping: { maxModelLen: 512, numClipped: 2 } });
   });
 
-  it('chat: clips to max_model_len less the chat template\'s own tokens, so every request fits', async () => {
-    const r = await runBenchServe(options({ endpoint: 'chat', datasetName: 'random', numPrompts: '2',
-      randomInputLen: '500', randomOutputLen: '100' }));
+  it("chat: clips to max_model_len less the chat template's own tokens, so every request fits", async () => {
+    const r = await runBenchServe(
+      options({
+        endpoint: 'chat',
+        datasetName: 'random',
+        numPrompts: '2',
+        randomInputLen: '500',
+        randomOutputLen: '100',
+      }),
+    );
     // The test template adds one token (BOS) around the message.
     expect(r.lengthClipping).toEqual({ maxModelLen: 511, numClipped: 2, longestRequested: 600 });
     expect(r.completed).toBe(2);
     for (const q of r.requests) expect(q.promptLen + q.outputLen).toBeLessThanOrEqual(512);
   });
 
-  it('fails fast with the server\'s message for a wrong model, and for no server at all', async () => {
-    await expect(runBenchServe(options({ datasetName: 'random', numPrompts: '2', model: 'nope' })))
-      .rejects.toThrow(BenchmarkServerError);
-    await expect(runBenchServe({ ...options({ datasetName: 'random', numPrompts: '2' }), baseUrl: 'http://127.0.0.1:1' }))
-      .rejects.toThrow(/no response/);
+  it("fails fast with the server's message for a wrong model, and for no server at all", async () => {
+    await expect(runBenchServe(options({ datasetName: 'random', numPrompts: '2', model: 'nope' }))).rejects.toThrow(
+      BenchmarkServerError,
+    );
+    await expect(
+      runBenchServe({ ...options({ datasetName: 'random', numPrompts: '2' }), baseUrl: 'http://127.0.0.1:1' }),
+    ).rejects.toThrow(/no response/);
   });
 });

@@ -4,15 +4,38 @@ import { PrometheusMetrics } from '../../src/server/prometheus-metrics.js';
 import type { EngineStats } from '../../src/engine/index.js';
 
 describe('parsePrometheusText', () => {
-  it('reads what pagellm\'s /metrics renders (prom-client), counters, gauges, labels and histograms', async () => {
+  it("reads what pagellm's /metrics renders (prom-client), counters, gauges, labels and histograms", async () => {
     const m = new PrometheusMetrics({ block_size: 16, cache_dtype: 'fp32' }, false);
     const stats = {
-      now: 0, numRunning: 3, numWaiting: 2, numSwapped: 0, numGpuBlocks: 100, numCpuBlocks: 0, numFreeGpuBlocks: 60,
-      numFreeCpuBlocks: 0, gpuCacheUsage: 0.4, cpuCacheUsage: 0, peakGpuCacheUsage: 0.5, prefixCacheQueries: 640,
-      prefixCacheHits: 512, gpuPrefixCacheHitRate: 0.8, numPreemptionsRecompute: 2, numPreemptionsSwap: 1,
-      numBlocksSwappedIn: 0, numBlocksSwappedOut: 0, numBlocksCopied: 0, numPromptTokensComputed: 128,
-      promptTokens: 640, generationTokens: 77, numSteps: 10, requestsFinished: { stop: 1, length: 4, abort: 0 },
-      kvStoreHits: 6, kvStoreMisses: 2, kvStoreBytesRead: 6000, kvStoreBytesWritten: 9000, kvStoreErrors: 1,
+      now: 0,
+      numRunning: 3,
+      numWaiting: 2,
+      numSwapped: 0,
+      numGpuBlocks: 100,
+      numCpuBlocks: 0,
+      numFreeGpuBlocks: 60,
+      numFreeCpuBlocks: 0,
+      gpuCacheUsage: 0.4,
+      cpuCacheUsage: 0,
+      peakGpuCacheUsage: 0.5,
+      prefixCacheQueries: 640,
+      prefixCacheHits: 512,
+      gpuPrefixCacheHitRate: 0.8,
+      numPreemptionsRecompute: 2,
+      numPreemptionsSwap: 1,
+      numBlocksSwappedIn: 0,
+      numBlocksSwappedOut: 0,
+      numBlocksCopied: 0,
+      numPromptTokensComputed: 128,
+      promptTokens: 640,
+      generationTokens: 77,
+      numSteps: 10,
+      requestsFinished: { stop: 1, length: 4, abort: 0 },
+      kvStoreHits: 6,
+      kvStoreMisses: 2,
+      kvStoreBytesRead: 6000,
+      kvStoreBytesWritten: 9000,
+      kvStoreErrors: 1,
     } satisfies EngineStats;
     m.update(stats);
     m.observe('ttftMs', 30);
@@ -30,7 +53,9 @@ describe('parsePrometheusText', () => {
     expect(sumSamples(samples, 'pagellm:kv_store_bytes_read_total')).toBe(6000);
     expect(sumSamples(samples, 'pagellm:kv_store_bytes_written_total')).toBe(9000);
     expect(sumSamples(samples, 'pagellm:kv_store_errors_total')).toBe(1);
-    const length = samples.find((s) => s.name === 'pagellm:request_success_total' && s.labels.finished_reason === 'length');
+    const length = samples.find(
+      (s) => s.name === 'pagellm:request_success_total' && s.labels.finished_reason === 'length',
+    );
     expect(length?.value).toBe(4);
     expect(sumSamples(samples, 'pagellm:time_to_first_token_seconds_count')).toBe(2);
     const inf = samples.find((s) => s.name === 'pagellm:time_to_first_token_seconds_bucket' && s.labels.le === '+Inf');

@@ -22,7 +22,7 @@ function naivePercentile(values: readonly number[], p: number): number {
 }
 
 describe('percentile', () => {
-  it('equals numpy\'s linear interpolation on known examples', () => {
+  it("equals numpy's linear interpolation on known examples", () => {
     expect(percentile([1, 2, 3, 4], 99)).toBeCloseTo(3.97, 12);
     expect(percentile([15, 20, 35, 40, 50], 40)).toBeCloseTo(29, 12);
     expect(percentile([5, 1, 4, 2, 3], 50)).toBe(3);
@@ -32,17 +32,21 @@ describe('percentile', () => {
   });
 
   it('agrees with a naive count-based computation on random lists', () => {
-    fc.assert(fc.property(
-      fc.array(fc.double({ min: -1e6, max: 1e6, noNaN: true }), { minLength: 1, maxLength: 60 }),
-      fc.double({ min: 0, max: 100, noNaN: true }),
-      (values, p) => {
-        const got = percentile(values, p);
-        const want = naivePercentile(values, p);
-        expect(Math.abs(got - want)).toBeLessThanOrEqual(1e-9 * Math.max(1, Math.abs(want)));
-        // == so that 0 and -0 count as equal.
-        expect(percentile(values, 0) === Math.min(...values)).toBe(true);
-        expect(percentile(values, 100) === Math.max(...values)).toBe(true);
-      }), { numRuns: 500 });
+    fc.assert(
+      fc.property(
+        fc.array(fc.double({ min: -1e6, max: 1e6, noNaN: true }), { minLength: 1, maxLength: 60 }),
+        fc.double({ min: 0, max: 100, noNaN: true }),
+        (values, p) => {
+          const got = percentile(values, p);
+          const want = naivePercentile(values, p);
+          expect(Math.abs(got - want)).toBeLessThanOrEqual(1e-9 * Math.max(1, Math.abs(want)));
+          // == so that 0 and -0 count as equal.
+          expect(percentile(values, 0) === Math.min(...values)).toBe(true);
+          expect(percentile(values, 100) === Math.max(...values)).toBe(true);
+        },
+      ),
+      { numRuns: 500 },
+    );
   });
 });
 
@@ -61,18 +65,21 @@ describe('summarize', () => {
   });
 
   it('matches naive sums on random lists', () => {
-    fc.assert(fc.property(fc.array(fc.double({ min: 0, max: 1e4, noNaN: true }), { minLength: 1, maxLength: 80 }), (values) => {
-      const s = summarize(values);
-      let sum = 0;
-      for (const v of values) sum += v;
-      const m = sum / values.length;
-      let ss = 0;
-      for (const v of values) ss += (v - m) ** 2;
-      expect(s.mean).toBeCloseTo(m, 6);
-      expect(s.std).toBeCloseTo(Math.sqrt(ss / values.length), 6);
-      expect(s.median).toBeCloseTo(naivePercentile(values, 50), 9);
-      expect(s.percentiles['99']).toBeCloseTo(naivePercentile(values, 99), 9);
-    }), { numRuns: 300 });
+    fc.assert(
+      fc.property(fc.array(fc.double({ min: 0, max: 1e4, noNaN: true }), { minLength: 1, maxLength: 80 }), (values) => {
+        const s = summarize(values);
+        let sum = 0;
+        for (const v of values) sum += v;
+        const m = sum / values.length;
+        let ss = 0;
+        for (const v of values) ss += (v - m) ** 2;
+        expect(s.mean).toBeCloseTo(m, 6);
+        expect(s.std).toBeCloseTo(Math.sqrt(ss / values.length), 6);
+        expect(s.median).toBeCloseTo(naivePercentile(values, 50), 9);
+        expect(s.percentiles['99']).toBeCloseTo(naivePercentile(values, 99), 9);
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('is all NaN for no samples', () => {

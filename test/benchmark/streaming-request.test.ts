@@ -6,7 +6,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HttpClient } from '../../src/benchmark/http-client.js';
-import { requestBody, sendStreamingRequest, type StreamingRequestInput } from '../../src/benchmark/streaming-request.js';
+import {
+  requestBody,
+  sendStreamingRequest,
+  type StreamingRequestInput,
+} from '../../src/benchmark/streaming-request.js';
 
 type Handler = (body: Record<string, unknown>, res: http.ServerResponse) => void;
 let server: http.Server | undefined;
@@ -31,14 +35,25 @@ afterEach(async () => {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const input: StreamingRequestInput = {
-  endpoint: 'completions', model: 'm', prompt: [5, 6, 7], promptLen: 3, maxTokens: 3, ignoreEos: true, temperature: 0,
+  endpoint: 'completions',
+  model: 'm',
+  prompt: [5, 6, 7],
+  promptLen: 3,
+  maxTokens: 3,
+  ignoreEos: true,
+  temperature: 0,
 };
 
 describe('requestBody', () => {
-  it('asks for a stream with usage, max_tokens, ignore_eos and the prompt in the endpoint\'s shape', () => {
+  it("asks for a stream with usage, max_tokens, ignore_eos and the prompt in the endpoint's shape", () => {
     expect(requestBody(input)).toEqual({
-      model: 'm', stream: true, stream_options: { include_usage: true, continuous_usage_stats: true }, temperature: 0,
-      max_tokens: 3, ignore_eos: true, prompt: [5, 6, 7],
+      model: 'm',
+      stream: true,
+      stream_options: { include_usage: true, continuous_usage_stats: true },
+      temperature: 0,
+      max_tokens: 3,
+      ignore_eos: true,
+      prompt: [5, 6, 7],
     });
     const chat = requestBody({ ...input, endpoint: 'chat', prompt: 'hi', ignoreEos: false, extraBody: { top_k: 1 } });
     expect(chat).toMatchObject({ messages: [{ role: 'user', content: 'hi' }], top_k: 1 });
@@ -84,7 +99,7 @@ describe('sendStreamingRequest', () => {
     expect(r.itlMs).toHaveLength(1);
   });
 
-  it('records an HTTP error with the server\'s message', async () => {
+  it("records an HTTP error with the server's message", async () => {
     const c = await serve((_body, res) => {
       res.writeHead(400, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ error: { message: 'max_tokens is too large', type: 'invalid_request_error' } }));
@@ -100,7 +115,8 @@ describe('sendStreamingRequest', () => {
     const c = await serve((body, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(`data: ${JSON.stringify({ choices: [{ text: 'x' }] })}\n\n`);
-      if (body.model === 'err') res.end(`data: ${JSON.stringify({ error: { message: 'engine failed' } })}\n\ndata: [DONE]\n\n`);
+      if (body.model === 'err')
+        res.end(`data: ${JSON.stringify({ error: { message: 'engine failed' } })}\n\ndata: [DONE]\n\n`);
       else res.end();
     });
     const a = await sendStreamingRequest(c, 0, { ...input, model: 'err' }, performance.now());

@@ -1,16 +1,23 @@
 import { describe, expect, it } from 'vitest';
 import { WorkloadError } from '../../src/benchmark/errors.js';
 import {
-  SHAREGPT_LIKE_DEFAULTS, generateWorkload, sampleRequestLengths, type WorkloadSpec,
+  SHAREGPT_LIKE_DEFAULTS,
+  generateWorkload,
+  sampleRequestLengths,
+  type WorkloadSpec,
 } from '../../src/benchmark/workload.js';
 import { percentile } from '../../src/benchmark/statistics.js';
 import { SeededNormal } from '../../src/model/random-model.js';
 
 const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
-const sharegpt = (numPrompts: number): WorkloadSpec => ({ kind: 'sharegpt-like', numPrompts, ...SHAREGPT_LIKE_DEFAULTS });
+const sharegpt = (numPrompts: number): WorkloadSpec => ({
+  kind: 'sharegpt-like',
+  numPrompts,
+  ...SHAREGPT_LIKE_DEFAULTS,
+});
 
 describe('sharegpt-like lengths', () => {
-  it('match the vLLM paper\'s ShareGPT means (161.31 in, 337.99 out) within 3% over 20,000 seeded draws', () => {
+  it("match the vLLM paper's ShareGPT means (161.31 in, 337.99 out) within 3% over 20,000 seeded draws", () => {
     for (const seed of [0, 1, 2]) {
       const l = sampleRequestLengths(sharegpt(20_000), new SeededNormal(seed));
       const ins = l.map((r) => r.inputLen);
@@ -30,20 +37,29 @@ describe('sharegpt-like lengths', () => {
   });
 
   it('honours other means and bounds, and rejects a mean its maximum cannot reach', () => {
-    const spec: WorkloadSpec = { ...sharegpt(10_000), inputMean: 40, outputMean: 60, maxInputLen: 200, maxOutputLen: 300 } as WorkloadSpec;
+    const spec: WorkloadSpec = {
+      ...sharegpt(10_000),
+      inputMean: 40,
+      outputMean: 60,
+      maxInputLen: 200,
+      maxOutputLen: 300,
+    } as WorkloadSpec;
     const l = sampleRequestLengths(spec, new SeededNormal(5));
     expect(Math.abs(mean(l.map((r) => r.inputLen)) - 40) / 40).toBeLessThan(0.03);
     expect(Math.abs(mean(l.map((r) => r.outputLen)) - 60) / 60).toBeLessThan(0.03);
     expect(Math.max(...l.map((r) => r.outputLen))).toBeLessThanOrEqual(300);
-    expect(() => sampleRequestLengths({ ...sharegpt(10), maxOutputLen: 300 } as WorkloadSpec, new SeededNormal(0)))
-      .toThrow(WorkloadError);
+    expect(() =>
+      sampleRequestLengths({ ...sharegpt(10), maxOutputLen: 300 } as WorkloadSpec, new SeededNormal(0)),
+    ).toThrow(WorkloadError);
   });
 });
 
 describe('random lengths', () => {
   it('are uniform over len·[1 − r, 1 + r] and exact for r = 0', () => {
-    const l = sampleRequestLengths({ kind: 'random', numPrompts: 20_000, inputLen: 100, outputLen: 50, rangeRatio: 0.5 },
-      new SeededNormal(9));
+    const l = sampleRequestLengths(
+      { kind: 'random', numPrompts: 20_000, inputLen: 100, outputLen: 50, rangeRatio: 0.5 },
+      new SeededNormal(9),
+    );
     const ins = l.map((r) => r.inputLen);
     expect(Math.min(...ins)).toBe(50);
     expect(Math.max(...ins)).toBe(150);
@@ -52,16 +68,26 @@ describe('random lengths', () => {
     expect(Math.min(...outs)).toBe(25);
     expect(Math.max(...outs)).toBe(75);
     expect(Math.abs(mean(outs) - 50)).toBeLessThan(0.5);
-    const exact = sampleRequestLengths({ kind: 'random', numPrompts: 50, inputLen: 7, outputLen: 3, rangeRatio: 0 },
-      new SeededNormal(1));
+    const exact = sampleRequestLengths(
+      { kind: 'random', numPrompts: 50, inputLen: 7, outputLen: 3, rangeRatio: 0 },
+      new SeededNormal(1),
+    );
     expect(exact.every((r) => r.inputLen === 7 && r.outputLen === 3 && r.prefixIndex === null)).toBe(true);
   });
 
   it('rejects bad numbers', () => {
-    expect(() => sampleRequestLengths({ kind: 'random', numPrompts: 0, inputLen: 7, outputLen: 3, rangeRatio: 0 },
-      new SeededNormal(1))).toThrow(/numPrompts/);
-    expect(() => sampleRequestLengths({ kind: 'random', numPrompts: 1, inputLen: 7, outputLen: 3, rangeRatio: 1 },
-      new SeededNormal(1))).toThrow(/rangeRatio/);
+    expect(() =>
+      sampleRequestLengths(
+        { kind: 'random', numPrompts: 0, inputLen: 7, outputLen: 3, rangeRatio: 0 },
+        new SeededNormal(1),
+      ),
+    ).toThrow(/numPrompts/);
+    expect(() =>
+      sampleRequestLengths(
+        { kind: 'random', numPrompts: 1, inputLen: 7, outputLen: 3, rangeRatio: 1 },
+        new SeededNormal(1),
+      ),
+    ).toThrow(/rangeRatio/);
   });
 });
 
@@ -84,7 +110,14 @@ describe('generateWorkload', () => {
   });
 
   it('prefix-repetition: every prompt starts with its prefix, prefixes are shared evenly, suffixes differ', () => {
-    const spec: WorkloadSpec = { kind: 'prefix-repetition', numPrompts: 30, prefixLen: 48, suffixLen: 10, numPrefixes: 3, outputLen: 5 };
+    const spec: WorkloadSpec = {
+      kind: 'prefix-repetition',
+      numPrompts: 30,
+      prefixLen: 48,
+      suffixLen: 10,
+      numPrefixes: 3,
+      outputLen: 5,
+    };
     const w = generateWorkload(spec, pool, 7);
     const byPrefix = new Map<number, number[][]>();
     for (const r of w.requests) {
@@ -111,7 +144,14 @@ describe('generateWorkload', () => {
 
   it('fits requests to maxModelLen, keeping prefix-repetition prefixes shared and suffixes whole', () => {
     // The `bench serve` defaults against a 512-token server: 512 + 64 prompt tokens + 64 output = 640 > 512.
-    const spec: WorkloadSpec = { kind: 'prefix-repetition', numPrompts: 6, prefixLen: 512, suffixLen: 64, numPrefixes: 2, outputLen: 64 };
+    const spec: WorkloadSpec = {
+      kind: 'prefix-repetition',
+      numPrompts: 6,
+      prefixLen: 512,
+      suffixLen: 64,
+      numPrefixes: 2,
+      outputLen: 64,
+    };
     const w = generateWorkload(spec, pool, 5, 512);
     expect(w.clipping).toEqual({ maxModelLen: 512, numClipped: 6, longestRequested: 640 });
     const unclipped = generateWorkload(spec, pool, 5);
@@ -122,7 +162,8 @@ describe('generateWorkload', () => {
       const full = unclipped.requests.find((u) => u.prefixIndex === r.prefixIndex)!;
       expect(r.promptTokenIds.slice(0, 396)).toEqual(full.promptTokenIds.slice(0, 396));
       for (const other of w.requests.slice(i + 1)) {
-        if (other.prefixIndex === r.prefixIndex) expect(other.promptTokenIds.slice(0, 396)).toEqual(r.promptTokenIds.slice(0, 396));
+        if (other.prefixIndex === r.prefixIndex)
+          expect(other.promptTokenIds.slice(0, 396)).toEqual(r.promptTokenIds.slice(0, 396));
         expect(other.promptTokenIds.slice(396)).not.toEqual(r.promptTokenIds.slice(396));
       }
     }
@@ -131,7 +172,8 @@ describe('generateWorkload', () => {
   });
 
   it('refuses an empty pool', () => {
-    expect(() => generateWorkload({ kind: 'random', numPrompts: 1, inputLen: 4, outputLen: 4, rangeRatio: 0 }, [], 0))
-      .toThrow(WorkloadError);
+    expect(() =>
+      generateWorkload({ kind: 'random', numPrompts: 1, inputLen: 4, outputLen: 4, rangeRatio: 0 }, [], 0),
+    ).toThrow(WorkloadError);
   });
 });

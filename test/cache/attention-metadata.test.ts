@@ -31,41 +31,48 @@ describe('AttentionMetadataBuilder', () => {
 
   it('matches a naive per-token construction for random batches, reusing its buffers', () => {
     const b = new AttentionMetadataBuilder({ blockSize: 3, numGpuBlocks: 500 });
-    fc.assert(fc.property(
-      fc.array(fc.record({
-        seqLen: fc.integer({ min: 1, max: 60 }),
-        frac: fc.double({ min: 0, max: 1, noNaN: true }),
-        extra: fc.integer({ min: 0, max: 2 }), // lookahead blocks beyond seqLen
-        ids: fc.array(fc.integer({ min: 0, max: 499 }), { minLength: 23, maxLength: 23 }),
-      }), { maxLength: 12 }),
-      (raw) => {
-        const seqs = raw.map((r) => {
-          const contextLen = Math.min(r.seqLen - 1, Math.floor(r.frac * r.seqLen));
-          const blockTable = r.ids.slice(0, Math.ceil(r.seqLen / 3) + r.extra);
-          return { blockTable, contextLen, seqLen: r.seqLen };
-        });
-        const m = b.build(seqs);
-        const positions: number[] = [];
-        const slots: number[] = [];
-        const qsl = [0];
-        for (const s of seqs) {
-          for (let p = s.contextLen; p < s.seqLen; p++) {
-            positions.push(p);
-            slots.push(s.blockTable[Math.floor(p / 3)] * 3 + (p % 3));
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            seqLen: fc.integer({ min: 1, max: 60 }),
+            frac: fc.double({ min: 0, max: 1, noNaN: true }),
+            extra: fc.integer({ min: 0, max: 2 }), // lookahead blocks beyond seqLen
+            ids: fc.array(fc.integer({ min: 0, max: 499 }), { minLength: 23, maxLength: 23 }),
+          }),
+          { maxLength: 12 },
+        ),
+        (raw) => {
+          const seqs = raw.map((r) => {
+            const contextLen = Math.min(r.seqLen - 1, Math.floor(r.frac * r.seqLen));
+            const blockTable = r.ids.slice(0, Math.ceil(r.seqLen / 3) + r.extra);
+            return { blockTable, contextLen, seqLen: r.seqLen };
+          });
+          const m = b.build(seqs);
+          const positions: number[] = [];
+          const slots: number[] = [];
+          const qsl = [0];
+          for (const s of seqs) {
+            for (let p = s.contextLen; p < s.seqLen; p++) {
+              positions.push(p);
+              slots.push(s.blockTable[Math.floor(p / 3)] * 3 + (p % 3));
+            }
+            qsl.push(positions.length);
           }
-          qsl.push(positions.length);
-        }
-        const width = Math.max(1, ...seqs.map((s) => s.blockTable.length));
-        expect(m.numTokens).toBe(positions.length);
-        expect(Array.from(m.positions)).toEqual(positions);
-        expect(Array.from(m.slotMapping)).toEqual(slots);
-        expect(Array.from(m.queryStartLoc)).toEqual(qsl);
-        expect(Array.from(m.seqLens)).toEqual(seqs.map((s) => s.seqLen));
-        expect(m.maxBlocksPerSeq).toBe(width);
-        expect(Array.from(m.blockTables)).toEqual(
-          seqs.flatMap((s) => [...s.blockTable, ...new Array<number>(width - s.blockTable.length).fill(0)]));
-      },
-    ), { numRuns: 400 });
+          const width = Math.max(1, ...seqs.map((s) => s.blockTable.length));
+          expect(m.numTokens).toBe(positions.length);
+          expect(Array.from(m.positions)).toEqual(positions);
+          expect(Array.from(m.slotMapping)).toEqual(slots);
+          expect(Array.from(m.queryStartLoc)).toEqual(qsl);
+          expect(Array.from(m.seqLens)).toEqual(seqs.map((s) => s.seqLen));
+          expect(m.maxBlocksPerSeq).toBe(width);
+          expect(Array.from(m.blockTables)).toEqual(
+            seqs.flatMap((s) => [...s.blockTable, ...new Array<number>(width - s.blockTable.length).fill(0)]),
+          );
+        },
+      ),
+      { numRuns: 400 },
+    );
   });
 
   it('throws typed errors for inconsistent sequences', () => {

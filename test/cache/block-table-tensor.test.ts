@@ -22,7 +22,10 @@ describe('BlockTableTensor', () => {
 
   it('reuses its buffer and clears what an earlier, wider build left behind', () => {
     const t = new BlockTableTensor({ initialCapacity: 16 });
-    const a = t.build([[9, 9, 9, 9], [9, 9, 9, 9]]);
+    const a = t.build([
+      [9, 9, 9, 9],
+      [9, 9, 9, 9],
+    ]);
     const b = t.build([[1, 2], [3], [4, 5]]);
     expect(b.buffer).toBe(a.buffer);
     expect(b.byteOffset).toBe(a.byteOffset);
@@ -34,8 +37,17 @@ describe('BlockTableTensor', () => {
 
   it('allocates through the given allocator, growing by doubling only when too small', () => {
     const sizes: number[] = [];
-    const t = new BlockTableTensor({ initialCapacity: 4, alloc: (n) => { sizes.push(n); return new Int32Array(n); } });
-    t.build([[1, 2], [3, 4]]);
+    const t = new BlockTableTensor({
+      initialCapacity: 4,
+      alloc: (n) => {
+        sizes.push(n);
+        return new Int32Array(n);
+      },
+    });
+    t.build([
+      [1, 2],
+      [3, 4],
+    ]);
     t.build([[1, 2, 3], [4, 5, 6], [7]]); // 9 elements → 16
     t.build([[1]]);
     expect(sizes).toEqual([4, 16]);
@@ -43,16 +55,19 @@ describe('BlockTableTensor', () => {
 
   it('equals a naive padded copy for random batches', () => {
     const t = new BlockTableTensor({ initialCapacity: 1 });
-    fc.assert(fc.property(
-      fc.array(fc.array(fc.integer({ min: 0, max: 1000 }), { maxLength: 40 }), { maxLength: 30 }),
-      (tables) => {
-        const out = t.build(tables);
-        const width = Math.max(1, ...tables.map((r) => r.length));
-        const naive = tables.flatMap((r) => [...r, ...new Array<number>(width - r.length).fill(0)]);
-        expect(t.maxBlocksPerSeq).toBe(width);
-        expect(Array.from(out)).toEqual(naive);
-      },
-    ), { numRuns: 500 });
+    fc.assert(
+      fc.property(
+        fc.array(fc.array(fc.integer({ min: 0, max: 1000 }), { maxLength: 40 }), { maxLength: 30 }),
+        (tables) => {
+          const out = t.build(tables);
+          const width = Math.max(1, ...tables.map((r) => r.length));
+          const naive = tables.flatMap((r) => [...r, ...new Array<number>(width - r.length).fill(0)]);
+          expect(t.maxBlocksPerSeq).toBe(width);
+          expect(Array.from(out)).toEqual(naive);
+        },
+      ),
+      { numRuns: 500 },
+    );
   });
 
   it('throws typed errors for bad tables', () => {

@@ -19,7 +19,8 @@ import { sharedDir } from '../../src/cli/default-model.js';
 
 const MODEL_DIR = resolve(sharedDir(), 'models', 'stories260K');
 const PROMPT = [1, 403, 407, 261, 378]; // "Once upon a time"
-const GOLDEN = ', there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, ' +
+const GOLDEN =
+  ', there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, ' +
   'red ball. She wanted to play with it, but it was too high';
 // The README calls the golden continuation 55 tokens; greedy decoding needs 56 to end in "high".
 const STEPS = 56;
@@ -34,7 +35,11 @@ function readTensor(t: TensorInfo, dest: Uint8Array): void {
   }
 }
 
-interface Seq { tokens: number[]; blocks: number[]; contextLen: number }
+interface Seq {
+  tokens: number[];
+  blocks: number[];
+  contextLen: number;
+}
 
 describe('CacheEngine under stories260K', () => {
   let backend: KernelBackend;
@@ -103,7 +108,9 @@ describe('CacheEngine under stories260K', () => {
           stepLogits.push([...stepLogits[0]]);
         }
         for (const s of seqs) ensureBlocks(s);
-        const meta = builder.build(seqs.map((s) => ({ blockTable: s.blocks, contextLen: s.contextLen, seqLen: s.tokens.length })));
+        const meta = builder.build(
+          seqs.map((s) => ({ blockTable: s.blocks, contextLen: s.contextLen, seqLen: s.tokens.length })),
+        );
         const tokenIds = new Int32Array(meta.numTokens);
         let t = 0;
         for (const s of seqs) for (let p = s.contextLen; p < s.tokens.length; p++) tokenIds[t++] = s.tokens[p];

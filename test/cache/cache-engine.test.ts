@@ -1,9 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { createBackend, WasmArena, type KernelBackend, type KvCacheDType, type KvCacheLayer } from '../../src/kernels/index.js';
+import {
+  createBackend,
+  WasmArena,
+  type KernelBackend,
+  type KvCacheDType,
+  type KvCacheLayer,
+} from '../../src/kernels/index.js';
 import { CacheEngine } from '../../src/cache/cache-engine.js';
 import {
-  BlockIdOutOfRangeError, CacheAllocationError, InvalidBlockPairsError, InvalidKvCacheSpecError,
+  BlockIdOutOfRangeError,
+  CacheAllocationError,
+  InvalidBlockPairsError,
+  InvalidKvCacheSpecError,
   KvCacheSpecMismatchError,
 } from '../../src/cache/errors.js';
 import type { KvCacheSpec } from '../../src/cache/kv-cache-spec.js';
@@ -18,14 +27,19 @@ const KINDS = ['reference', 'wasm'] as const;
 function rng(seed: number): () => number {
   let x = seed | 0 || 1;
   return () => {
-    x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
     return x >>> 0;
   };
 }
 
 /** Every tensor of a layer as raw bytes, with the bytes one block takes in it. */
 function tensors(layer: KvCacheLayer): { name: string; bytes: Uint8Array; perBlock: number }[] {
-  const list: { name: string; arr: ArrayBufferView }[] = [{ name: 'k', arr: layer.k }, { name: 'v', arr: layer.v }];
+  const list: { name: string; arr: ArrayBufferView }[] = [
+    { name: 'k', arr: layer.k },
+    { name: 'v', arr: layer.v },
+  ];
   if (layer.kScale) list.push({ name: 'kScale', arr: layer.kScale });
   if (layer.vScale) list.push({ name: 'vScale', arr: layer.vScale });
   return list.map(({ name, arr }) => ({
@@ -37,7 +51,8 @@ function tensors(layer: KvCacheLayer): { name: string; bytes: Uint8Array; perBlo
 
 /** Fills every byte of every tensor of a tier with random bytes. */
 function randomize(cache: readonly KvCacheLayer[], next: () => number): void {
-  for (const layer of cache) for (const t of tensors(layer)) for (let i = 0; i < t.bytes.length; i++) t.bytes[i] = next() & 255;
+  for (const layer of cache)
+    for (const t of tensors(layer)) for (let i = 0; i < t.bytes.length; i++) t.bytes[i] = next() & 255;
 }
 
 /** A copy of every tensor's bytes: snapshot[layer][tensor]. */
@@ -57,13 +72,17 @@ function applyNaive(from: Uint8Array[][], to: Uint8Array[][], pairs: readonly Bl
 }
 
 function expectBytes(cache: readonly KvCacheLayer[], expected: Uint8Array[][], label: string): void {
-  cache.forEach((layer, l) => tensors(layer).forEach((t, i) => {
-    // Compare as one Buffer first (fast); only on mismatch locate the first differing byte for the message.
-    if (!Buffer.from(t.bytes).equals(Buffer.from(expected[l][i]))) {
-      const at = t.bytes.findIndex((b, j) => b !== expected[l][i][j]);
-      throw new Error(`${label}: layer ${l} ${t.name} differs first at byte ${at} (block ${Math.floor(at / t.perBlock)})`);
-    }
-  }));
+  cache.forEach((layer, l) =>
+    tensors(layer).forEach((t, i) => {
+      // Compare as one Buffer first (fast); only on mismatch locate the first differing byte for the message.
+      if (!Buffer.from(t.bytes).equals(Buffer.from(expected[l][i]))) {
+        const at = t.bytes.findIndex((b, j) => b !== expected[l][i][j]);
+        throw new Error(
+          `${label}: layer ${l} ${t.name} differs first at byte ${at} (block ${Math.floor(at / t.perBlock)})`,
+        );
+      }
+    }),
+  );
 }
 
 function spec(cacheDtype: KvCacheDType, over: Partial<KvCacheSpec> = {}): KvCacheSpec {
@@ -95,7 +114,10 @@ describe.each(KINDS)('%s backend', (kind) => {
         expect(engine.gpuCache).toHaveLength(3);
         expect(engine.cpuCache).toHaveLength(3);
         const arena = backend.arena as WasmArena;
-        for (const [tier, cache, numBlocks] of [['gpu', engine.gpuCache, 5], ['cpu', engine.cpuCache, 3]] as const) {
+        for (const [tier, cache, numBlocks] of [
+          ['gpu', engine.gpuCache, 5],
+          ['cpu', engine.cpuCache, 3],
+        ] as const) {
           for (const layer of cache) {
             expect(layer).toMatchObject({ dtype, numBlocks, numKvHeads: 2, blockSize: 4, headSize: 8 });
             const ctor = dtype === 'fp32' ? Float32Array : dtype === 'fp16' ? Uint16Array : Int8Array;
@@ -110,13 +132,19 @@ describe.each(KINDS)('%s backend', (kind) => {
             }
           }
           // Tensors of different layers never overlap.
-          const ranges = cache.flatMap((layer) => tensors(layer).map((t) => [t.bytes.byteOffset, t.bytes.byteOffset + t.bytes.byteLength, t.bytes.buffer] as const));
-          for (const a of ranges) for (const b of ranges) {
-            if (a !== b && a[2] === b[2]) expect(a[1] <= b[0] || b[1] <= a[0]).toBe(true);
-          }
+          const ranges = cache.flatMap((layer) =>
+            tensors(layer).map(
+              (t) => [t.bytes.byteOffset, t.bytes.byteOffset + t.bytes.byteLength, t.bytes.buffer] as const,
+            ),
+          );
+          for (const a of ranges)
+            for (const b of ranges) {
+              if (a !== b && a[2] === b[2]) expect(a[1] <= b[0] || b[1] <= a[0]).toBe(true);
+            }
         }
         // The bytes the tensors hold are exactly numBlocks × blockBytes.
-        const sum = (c: readonly KvCacheLayer[]) => c.reduce((acc, l) => acc + tensors(l).reduce((a, t) => a + t.bytes.byteLength, 0), 0);
+        const sum = (c: readonly KvCacheLayer[]) =>
+          c.reduce((acc, l) => acc + tensors(l).reduce((a, t) => a + t.bytes.byteLength, 0), 0);
         expect(sum(engine.gpuCache)).toBe(engine.gpuCacheBytes);
         expect(sum(engine.cpuCache)).toBe(engine.cpuCacheBytes);
         expect(engine.gpuCacheBytes).toBe(5 * CacheEngine.getCacheBlockSize(spec(dtype)));
@@ -129,7 +157,8 @@ describe.each(KINDS)('%s backend', (kind) => {
       dirty.fill(0xab);
       backend.arena.reset(mark);
       const engine = new CacheEngine(spec('fp32'), backend, { numGpuBlocks: 8, numCpuBlocks: 0 });
-      for (const layer of engine.gpuCache) for (const t of tensors(layer)) expect(t.bytes.every((b) => b === 0)).toBe(true);
+      for (const layer of engine.gpuCache)
+        for (const t of tensors(layer)) expect(t.bytes.every((b) => b === 0)).toBe(true);
     });
 
     it('accepts zero blocks in either tier', () => {
@@ -144,30 +173,46 @@ describe.each(KINDS)('%s backend', (kind) => {
 
     it('rejects invalid specs and block counts with InvalidKvCacheSpecError', () => {
       const bad: Partial<KvCacheSpec>[] = [
-        { numLayers: 0 }, { numKvHeads: -1 }, { headSize: 2.5 }, { blockSize: 0 }, { blockSize: Number.NaN },
+        { numLayers: 0 },
+        { numKvHeads: -1 },
+        { headSize: 2.5 },
+        { blockSize: 0 },
+        { blockSize: Number.NaN },
         { cacheDtype: 'bf16' as KvCacheDType },
       ];
       for (const over of bad) {
-        expect(() => new CacheEngine(spec('fp32', over), backend, { numGpuBlocks: 1, numCpuBlocks: 1 }))
-          .toThrow(InvalidKvCacheSpecError);
+        expect(() => new CacheEngine(spec('fp32', over), backend, { numGpuBlocks: 1, numCpuBlocks: 1 })).toThrow(
+          InvalidKvCacheSpecError,
+        );
       }
-      expect(() => new CacheEngine(spec('fp32'), backend, { numGpuBlocks: -1, numCpuBlocks: 1 })).toThrow(/numGpuBlocks/);
-      expect(() => new CacheEngine(spec('fp32'), backend, { numGpuBlocks: 1, numCpuBlocks: 0.5 })).toThrow(/numCpuBlocks/);
+      expect(() => new CacheEngine(spec('fp32'), backend, { numGpuBlocks: -1, numCpuBlocks: 1 })).toThrow(
+        /numGpuBlocks/,
+      );
+      expect(() => new CacheEngine(spec('fp32'), backend, { numGpuBlocks: 1, numCpuBlocks: 0.5 })).toThrow(
+        /numCpuBlocks/,
+      );
     });
 
     it('throws CacheAllocationError when the arena cannot hold the blocks', () => {
       // 2^20 blocks × 3 layers × 2 × 64 KiB per block-layer tensor is far past the 4 GiB wasm32 limit.
-      expect(() => new CacheEngine(spec('fp32', { numKvHeads: 8, headSize: 128, blockSize: 16 }), backend,
-        { numGpuBlocks: 1 << 20, numCpuBlocks: 0 })).toThrow(CacheAllocationError);
+      expect(
+        () =>
+          new CacheEngine(spec('fp32', { numKvHeads: 8, headSize: 128, blockSize: 16 }), backend, {
+            numGpuBlocks: 1 << 20,
+            numCpuBlocks: 0,
+          }),
+      ).toThrow(CacheAllocationError);
     });
 
     it('assertMatchesModel names every dimension that differs', () => {
       const engine = new CacheEngine(spec('fp16'), backend, { numGpuBlocks: 1, numCpuBlocks: 0 });
       engine.assertMatchesModel({ numLayers: 3, numKvHeads: 2, headSize: 8 });
-      expect(() => engine.assertMatchesModel({ numLayers: 4, numKvHeads: 2, headSize: 16 }))
-        .toThrow(KvCacheSpecMismatchError);
-      expect(() => engine.assertMatchesModel({ numLayers: 4, numKvHeads: 2, headSize: 16 }))
-        .toThrow(/numLayers: cache 3, model 4; headSize: cache 8, model 16/);
+      expect(() => engine.assertMatchesModel({ numLayers: 4, numKvHeads: 2, headSize: 16 })).toThrow(
+        KvCacheSpecMismatchError,
+      );
+      expect(() => engine.assertMatchesModel({ numLayers: 4, numKvHeads: 2, headSize: 16 })).toThrow(
+        /numLayers: cache 3, model 4; headSize: cache 8, model 16/,
+      );
     });
   });
 
@@ -212,8 +257,11 @@ describe.each(KINDS)('%s backend', (kind) => {
             tensors(engine.gpuCache[l]).forEach((t, i) => {
               const n = t.perBlock;
               gpuSrc.forEach((g, j) => {
-                expect(Buffer.from(t.bytes.subarray(gpuDst[j] * n, gpuDst[j] * n + n))
-                  .equals(Buffer.from(gpu0[l][i].subarray(g * n, g * n + n)))).toBe(true);
+                expect(
+                  Buffer.from(t.bytes.subarray(gpuDst[j] * n, gpuDst[j] * n + n)).equals(
+                    Buffer.from(gpu0[l][i].subarray(g * n, g * n + n)),
+                  ),
+                ).toBe(true);
               });
             });
           }
@@ -227,7 +275,11 @@ describe.each(KINDS)('%s backend', (kind) => {
         randomize(engine.gpuCache, next);
         const before = snapshot(engine.gpuCache);
         // One source copied to two destinations (two forked children writing), plus an independent pair.
-        const pairs: BlockPair[] = [[2, 5], [2, 6], [0, 8]];
+        const pairs: BlockPair[] = [
+          [2, 5],
+          [2, 6],
+          [0, 8],
+        ];
         engine.copy(pairs);
         const expected = before.map((l) => l.map((t) => t.slice()));
         applyNaive(before, expected, pairs, perBlock);
@@ -238,52 +290,58 @@ describe.each(KINDS)('%s backend', (kind) => {
         const s = spec(dtype, { numLayers: 2, numKvHeads: 2, headSize: 4, blockSize: 2 });
         const numGpu = 8;
         const numCpu = 6;
-        fc.assert(fc.property(
-          fc.integer({ min: 1, max: 0x7fffffff }),
-          fc.array(fc.record({
-            op: fc.constantFrom('swapIn', 'swapOut', 'copy') as fc.Arbitrary<'swapIn' | 'swapOut' | 'copy'>,
-            n: fc.integer({ min: 0, max: 4 }),
-            seed: fc.integer({ min: 1, max: 0x7fffffff }),
-          }), { maxLength: 12 }),
-          (seed, ops) => {
-            const mark = backend.arena.mark();
-            try {
-              const engine = new CacheEngine(s, backend, { numGpuBlocks: numGpu, numCpuBlocks: numCpu });
-              const perBlock = tensors(engine.gpuCache[0]).map((t) => t.perBlock);
-              const next = rng(seed);
-              randomize(engine.gpuCache, next);
-              randomize(engine.cpuCache, next);
-              const gpu = snapshot(engine.gpuCache);
-              const cpu = snapshot(engine.cpuCache);
-              for (const { op, n, seed: opSeed } of ops) {
-                const r = rng(opSeed);
-                if (op === 'copy') {
-                  const ids = distinct(r, Math.min(2 * n, numGpu), numGpu);
-                  const k = Math.floor(ids.length / 2);
-                  const pairs = Array.from({ length: k }, (_, i) => [ids[i], ids[k + i]] as const);
-                  engine.copy(pairs);
-                  applyNaive(gpu, gpu, pairs, perBlock);
-                } else {
-                  const [srcN, dstN] = op === 'swapIn' ? [numCpu, numGpu] : [numGpu, numCpu];
-                  const srcs = distinct(r, n, srcN);
-                  const dsts = distinct(r, n, dstN);
-                  const pairs = srcs.map((x, i) => [x, dsts[i]] as const);
-                  if (op === 'swapIn') {
-                    engine.swapIn(pairs);
-                    applyNaive(cpu, gpu, pairs, perBlock);
+        fc.assert(
+          fc.property(
+            fc.integer({ min: 1, max: 0x7fffffff }),
+            fc.array(
+              fc.record({
+                op: fc.constantFrom('swapIn', 'swapOut', 'copy') as fc.Arbitrary<'swapIn' | 'swapOut' | 'copy'>,
+                n: fc.integer({ min: 0, max: 4 }),
+                seed: fc.integer({ min: 1, max: 0x7fffffff }),
+              }),
+              { maxLength: 12 },
+            ),
+            (seed, ops) => {
+              const mark = backend.arena.mark();
+              try {
+                const engine = new CacheEngine(s, backend, { numGpuBlocks: numGpu, numCpuBlocks: numCpu });
+                const perBlock = tensors(engine.gpuCache[0]).map((t) => t.perBlock);
+                const next = rng(seed);
+                randomize(engine.gpuCache, next);
+                randomize(engine.cpuCache, next);
+                const gpu = snapshot(engine.gpuCache);
+                const cpu = snapshot(engine.cpuCache);
+                for (const { op, n, seed: opSeed } of ops) {
+                  const r = rng(opSeed);
+                  if (op === 'copy') {
+                    const ids = distinct(r, Math.min(2 * n, numGpu), numGpu);
+                    const k = Math.floor(ids.length / 2);
+                    const pairs = Array.from({ length: k }, (_, i) => [ids[i], ids[k + i]] as const);
+                    engine.copy(pairs);
+                    applyNaive(gpu, gpu, pairs, perBlock);
                   } else {
-                    engine.swapOut(pairs);
-                    applyNaive(gpu, cpu, pairs, perBlock);
+                    const [srcN, dstN] = op === 'swapIn' ? [numCpu, numGpu] : [numGpu, numCpu];
+                    const srcs = distinct(r, n, srcN);
+                    const dsts = distinct(r, n, dstN);
+                    const pairs = srcs.map((x, i) => [x, dsts[i]] as const);
+                    if (op === 'swapIn') {
+                      engine.swapIn(pairs);
+                      applyNaive(cpu, gpu, pairs, perBlock);
+                    } else {
+                      engine.swapOut(pairs);
+                      applyNaive(gpu, cpu, pairs, perBlock);
+                    }
                   }
+                  expectBytes(engine.gpuCache, gpu, `${op} gpu`);
+                  expectBytes(engine.cpuCache, cpu, `${op} cpu`);
                 }
-                expectBytes(engine.gpuCache, gpu, `${op} gpu`);
-                expectBytes(engine.cpuCache, cpu, `${op} cpu`);
+              } finally {
+                backend.arena.reset(mark);
               }
-            } finally {
-              backend.arena.reset(mark);
-            }
-          },
-        ), { numRuns: 150 });
+            },
+          ),
+          { numRuns: 150 },
+        );
       });
     }
 
@@ -296,16 +354,48 @@ describe.each(KINDS)('%s backend', (kind) => {
       const cpu = snapshot(engine.cpuCache);
       const cases: [() => void, new (...a: never[]) => Error, RegExp][] = [
         // A valid first pair followed by an out-of-range one: still nothing moves.
-        [() => engine.swapOut([[0, 0], [6, 1]]), BlockIdOutOfRangeError, /source block id 6 \(pair 1\).*\[0, 6\)/],
+        [
+          () =>
+            engine.swapOut([
+              [0, 0],
+              [6, 1],
+            ]),
+          BlockIdOutOfRangeError,
+          /source block id 6 \(pair 1\).*\[0, 6\)/,
+        ],
         [() => engine.swapOut([[0, 4]]), BlockIdOutOfRangeError, /destination block id 4.*\[0, 4\)/],
         [() => engine.swapIn([[4, 0]]), BlockIdOutOfRangeError, /source block id 4.*\[0, 4\)/],
         [() => engine.swapIn([[0, -1]]), BlockIdOutOfRangeError, /destination block id -1/],
         [() => engine.swapIn([[0, 1.5]]), BlockIdOutOfRangeError, /1\.5/],
-        [() => engine.swapIn([[0, 1], [2, 1]]), InvalidBlockPairsError, /destination block 1 appears more than once/],
+        [
+          () =>
+            engine.swapIn([
+              [0, 1],
+              [2, 1],
+            ]),
+          InvalidBlockPairsError,
+          /destination block 1 appears more than once/,
+        ],
         [() => engine.copy([[1, 6]]), BlockIdOutOfRangeError, /\[0, 6\)/],
         [() => engine.copy([[3, 3]]), InvalidBlockPairsError, /onto itself/],
-        [() => engine.copy([[1, 2], [2, 3]]), InvalidBlockPairsError, /block 2 is both a source/],
-        [() => engine.copy([[1, 2], [4, 2]]), InvalidBlockPairsError, /appears more than once/],
+        [
+          () =>
+            engine.copy([
+              [1, 2],
+              [2, 3],
+            ]),
+          InvalidBlockPairsError,
+          /block 2 is both a source/,
+        ],
+        [
+          () =>
+            engine.copy([
+              [1, 2],
+              [4, 2],
+            ]),
+          InvalidBlockPairsError,
+          /appears more than once/,
+        ],
       ];
       for (const [fn, type, message] of cases) {
         expect(fn).toThrow(type);
@@ -326,19 +416,26 @@ describe('CacheEngine sizing', () => {
     // int8: 32,768 bytes of values + 2 (K, V) × 4 layers × 8 heads × 4-byte scales = 256.
     expect(CacheEngine.getCacheBlockSize({ ...big, cacheDtype: 'int8' })).toBe(33_024);
     // stories260K (5 layers, 4 KV heads, head 8), block 16, fp32: 2 × 5 × 16 × 4 × 8 × 4 = 20,480.
-    expect(CacheEngine.getCacheBlockSize({ numLayers: 5, numKvHeads: 4, headSize: 8, blockSize: 16, cacheDtype: 'fp32' }))
-      .toBe(20_480);
+    expect(
+      CacheEngine.getCacheBlockSize({ numLayers: 5, numKvHeads: 4, headSize: 8, blockSize: 16, cacheDtype: 'fp32' }),
+    ).toBe(20_480);
     // SmolLM2-135M (30 layers, 3 KV heads, head 64), block 16, fp16: 2 × 30 × 16 × 3 × 64 × 2 = 368,640.
-    expect(CacheEngine.getCacheBlockSize({ numLayers: 30, numKvHeads: 3, headSize: 64, blockSize: 16, cacheDtype: 'fp16' }))
-      .toBe(368_640);
-    expect(() => CacheEngine.getCacheBlockSize({ ...big, headSize: 0, cacheDtype: 'fp16' })).toThrow(InvalidKvCacheSpecError);
+    expect(
+      CacheEngine.getCacheBlockSize({ numLayers: 30, numKvHeads: 3, headSize: 64, blockSize: 16, cacheDtype: 'fp16' }),
+    ).toBe(368_640);
+    expect(() => CacheEngine.getCacheBlockSize({ ...big, headSize: 0, cacheDtype: 'fp16' })).toThrow(
+      InvalidKvCacheSpecError,
+    );
   });
 
-  it('determineNumAvailableBlocks sizes both tiers from a budget with the cache\'s block bytes', () => {
+  it("determineNumAvailableBlocks sizes both tiers from a budget with the cache's block bytes", () => {
     const smol: KvCacheSpec = { numLayers: 30, numKvHeads: 3, headSize: 64, blockSize: 16, cacheDtype: 'fp16' };
     const budget = { totalMemory: 4 * 2 ** 30, memoryUtilization: 0.9, peakMemory: 100 * 2 ** 20, swapSpace: 2 ** 30 };
     // ⌊(4 GiB × 0.9 − 100 MiB) / 368,640⌋ = 10,201; ⌊1 GiB / 368,640⌋ = 2,912.
-    expect(CacheEngine.determineNumAvailableBlocks(smol, budget)).toEqual({ numGpuBlocks: 10_201, numCpuBlocks: 2_912 });
+    expect(CacheEngine.determineNumAvailableBlocks(smol, budget)).toEqual({
+      numGpuBlocks: 10_201,
+      numCpuBlocks: 2_912,
+    });
     // int8 blocks carry scales: 184,320 + 2 × 30 × 3 × 4 = 185,040 bytes → ⌊3,760,612,966.4 / 185,040⌋ = 20,323.
     const int8 = CacheEngine.determineNumAvailableBlocks({ ...smol, cacheDtype: 'int8' }, budget);
     expect(int8).toEqual({

@@ -7,8 +7,14 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { makeKvCacheSpec } from '../../src/cache/index.js';
 import {
-  KvStoreRecordError, decodeKvStoreRecord, encodeKvStoreRecord, hashValueToString, identityDigest, kvBlockPayloadBytes,
-  readKvBlock, writeKvBlock,
+  KvStoreRecordError,
+  decodeKvStoreRecord,
+  encodeKvStoreRecord,
+  hashValueToString,
+  identityDigest,
+  kvBlockPayloadBytes,
+  readKvBlock,
+  writeKvBlock,
 } from '../../src/cache/kv-store-record.js';
 import type { KvCacheDType, KvCacheLayer } from '../../src/kernels/index.js';
 
@@ -22,11 +28,19 @@ function layers(dtype: KvCacheDType, numBlocks: number, seed: number): KvCacheLa
     return a;
   };
   return Array.from({ length: spec.numLayers }, (_, l) => ({
-    dtype, numBlocks, numKvHeads: spec.numKvHeads, blockSize: spec.blockSize, headSize: spec.headSize, k: make(), v: make(),
-    ...(dtype === 'int8' ? {
-      kScale: Float32Array.from({ length: numBlocks * 2 }, (_, i) => i + l + seed + 0.5),
-      vScale: Float32Array.from({ length: numBlocks * 2 }, (_, i) => -i - l - seed),
-    } : {}),
+    dtype,
+    numBlocks,
+    numKvHeads: spec.numKvHeads,
+    blockSize: spec.blockSize,
+    headSize: spec.headSize,
+    k: make(),
+    v: make(),
+    ...(dtype === 'int8'
+      ? {
+          kScale: Float32Array.from({ length: numBlocks * 2 }, (_, i) => i + l + seed + 0.5),
+          vScale: Float32Array.from({ length: numBlocks * 2 }, (_, i) => -i - l - seed),
+        }
+      : {}),
   }));
 }
 
@@ -43,7 +57,12 @@ describe('KV store record', () => {
       const payload = readKvBlock(src, spec, 3);
       expect(payload.length).toBe(kvBlockPayloadBytes(spec));
       const record = encodeKvStoreRecord({ identity, parent: 'ab', tokenIds: tokens, payload });
-      const back = decodeKvStoreRecord(record, { identity, parent: 'ab', tokenIds: tokens, payloadBytes: payload.length });
+      const back = decodeKvStoreRecord(record, {
+        identity,
+        parent: 'ab',
+        tokenIds: tokens,
+        payloadBytes: payload.length,
+      });
       writeKvBlock(dst, spec, 1, back);
       expect(readKvBlock(dst, spec, 1)).toEqual(payload);
       for (const b of [0, 2, 3, 4]) expect(readKvBlock(dst, spec, b)).toEqual(readKvBlock(before, spec, b));
@@ -59,13 +78,17 @@ describe('KV store record', () => {
     expect(() => decodeKvStoreRecord(record, { ...ok, parent: '' })).toThrow(/parent/);
     expect(() => decodeKvStoreRecord(record, { ...ok, tokenIds: [5, 6, 7, 9] })).toThrow(/token 3/);
     expect(() => decodeKvStoreRecord(record, { ...ok, payloadBytes: 65 })).toThrow(/payload/);
-    fc.assert(fc.property(fc.integer({ min: 0, max: record.length - 1 }), fc.integer({ min: 1, max: 255 }), (at, x) => {
-      const bad = Uint8Array.from(record);
-      bad[at] ^= x;
-      expect(() => decodeKvStoreRecord(bad, ok)).toThrow(KvStoreRecordError);
-    }));
-    fc.assert(fc.property(fc.integer({ min: 0, max: record.length - 1 }), (len) => {
-      expect(() => decodeKvStoreRecord(record.subarray(0, len), ok)).toThrow(KvStoreRecordError);
-    }));
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: record.length - 1 }), fc.integer({ min: 1, max: 255 }), (at, x) => {
+        const bad = Uint8Array.from(record);
+        bad[at] ^= x;
+        expect(() => decodeKvStoreRecord(bad, ok)).toThrow(KvStoreRecordError);
+      }),
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: record.length - 1 }), (len) => {
+        expect(() => decodeKvStoreRecord(record.subarray(0, len), ok)).toThrow(KvStoreRecordError);
+      }),
+    );
   });
 });

@@ -18,8 +18,10 @@ export function describeWithRedis(name: string, fn: () => void): void {
     describe(name, fn);
     return;
   }
-  console.warn(`skipping "${name}": ${REDIS_SERVER} not found (install Debian's redis-server, or set ` +
-    'PAGELLM_REDIS_SERVER; PAGELLM_REQUIRE_REDIS=1 makes this a failure)');
+  console.warn(
+    `skipping "${name}": ${REDIS_SERVER} not found (install Debian's redis-server, or set ` +
+      'PAGELLM_REDIS_SERVER; PAGELLM_REQUIRE_REDIS=1 makes this a failure)',
+  );
   describe.skip(name, fn);
 }
 
@@ -55,10 +57,24 @@ export class RedisServer {
   /** Starts the server (again) on its port, empty, and waits until it is ready. */
   async restart(): Promise<void> {
     if (this.proc !== null) throw new Error('redis-server is already running');
-    const proc = spawn(REDIS_SERVER, [
-      '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-      '--maxmemory', '256mb', '--maxmemory-policy', 'allkeys-lru',
-    ], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(
+      REDIS_SERVER,
+      [
+        '--port',
+        String(this.port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--maxmemory',
+        '256mb',
+        '--maxmemory-policy',
+        'allkeys-lru',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     this.proc = proc;
     let out = '';
     await new Promise<void>((resolve, reject) => {

@@ -1,8 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import {
-  PAD_SLOT_ID, computeSlotMapping, padSlotMapping, slotForPosition,
-} from '../../src/cache/slot-mapping.js';
+import { PAD_SLOT_ID, computeSlotMapping, padSlotMapping, slotForPosition } from '../../src/cache/slot-mapping.js';
 import { SlotMappingError } from '../../src/cache/errors.js';
 
 /**
@@ -10,7 +8,12 @@ import { SlotMappingError } from '../../src/cache/errors.js';
  * − 1 for each table entry, or blockSize pads for a null block) and index that list by position.
  */
 function naiveSlots(
-  table: number[], blockSize: number, start: number, end: number, startIdx = 0, nullBlockId?: number,
+  table: number[],
+  blockSize: number,
+  start: number,
+  end: number,
+  startIdx = 0,
+  nullBlockId?: number,
 ): number[] {
   const slots: number[] = [];
   for (const id of table) {
@@ -22,7 +25,11 @@ function naiveSlots(
 }
 
 function map(
-  table: number[], blockSize: number, start: number, end: number, opts: { startIdx?: number; nullBlockId?: number } = {},
+  table: number[],
+  blockSize: number,
+  start: number,
+  end: number,
+  opts: { startIdx?: number; nullBlockId?: number } = {},
 ): number[] {
   const out = new Int32Array(end - start);
   const next = computeSlotMapping(out, 0, table, blockSize, start, end, opts);
@@ -70,43 +77,48 @@ describe('computeSlotMapping', () => {
   });
 
   it('equals the naive slot list for random tables, ranges, windows and null blocks', () => {
-    fc.assert(fc.property(
-      fc.integer({ min: 1, max: 33 }), // block size
-      fc.integer({ min: 1, max: 300 }), // sequence length
-      fc.double({ min: 0, max: 1, noNaN: true }),
-      fc.integer({ min: 0, max: 400 }), // sliding window (0 = none)
-      fc.boolean(),
-      fc.integer({ min: 0, max: 1 << 20 }),
-      (blockSize, seqLen, startFrac, window, useNull, seed) => {
-        const numBlocks = Math.ceil(seqLen / blockSize);
-        // Distinct physical ids from a seeded shuffle of [1, 4·numBlocks]; 0 is the null block.
-        const pool = Array.from({ length: numBlocks * 4 }, (_, i) => i + 1);
-        let x = seed;
-        for (let i = pool.length - 1; i > 0; i--) {
-          x = (x * 1103515245 + 12345) & 0x7fffffff;
-          const j = x % (i + 1);
-          [pool[i], pool[j]] = [pool[j], pool[i]];
-        }
-        const table = pool.slice(0, numBlocks);
-        const start = Math.min(seqLen, Math.floor(startFrac * (seqLen + 1)));
-        // Sliding window: blocks wholly before the window of the first new token become the null block.
-        const firstReadable = window > 0 ? Math.max(0, start - window + 1) : 0;
-        if (useNull) for (let b = 0; (b + 1) * blockSize <= firstReadable; b++) table[b] = 0;
-        const startIdx = window > 0 ? Math.max(0, seqLen - window) : 0;
-        const opts = { startIdx, nullBlockId: useNull ? 0 : undefined };
-        expect(map(table, blockSize, start, seqLen, opts))
-          .toEqual(naiveSlots(table, blockSize, start, seqLen, startIdx, opts.nullBlockId));
-        // Also from position 0 (a whole recompute), where null blocks fall inside the range.
-        expect(map(table, blockSize, 0, seqLen, opts))
-          .toEqual(naiveSlots(table, blockSize, 0, seqLen, startIdx, opts.nullBlockId));
-        // slotForPosition agrees on every non-null position.
-        for (let p = start; p < seqLen; p++) {
-          if (table[Math.floor(p / blockSize)] !== 0) {
-            expect(slotForPosition(table, blockSize, p)).toBe(naiveSlots(table, blockSize, p, p + 1)[0]);
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 33 }), // block size
+        fc.integer({ min: 1, max: 300 }), // sequence length
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        fc.integer({ min: 0, max: 400 }), // sliding window (0 = none)
+        fc.boolean(),
+        fc.integer({ min: 0, max: 1 << 20 }),
+        (blockSize, seqLen, startFrac, window, useNull, seed) => {
+          const numBlocks = Math.ceil(seqLen / blockSize);
+          // Distinct physical ids from a seeded shuffle of [1, 4·numBlocks]; 0 is the null block.
+          const pool = Array.from({ length: numBlocks * 4 }, (_, i) => i + 1);
+          let x = seed;
+          for (let i = pool.length - 1; i > 0; i--) {
+            x = (x * 1103515245 + 12345) & 0x7fffffff;
+            const j = x % (i + 1);
+            [pool[i], pool[j]] = [pool[j], pool[i]];
           }
-        }
-      },
-    ), { numRuns: 1500 });
+          const table = pool.slice(0, numBlocks);
+          const start = Math.min(seqLen, Math.floor(startFrac * (seqLen + 1)));
+          // Sliding window: blocks wholly before the window of the first new token become the null block.
+          const firstReadable = window > 0 ? Math.max(0, start - window + 1) : 0;
+          if (useNull) for (let b = 0; (b + 1) * blockSize <= firstReadable; b++) table[b] = 0;
+          const startIdx = window > 0 ? Math.max(0, seqLen - window) : 0;
+          const opts = { startIdx, nullBlockId: useNull ? 0 : undefined };
+          expect(map(table, blockSize, start, seqLen, opts)).toEqual(
+            naiveSlots(table, blockSize, start, seqLen, startIdx, opts.nullBlockId),
+          );
+          // Also from position 0 (a whole recompute), where null blocks fall inside the range.
+          expect(map(table, blockSize, 0, seqLen, opts)).toEqual(
+            naiveSlots(table, blockSize, 0, seqLen, startIdx, opts.nullBlockId),
+          );
+          // slotForPosition agrees on every non-null position.
+          for (let p = start; p < seqLen; p++) {
+            if (table[Math.floor(p / blockSize)] !== 0) {
+              expect(slotForPosition(table, blockSize, p)).toBe(naiveSlots(table, blockSize, p, p + 1)[0]);
+            }
+          }
+        },
+      ),
+      { numRuns: 1500 },
+    );
   });
 
   it('throws SlotMappingError for bad input', () => {

@@ -38,10 +38,16 @@ interface ResultJson {
 }
 
 /** Runs `pagellm bench serve --base-url <server> args... --result-file <file>` and returns its run and result. */
-async function bench(name: string, args: string[]): Promise<{ stdout: string; stderr: string; code: number; result: ResultJson }> {
+async function bench(
+  name: string,
+  args: string[],
+): Promise<{ stdout: string; stderr: string; code: number; result: ResultJson }> {
   const file = join(tmp.dir, `${name}.json`);
-  const r = await runCli(['bench', 'serve', '--base-url', server.url, ...args, '--disable-progress', '--result-file', file],
-    {}, 300_000);
+  const r = await runCli(
+    ['bench', 'serve', '--base-url', server.url, ...args, '--disable-progress', '--result-file', file],
+    {},
+    300_000,
+  );
   expect(r.stderr).toBe('');
   expect(r.code).toBe(0);
   return { ...r, result: JSON.parse(readFileSync(file, 'utf8')) as ResultJson };
@@ -56,15 +62,23 @@ describe('pagellm bench serve', () => {
     expect(result.lengthClipping).toEqual({ maxModelLen: 512, numClipped: 3, longestRequested: 1040 });
     for (const q of result.requests) expect(q.promptLen + q.outputLen).toBeLessThanOrEqual(512);
     expect(result.requests.filter((q) => q.promptLen + q.outputLen === 512)).toHaveLength(3);
-    expect(stdout).toContain('3 of 8 requests were longer than the server\'s max_model_len and were clipped to 512 ' +
-      'prompt + output tokens (longest asked: 1040)');
+    expect(stdout).toContain(
+      "3 of 8 requests were longer than the server's max_model_len and were clipped to 512 " +
+        'prompt + output tokens (longest asked: 1040)',
+    );
     expect(stdout).toMatch(/Requests clipped to max_model_len 512:\s+3\n/);
   }, 300_000);
 
   it('runs the prefix-repetition defaults: every request clipped alike, the shared prefix still hits the cache', async () => {
     // 512 prefix + 64 suffix + 64 output = 640 > 512: each request becomes 460 prompt (396 prefix + 64 suffix) + 52.
-    const { result } = await bench('prefix', ['--dataset-name', 'prefix-repetition', '--num-prompts', '4',
-      '--max-concurrency', '1']);
+    const { result } = await bench('prefix', [
+      '--dataset-name',
+      'prefix-repetition',
+      '--num-prompts',
+      '4',
+      '--max-concurrency',
+      '1',
+    ]);
     expect(result.completed).toBe(4);
     expect(result.lengthClipping).toEqual({ maxModelLen: 512, numClipped: 4, longestRequested: 640 });
     expect(result.totalInputTokens).toBe(4 * 460);
@@ -84,9 +98,27 @@ describe('pagellm bench serve', () => {
 
   it('runs a random workload from command-line flags in-process and writes its JSON result', async () => {
     const file = join(tmp.dir, 'random.json');
-    const status = await main(['node', 'pagellm', 'bench', 'serve', '--base-url', server.url, '--dataset-name', 'random',
-      '--num-prompts', '5', '--random-input-len', '20', '--random-output-len', '7', '--max-concurrency', '3',
-      '--disable-progress', '--result-file', file]);
+    const status = await main([
+      'node',
+      'pagellm',
+      'bench',
+      'serve',
+      '--base-url',
+      server.url,
+      '--dataset-name',
+      'random',
+      '--num-prompts',
+      '5',
+      '--random-input-len',
+      '20',
+      '--random-output-len',
+      '7',
+      '--max-concurrency',
+      '3',
+      '--disable-progress',
+      '--result-file',
+      file,
+    ]);
     expect(status).toBe(0);
     const result = JSON.parse(readFileSync(file, 'utf8')) as ResultJson;
     expect(result.completed).toBe(5);
@@ -96,13 +128,23 @@ describe('pagellm bench serve', () => {
   }, 300_000);
 
   it('refuses a mean its maximum cannot reach, naming both flags and no class', async () => {
-    const r = await runCli(['bench', 'serve', '--base-url', server.url, '--sharegpt-output-mean', '400',
-      '--sharegpt-max-output-len', '300']);
+    const r = await runCli([
+      'bench',
+      'serve',
+      '--base-url',
+      server.url,
+      '--sharegpt-output-mean',
+      '400',
+      '--sharegpt-max-output-len',
+      '300',
+    ]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe('error: --sharegpt-output-mean: a mean of 400 output tokens cannot be reached by lengths ' +
-      'between 4 and 300 (--sharegpt-max-output-len 300): give a mean strictly between the two, raise ' +
-      '--sharegpt-max-output-len, or leave --sharegpt-output-mean out and the default mean follows ' +
-      '--sharegpt-max-output-len\n');
+    expect(r.stderr).toBe(
+      'error: --sharegpt-output-mean: a mean of 400 output tokens cannot be reached by lengths ' +
+        'between 4 and 300 (--sharegpt-max-output-len 300): give a mean strictly between the two, raise ' +
+        '--sharegpt-max-output-len, or leave --sharegpt-output-mean out and the default mean follows ' +
+        '--sharegpt-max-output-len\n',
+    );
     const bad = await runCli(['bench', 'serve', '--base-url', server.url, '--num-prompts', 'many']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toBe('error: --num-prompts: expected an integer ≥ 1, got "many"\n');

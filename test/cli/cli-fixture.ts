@@ -24,12 +24,16 @@ export interface CliResult {
 /** Runs `pagellm args...` to completion (cwd: the repository root). */
 export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 150_000): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], {
-      cwd: REPO_ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 16 << 20,
-    }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -1;
-      resolve({ code, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { cwd: REPO_ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 16 << 20 },
+      (err, stdout, stderr) => {
+        const code =
+          err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -1;
+        resolve({ code, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -42,8 +46,9 @@ export function spawnCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): 
  * Starts `pagellm serve --port 0 --threads 1 args...` and resolves, once it prints its URL, with the process, that
  * URL and its log so far (stdout and stderr). Rejects when it exits first or prints no URL within 60 s.
  */
-export async function startServe(args: readonly string[]):
-  Promise<{ proc: ChildProcessWithoutNullStreams; url: string; log: () => string }> {
+export async function startServe(
+  args: readonly string[],
+): Promise<{ proc: ChildProcessWithoutNullStreams; url: string; log: () => string }> {
   const proc = spawnCli(['serve', '--port', '0', '--threads', '1', ...args]);
   let out = '';
   proc.stdout.on('data', (d: Buffer) => {
@@ -76,11 +81,25 @@ export function tempDir(prefix: string): { dir: string; cleanup: () => void } {
 /** A small Hugging Face config.json (dim 64, 2 layers, 4 heads, 2 KV heads) for random-weight models. */
 export function writeTinyConfig(dir: string): string {
   const path = join(dir, 'config.json');
-  writeFileSync(path, JSON.stringify({
-    architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 64, intermediate_size: 128,
-    num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1024,
-    max_position_embeddings: 256, rms_norm_eps: 1e-5, rope_theta: 10000, tie_word_embeddings: true,
-    hidden_act: 'silu', bos_token_id: 1, eos_token_id: 2,
-  }));
+  writeFileSync(
+    path,
+    JSON.stringify({
+      architectures: ['LlamaForCausalLM'],
+      model_type: 'llama',
+      hidden_size: 64,
+      intermediate_size: 128,
+      num_hidden_layers: 2,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      vocab_size: 1024,
+      max_position_embeddings: 256,
+      rms_norm_eps: 1e-5,
+      rope_theta: 10000,
+      tie_word_embeddings: true,
+      hidden_act: 'silu',
+      bos_token_id: 1,
+      eos_token_id: 2,
+    }),
+  );
   return path;
 }

@@ -27,7 +27,10 @@ describe('sharedDir / defaultModelPath', () => {
       mkdirSync(join(clone, 'src/cli'), { recursive: true });
       cpSync(join(PROJECT_ROOT, 'src/cli/default-model.ts'), join(clone, 'src/cli/default-model.ts'));
       cpSync(join(PROJECT_ROOT, 'package.json'), join(clone, 'package.json')); // ES module scope for tsx
-      const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: PROJECT_ROOT, encoding: 'utf8' });
+      const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+        cwd: PROJECT_ROOT,
+        encoding: 'utf8',
+      });
       expect(out.trim()).toBe(sharedDir({}));
     } finally {
       rmSync(dir, { recursive: true, force: true });

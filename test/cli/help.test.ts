@@ -10,7 +10,13 @@ import { buildProgram } from '../../src/cli/main.js';
 function helpTexts(): Map<string, string> {
   const out = new Map<string, string>();
   const visit = (cmd: Command, path: string): void => {
-    out.set(path, cmd.helpInformation({ error: false }).replace(/\n {20,}/g, ' ').replace(/[ \t]+/g, ' '));
+    out.set(
+      path,
+      cmd
+        .helpInformation({ error: false })
+        .replace(/\n {20,}/g, ' ')
+        .replace(/[ \t]+/g, ' '),
+    );
     for (const sub of cmd.commands) visit(sub, path === '' ? sub.name() : `${path} ${sub.name()}`);
   };
   visit(buildProgram(), '');
@@ -26,8 +32,17 @@ describe('pagellm --help', () => {
   const helps = helpTexts();
 
   it('covers every command', () => {
-    expect([...helps.keys()].sort()).toEqual(['', 'bench', 'bench serve', 'chat', 'convert', 'create-random-model',
-      'generate', 'info', 'serve']);
+    expect([...helps.keys()].sort()).toEqual([
+      '',
+      'bench',
+      'bench serve',
+      'chat',
+      'convert',
+      'create-random-model',
+      'generate',
+      'info',
+      'serve',
+    ]);
   });
 
   it('states every default once', () => {
@@ -38,24 +53,45 @@ describe('pagellm --help', () => {
       }
     }
     expect(helps.get('generate')).toMatch(/--max-tokens <n> most tokens to generate per sequence \(default: 64\)\n/);
-    expect(helps.get('chat')).toMatch(/--max-tokens <n> most tokens to generate per sequence \(default: the rest of the context\)\n/);
+    expect(helps.get('chat')).toMatch(
+      /--max-tokens <n> most tokens to generate per sequence \(default: the rest of the context\)\n/,
+    );
   });
 
   it('lists server flags on serve only, and --chat-template only where a chat template is rendered or written', () => {
-    const serveOnly = ['--served-model-name', '--host', '--port', '--api-key', '--disable-log-stats', '--pooling-type',
-      '--kv-cache-store', '--kv-cache-store-queue-bytes', '--kv-cache-store-timeout'];
+    const serveOnly = [
+      '--served-model-name',
+      '--host',
+      '--port',
+      '--api-key',
+      '--disable-log-stats',
+      '--pooling-type',
+      '--kv-cache-store',
+      '--kv-cache-store-queue-bytes',
+      '--kv-cache-store-timeout',
+    ];
     for (const [path, help] of helps) {
       const flags = flagsOf(help);
       // bench serve sends an API key as a client: its --api-key is its own.
       for (const f of serveOnly) {
-        expect(flags.includes(f), `pagellm ${path} ${f}`).toBe(path === 'serve' || (f === '--api-key' && path === 'bench serve'));
+        expect(flags.includes(f), `pagellm ${path} ${f}`).toBe(
+          path === 'serve' || (f === '--api-key' && path === 'bench serve'),
+        );
       }
-      expect(flags.includes('--chat-template'), `pagellm ${path} --chat-template`)
-        .toBe(['serve', 'chat', 'create-random-model'].includes(path));
+      expect(flags.includes('--chat-template'), `pagellm ${path} --chat-template`).toBe(
+        ['serve', 'chat', 'create-random-model'].includes(path),
+      );
     }
     for (const path of ['serve', 'generate', 'chat']) {
-      expect(flagsOf(helps.get(path)!)).toEqual(expect.arrayContaining(['--model', '--kv-cache-memory', '--max-model-len',
-        '--threads', '--allow-random-weights']));
+      expect(flagsOf(helps.get(path)!)).toEqual(
+        expect.arrayContaining([
+          '--model',
+          '--kv-cache-memory',
+          '--max-model-len',
+          '--threads',
+          '--allow-random-weights',
+        ]),
+      );
     }
   });
 });

@@ -30,11 +30,14 @@ describe('parseSize', () => {
   });
 
   it('round-trips every whole number of MiB and bytes', () => {
-    fc.assert(fc.property(fc.integer({ min: 0, max: 1 << 20 }), (n) => {
-      expect(parseSize(`${n}MiB`)).toBe(n * 1024 * 1024);
-      expect(parseSize(`${n}`)).toBe(n);
-      expect(parseSize(`${n} KB`)).toBe(n * 1000);
-    }), { numRuns: 500 });
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 1 << 20 }), (n) => {
+        expect(parseSize(`${n}MiB`)).toBe(n * 1024 * 1024);
+        expect(parseSize(`${n}`)).toBe(n);
+        expect(parseSize(`${n} KB`)).toBe(n * 1000);
+      }),
+      { numRuns: 500 },
+    );
   });
 });
 

@@ -7,8 +7,14 @@ import { spawnCli, startServe } from './cli-fixture.js';
 
 it('serve --agent-check-port 0 logs the agent port, answers on it, and exits 0 on SIGTERM', async () => {
   const { proc, url, log } = await startServe(['--agent-check-port', '0']);
-  await waitFor(async () => /HAProxy agent check on tcp port \d+ of 127\.0\.0\.1/.test(log()), 60_000, 'the agent log line');
-  const port = Number(/HAProxy agent check on tcp port (\d+) of 127\.0\.0\.1 \(load as JSON: (\S+)\/load\)/.exec(log())![1]);
+  await waitFor(
+    async () => /HAProxy agent check on tcp port \d+ of 127\.0\.0\.1/.test(log()),
+    60_000,
+    'the agent log line',
+  );
+  const port = Number(
+    /HAProxy agent check on tcp port (\d+) of 127\.0\.0\.1 \(load as JSON: (\S+)\/load\)/.exec(log())![1],
+  );
   expect(log()).toContain(`(load as JSON: ${url}/load)`);
   expect(await readAgent(port)).toBe('up ready 100%\n');
   const exited = once(proc, 'exit');

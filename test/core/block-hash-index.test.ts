@@ -23,37 +23,40 @@ describe('BlockHashIndex', () => {
       hash: fc.integer({ min: 0, max: pool.length - 1 }),
       token: fc.integer({ min: 0, max: 3 }),
     });
-    fc.assert(fc.property(fc.array(op, { maxLength: 300 }), (ops) => {
-      const index = new BlockHashIndex(first, numBlocks, BS);
-      const byHash = new Map<HashValue, number>();
-      const hashOf = new Map<number, HashValue>();
-      const tokensOf = new Map<number, number[]>();
-      for (const o of ops) {
-        const id = first + o.block;
-        const before = hashOf.get(id);
-        if (before !== undefined && byHash.get(before) === id) byHash.delete(before); // a block caches one content
-        hashOf.delete(id);
-        if (o.register) {
-          const hash = pool[o.hash];
-          const tokens = [o.token, o.token + 1];
-          index.register(id, hash, null, tokens, null);
-          byHash.set(hash, id);
-          hashOf.set(id, hash);
-          tokensOf.set(id, tokens);
-        } else {
-          index.unregister(id);
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 300 }), (ops) => {
+        const index = new BlockHashIndex(first, numBlocks, BS);
+        const byHash = new Map<HashValue, number>();
+        const hashOf = new Map<number, HashValue>();
+        const tokensOf = new Map<number, number[]>();
+        for (const o of ops) {
+          const id = first + o.block;
+          const before = hashOf.get(id);
+          if (before !== undefined && byHash.get(before) === id) byHash.delete(before); // a block caches one content
+          hashOf.delete(id);
+          if (o.register) {
+            const hash = pool[o.hash];
+            const tokens = [o.token, o.token + 1];
+            index.register(id, hash, null, tokens, null);
+            byHash.set(hash, id);
+            hashOf.set(id, hash);
+            tokensOf.set(id, tokens);
+          } else {
+            index.unregister(id);
+          }
+          for (const hash of pool) expect(index.blockOfHash(hash)).toBe(byHash.get(hash) ?? -1);
+          for (let b = 0; b < numBlocks; b++) expect(index.hashOf(first + b)).toBe(hashOf.get(first + b) ?? null);
         }
-        for (const hash of pool) expect(index.blockOfHash(hash)).toBe(byHash.get(hash) ?? -1);
-        for (let b = 0; b < numBlocks; b++) expect(index.hashOf(first + b)).toBe(hashOf.get(first + b) ?? null);
-      }
-      for (const [hash, id] of byHash) {
-        const tokens = tokensOf.get(id)!;
-        expect(index.lookup(hash, null, tokens, 0, null)).toBe(id);
-        expect(index.lookup(hash, null, [tokens[0], tokens[1] + 1], 0, null)).toBe(-1); // other tokens: a miss
-        expect(index.lookup(hash, 1n, tokens, 0, null)).toBe(-1); // other parent: a miss
-        expect(index.lookup(hash, null, tokens, 0, 'salt')).toBe(-1); // other extra key: a miss
-      }
-    }), { numRuns: 200 });
+        for (const [hash, id] of byHash) {
+          const tokens = tokensOf.get(id)!;
+          expect(index.lookup(hash, null, tokens, 0, null)).toBe(id);
+          expect(index.lookup(hash, null, [tokens[0], tokens[1] + 1], 0, null)).toBe(-1); // other tokens: a miss
+          expect(index.lookup(hash, 1n, tokens, 0, null)).toBe(-1); // other parent: a miss
+          expect(index.lookup(hash, null, tokens, 0, 'salt')).toBe(-1); // other extra key: a miss
+        }
+      }),
+      { numRuns: 200 },
+    );
   });
 
   it('keeps every hash findable when the table is at its fullest (one entry per block)', () => {

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { BlockPool, DoubleFreeError, InvalidArgumentError, NaiveBlock, NaiveBlockAllocator } from '../../src/core/index.js';
+import {
+  BlockPool,
+  DoubleFreeError,
+  InvalidArgumentError,
+  NaiveBlock,
+  NaiveBlockAllocator,
+} from '../../src/core/index.js';
 
 function makePool(size: number): { pool: BlockPool<NaiveBlock>; created: () => number } {
   const alloc = new NaiveBlockAllocator({ numBlocks: 1, blockSize: 4 });

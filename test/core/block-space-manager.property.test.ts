@@ -1,7 +1,13 @@
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
-  AllocStatus, BlockSpaceManager, Device, initHashing, NoFreeBlocksError, SequenceStatus, type CopyOnWritePair,
+  AllocStatus,
+  BlockSpaceManager,
+  Device,
+  initHashing,
+  NoFreeBlocksError,
+  SequenceStatus,
+  type CopyOnWritePair,
   type PrefixCachingBlockAllocator,
 } from '../../src/core/index.js';
 import { FakeSequence, FakeSequenceGroup } from './fake-sequence.js';
@@ -29,7 +35,8 @@ beforeAll(async () => {
   await initHashing();
 });
 
-type OpKind = 'add' | 'schedule' | 'append' | 'fork' | 'finish' | 'abort' | 'swapOut' | 'swapIn' | 'computed' | 'preempt';
+type OpKind =
+  'add' | 'schedule' | 'append' | 'fork' | 'finish' | 'abort' | 'swapOut' | 'swapIn' | 'computed' | 'preempt';
 
 interface Op {
   readonly kind: OpKind;
@@ -50,16 +57,41 @@ interface Config {
 }
 
 const opArb: fc.Arbitrary<Op> = fc.record({
-  kind: fc.constantFrom<OpKind>('add', 'add', 'schedule', 'schedule', 'append', 'append', 'append', 'append', 'fork',
-    'finish', 'abort', 'swapOut', 'swapIn', 'computed', 'preempt'),
+  kind: fc.constantFrom<OpKind>(
+    'add',
+    'add',
+    'schedule',
+    'schedule',
+    'append',
+    'append',
+    'append',
+    'append',
+    'fork',
+    'finish',
+    'abort',
+    'swapOut',
+    'swapIn',
+    'computed',
+    'preempt',
+  ),
   a: fc.nat({ max: 1000 }),
   b: fc.nat({ max: 1000 }),
   tok: fc.nat({ max: 3 }),
 });
 
 /** How often the interesting paths ran, so the test fails if the generator stops reaching them. */
-const stats = { allocated: 0, refusedLater: 0, appended: 0, refusedAppends: 0, copies: 0, forks: 0, swapsOut: 0, swapsIn: 0,
-  computedHits: 0, nullPlaceholders: 0 };
+const stats = {
+  allocated: 0,
+  refusedLater: 0,
+  appended: 0,
+  refusedAppends: 0,
+  copies: 0,
+  forks: 0,
+  swapsOut: 0,
+  swapsIn: 0,
+  computedHits: 0,
+  nullPlaceholders: 0,
+};
 
 class Harness {
   readonly m: BlockSpaceManager;
@@ -89,16 +121,26 @@ class Harness {
 
   run(op: Op): void {
     switch (op.kind) {
-      case 'add': return this.add(op);
-      case 'schedule': return this.schedule(op);
-      case 'append': return this.append(op);
-      case 'fork': return this.fork(op);
-      case 'finish': return this.finish(op);
-      case 'abort': return this.abort(op);
-      case 'swapOut': return this.swapOut(op);
-      case 'swapIn': return this.swapIn(op);
-      case 'computed': return this.m.markBlocksAsComputed();
-      case 'preempt': return this.preempt(op);
+      case 'add':
+        return this.add(op);
+      case 'schedule':
+        return this.schedule(op);
+      case 'append':
+        return this.append(op);
+      case 'fork':
+        return this.fork(op);
+      case 'finish':
+        return this.finish(op);
+      case 'abort':
+        return this.abort(op);
+      case 'swapOut':
+        return this.swapOut(op);
+      case 'swapIn':
+        return this.swapIn(op);
+      case 'computed':
+        return this.m.markBlocksAsComputed();
+      case 'preempt':
+        return this.preempt(op);
     }
   }
 
@@ -154,7 +196,8 @@ class Harness {
         expect(content?.slice(0, bs)).toEqual(s.tokens.slice(i * bs, (i + 1) * bs)); // a hit carries equal tokens
       }
     });
-    for (let p = 0; p < s.tokens.length; p++) this.write(table.physicalBlockIds[Math.floor(p / bs)], p % bs, s.tokens[p]);
+    for (let p = 0; p < s.tokens.length; p++)
+      this.write(table.physicalBlockIds[Math.floor(p / bs)], p % bs, s.tokens[p]);
   }
 
   private append(op: Op): void {
@@ -282,8 +325,11 @@ class Harness {
     const alloc = this.m.blockAllocator;
     const refs: number[] = [];
     for (let id = 0; id < this.cfg.numGpuBlocks + this.cfg.numCpuBlocks; id++) refs.push(alloc.getRefCount(id));
-    const tables = [...this.m.getSeqIds()].map((id) => [id, this.m.getBlockTableObject(id).physicalBlockIds.slice(),
-      this.m.getBlockTableObject(id).numFullSlots]);
+    const tables = [...this.m.getSeqIds()].map((id) => [
+      id,
+      this.m.getBlockTableObject(id).physicalBlockIds.slice(),
+      this.m.getBlockTableObject(id).numFullSlots,
+    ]);
     return { refs, tables, gpu: this.m.getNumFreeGpuBlocks(), cpu: this.m.getNumFreeCpuBlocks() };
   }
 
@@ -323,7 +369,8 @@ class Harness {
         for (let k = 0; k < table.blocks.length; k++) {
           const block = table.blocks[k];
           if (block === nullBlock) continue;
-          if (alloc.getDeviceOfBlockId(block.blockId!) !== device) fail(`seq ${s.seqId} block ${k} on the wrong device`);
+          if (alloc.getDeviceOfBlockId(block.blockId!) !== device)
+            fail(`seq ${s.seqId} block ${k} on the wrong device`);
           const content = this.phys.get(table.physicalBlockIds[k]);
           for (let p = k * bs; p < Math.min((k + 1) * bs, s.tokens.length); p++) {
             if (content?.[p % bs] !== s.tokens[p]) {
@@ -354,36 +401,49 @@ function fail(message: string): never {
 }
 
 function configArb(enableCaching: boolean): fc.Arbitrary<Config> {
-  return fc.record({
-    blockSize: fc.constantFrom(1, 2, 4, 8, 16),
-    numGpuBlocks: fc.integer({ min: 4, max: 40 }),
-    numCpuBlocks: fc.integer({ min: 0, max: 24 }),
-    watermark: fc.constantFrom(0, 0.01, 0.1),
-    slidingWindow: enableCaching ? fc.constant(null) : fc.constantFrom(null, null, 1, 2, 3).map((k) => k),
-    enableCaching: fc.constant(enableCaching),
-    weakHash: enableCaching ? fc.boolean() : fc.constant(false),
-  }).map((c) => ({ ...c, slidingWindow: c.slidingWindow === null ? null : c.slidingWindow * c.blockSize }));
+  return fc
+    .record({
+      blockSize: fc.constantFrom(1, 2, 4, 8, 16),
+      numGpuBlocks: fc.integer({ min: 4, max: 40 }),
+      numCpuBlocks: fc.integer({ min: 0, max: 24 }),
+      watermark: fc.constantFrom(0, 0.01, 0.1),
+      slidingWindow: enableCaching ? fc.constant(null) : fc.constantFrom(null, null, 1, 2, 3).map((k) => k),
+      enableCaching: fc.constant(enableCaching),
+      weakHash: enableCaching ? fc.boolean() : fc.constant(false),
+    })
+    .map((c) => ({ ...c, slidingWindow: c.slidingWindow === null ? null : c.slidingWindow * c.blockSize }));
 }
 
 for (const enableCaching of [false, true]) {
   describe(`BlockSpaceManager properties (${enableCaching ? 'prefix caching' : 'naive'})`, () => {
     it('keeps every invariant over thousands of random operation sequences', () => {
-      fc.assert(fc.property(
-        configArb(enableCaching),
-        fc.array(fc.nat({ max: 3 }), { minLength: 48, maxLength: 48 }),
-        fc.array(opArb, { minLength: 10, maxLength: 80, size: 'max' }),
-        (cfg, seedTokens, ops) => {
-          const h = new Harness(cfg, seedTokens);
-          for (const op of ops) {
-            h.run(op);
-            h.checkInvariants();
-          }
-          h.freeEverything();
-        },
-      ), { numRuns: 3000 });
+      fc.assert(
+        fc.property(
+          configArb(enableCaching),
+          fc.array(fc.nat({ max: 3 }), { minLength: 48, maxLength: 48 }),
+          fc.array(opArb, { minLength: 10, maxLength: 80, size: 'max' }),
+          (cfg, seedTokens, ops) => {
+            const h = new Harness(cfg, seedTokens);
+            for (const op of ops) {
+              h.run(op);
+              h.checkInvariants();
+            }
+            h.freeEverything();
+          },
+        ),
+        { numRuns: 3000 },
+      );
       // The random operations must have exercised every path the invariants are about.
       console.log(`property stats (${enableCaching ? 'caching' : 'naive'}): ${JSON.stringify(stats)}`);
-      for (const key of ['allocated', 'appended', 'refusedAppends', 'copies', 'forks', 'swapsOut', 'swapsIn'] as const) {
+      for (const key of [
+        'allocated',
+        'appended',
+        'refusedAppends',
+        'copies',
+        'forks',
+        'swapsOut',
+        'swapsIn',
+      ] as const) {
         expect(stats[key], key).toBeGreaterThan(50);
       }
       if (enableCaching) expect(stats.computedHits).toBeGreaterThan(50);
@@ -394,17 +454,29 @@ for (const enableCaching of [false, true]) {
 }
 
 describe('BlockSpaceManager regressions found by the properties', () => {
-  it('canAppendSlots runs a group in order: blocks a later sequence\'s window releases do not serve an earlier one', () => {
+  it("canAppendSlots runs a group in order: blocks a later sequence's window releases do not serve an earlier one", () => {
     // Two running sequences (a fork) under a 1-token sliding window with no free block: the first needs a block
     // and releases none, the second releases two. The old sum (2 − 2 ≤ 0 free) said yes; the first append failed.
     const cfg: Config = {
-      blockSize: 1, numGpuBlocks: 12, numCpuBlocks: 0, watermark: 0, slidingWindow: 1, enableCaching: false, weakHash: false,
+      blockSize: 1,
+      numGpuBlocks: 12,
+      numCpuBlocks: 0,
+      watermark: 0,
+      slidingWindow: 1,
+      enableCaching: false,
+      weakHash: false,
     };
     const z = { tok: 0 };
     const ops: Op[] = [
-      { kind: 'add', a: 0, b: 281, ...z }, { kind: 'add', a: 9, b: 44, ...z }, { kind: 'schedule', a: 0, b: 0, ...z },
-      { kind: 'schedule', a: 0, b: 0, ...z }, { kind: 'append', a: 0, b: 69, ...z }, { kind: 'finish', a: 0, b: 0, ...z },
-      { kind: 'append', a: 0, b: 61, ...z }, { kind: 'append', a: 331, b: 57, ...z }, { kind: 'finish', a: 1, b: 4, ...z },
+      { kind: 'add', a: 0, b: 281, ...z },
+      { kind: 'add', a: 9, b: 44, ...z },
+      { kind: 'schedule', a: 0, b: 0, ...z },
+      { kind: 'schedule', a: 0, b: 0, ...z },
+      { kind: 'append', a: 0, b: 69, ...z },
+      { kind: 'finish', a: 0, b: 0, ...z },
+      { kind: 'append', a: 0, b: 61, ...z },
+      { kind: 'append', a: 331, b: 57, ...z },
+      { kind: 'finish', a: 1, b: 4, ...z },
       { kind: 'append', a: 495, b: 69, ...z },
       ...Array.from({ length: 10 }, () => ({ kind: 'add' as const, a: 0, b: 0, ...z })),
     ];

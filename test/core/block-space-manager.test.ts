@@ -1,7 +1,14 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
-  AllocStatus, BlockSpaceManager, Device, initHashing, InvalidArgumentError, InvalidStateError, NoFreeBlocksError,
-  SequenceStatus, UnknownSequenceError,
+  AllocStatus,
+  BlockSpaceManager,
+  Device,
+  initHashing,
+  InvalidArgumentError,
+  InvalidStateError,
+  NoFreeBlocksError,
+  SequenceStatus,
+  UnknownSequenceError,
 } from '../../src/core/index.js';
 import { FakeSequence, FakeSequenceGroup, range, singleSeqGroup } from './fake-sequence.js';
 
@@ -45,7 +52,13 @@ describe('BlockSpaceManager: admission with the watermark', () => {
   });
 
   it('with prefix caching, prompt blocks cached in blocks in use cost nothing now', () => {
-    const m = new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 10, numCpuBlocks: 0, watermark: 0, enableCaching: true });
+    const m = new BlockSpaceManager({
+      blockSize: 4,
+      numGpuBlocks: 10,
+      numCpuBlocks: 0,
+      watermark: 0,
+      enableCaching: true,
+    });
     m.allocate(singleSeqGroup(1, range(32))); // 8 blocks in use
     const same = singleSeqGroup(2, [...range(32), 99]); // 8 cached blocks + 1 new
     expect(m.canAllocate(same)).toBe(AllocStatus.OK);
@@ -122,7 +135,7 @@ describe('BlockSpaceManager: allocate, append, fork, free', () => {
     expect(m.getBlockTableObject(a.seqs[0]).numFullSlots).toBe(3);
   });
 
-  it('fork gives the child the parent\'s blocks; copy-on-write separates them on append', () => {
+  it("fork gives the child the parent's blocks; copy-on-write separates them on append", () => {
     const m = new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 8, numCpuBlocks: 0 });
     const g = singleSeqGroup(1, range(5));
     m.allocate(g);
@@ -162,16 +175,28 @@ describe('BlockSpaceManager: allocate, append, fork, free', () => {
   });
 
   it('rejects bad options', () => {
-    expect(() => new BlockSpaceManager({ blockSize: 0, numGpuBlocks: 1, numCpuBlocks: 1 })).toThrow(InvalidArgumentError);
-    expect(() => new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 1, numCpuBlocks: 1, watermark: -0.1 }))
-      .toThrow(/watermark/);
-    expect(() => new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 1, numCpuBlocks: 1, watermark: 1 }))
-      .toThrow(/watermark/);
-    expect(() => new BlockSpaceManager({
-      blockSize: 4, numGpuBlocks: 8, numCpuBlocks: 1, slidingWindow: 8, enableCaching: true,
-    })).toThrow(/sliding window/);
-    expect(() => new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 8, numCpuBlocks: 1, slidingWindow: 0 }))
-      .toThrow(InvalidArgumentError);
+    expect(() => new BlockSpaceManager({ blockSize: 0, numGpuBlocks: 1, numCpuBlocks: 1 })).toThrow(
+      InvalidArgumentError,
+    );
+    expect(() => new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 1, numCpuBlocks: 1, watermark: -0.1 })).toThrow(
+      /watermark/,
+    );
+    expect(() => new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 1, numCpuBlocks: 1, watermark: 1 })).toThrow(
+      /watermark/,
+    );
+    expect(
+      () =>
+        new BlockSpaceManager({
+          blockSize: 4,
+          numGpuBlocks: 8,
+          numCpuBlocks: 1,
+          slidingWindow: 8,
+          enableCaching: true,
+        }),
+    ).toThrow(/sliding window/);
+    expect(() => new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 8, numCpuBlocks: 1, slidingWindow: 0 })).toThrow(
+      InvalidArgumentError,
+    );
   });
 });
 
@@ -199,7 +224,13 @@ describe('BlockSpaceManager: chunk sizes as arguments', () => {
 describe('BlockSpaceManager: swapping', () => {
   for (const enableCaching of [false, true]) {
     it(`swaps a forked group out and back in, keeping tokens and sharing (${enableCaching ? 'caching' : 'naive'})`, () => {
-      const m = new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 16, numCpuBlocks: 16, watermark: 0, enableCaching });
+      const m = new BlockSpaceManager({
+        blockSize: 4,
+        numGpuBlocks: 16,
+        numCpuBlocks: 16,
+        watermark: 0,
+        enableCaching,
+      });
       const seqs = [1, 2].map((id) => new FakeSequence(id, range(10)));
       const g = new FakeSequenceGroup('req', seqs);
       m.allocate(g);
@@ -275,7 +306,13 @@ describe('BlockSpaceManager: swapping', () => {
 
 describe('BlockSpaceManager: sliding window', () => {
   it('frees blocks that left the window as the sequence decodes, keeping at most window/bs + 2 blocks', () => {
-    const m = new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 32, numCpuBlocks: 0, slidingWindow: 8, watermark: 0 });
+    const m = new BlockSpaceManager({
+      blockSize: 4,
+      numGpuBlocks: 32,
+      numCpuBlocks: 0,
+      slidingWindow: 8,
+      watermark: 0,
+    });
     expect(m.maxBlockSlidingWindow).toBe(4);
     expect(m.getNumFreeGpuBlocks()).toBe(31); // the null block is reserved up front
     const g = singleSeqGroup(1, range(30));
@@ -310,7 +347,7 @@ describe('BlockSpaceManager: sliding window', () => {
     expect(m.canAllocate(singleSeqGroup(3, range(1)))).toBe(AllocStatus.LATER);
   });
 
-  it('uses the sequence\'s computed-token count when it has one', () => {
+  it("uses the sequence's computed-token count when it has one", () => {
     const m = new BlockSpaceManager({ blockSize: 4, numGpuBlocks: 32, numCpuBlocks: 0, slidingWindow: 4 });
     const g = singleSeqGroup(1, range(40));
     m.allocate(g);
@@ -391,7 +428,13 @@ describe('BlockSpaceManager: block boundaries', () => {
           const numBlocks = Math.ceil(len / blockSize);
           // Exactly enough GPU blocks for the prompt plus two blocks of decode.
           const total = numBlocks + 2;
-          const m = new BlockSpaceManager({ blockSize, numGpuBlocks: total, numCpuBlocks: total, watermark: 0, enableCaching });
+          const m = new BlockSpaceManager({
+            blockSize,
+            numGpuBlocks: total,
+            numCpuBlocks: total,
+            watermark: 0,
+            enableCaching,
+          });
           const g = singleSeqGroup(1, range(len, 7));
           const room = numBlocks * blockSize - len;
           expect(m.canAllocate(g)).toBe(AllocStatus.OK);

@@ -1,6 +1,12 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
-  BlockTable, CpuGpuBlockAllocator, Device, initHashing, InvalidArgumentError, InvalidStateError, NoFreeBlocksError,
+  BlockTable,
+  CpuGpuBlockAllocator,
+  Device,
+  initHashing,
+  InvalidArgumentError,
+  InvalidStateError,
+  NoFreeBlocksError,
 } from '../../src/core/index.js';
 import { range } from './fake-sequence.js';
 
@@ -10,7 +16,10 @@ beforeAll(async () => {
 
 function makeAllocator(blockSize: number, numGpuBlocks = 64, caching = false): CpuGpuBlockAllocator {
   return CpuGpuBlockAllocator.create({
-    allocatorType: caching ? 'prefix_caching' : 'naive', numGpuBlocks, numCpuBlocks: 8, blockSize,
+    allocatorType: caching ? 'prefix_caching' : 'naive',
+    numGpuBlocks,
+    numCpuBlocks: 8,
+    blockSize,
   });
 }
 
@@ -59,7 +68,9 @@ for (const blockSize of [1, 8, 16]) {
             const t = 5000 + k;
             const expectedNew = table.numEmptySlots === 0 ? 1 : 0;
             expect(table.getNumNewBlocksForAppendSlots(1, 0)).toBe(expectedNew);
-            expect(table.getNumBlocksTouchedByAppendSlots([t], 0)).toBe(touchedByChunking(table.numFullSlots, 1, blockSize));
+            expect(table.getNumBlocksTouchedByAppendSlots([t], 0)).toBe(
+              touchedByChunking(table.numFullSlots, 1, blockSize),
+            );
             const free = alloc.getNumFreeBlocks(Device.GPU);
             table.appendTokenIds([t]);
             tokens.push(t);
@@ -81,8 +92,9 @@ for (const blockSize of [1, 8, 16]) {
         const more = range(2 * blockSize + 3, 50);
         const lookahead = blockSize + 1;
         const needed = table.getNumNewBlocksForAppendSlots(more.length, lookahead);
-        expect(table.getNumBlocksTouchedByAppendSlots(more, lookahead))
-          .toBe(touchedByChunking(3, more.length + lookahead, blockSize));
+        expect(table.getNumBlocksTouchedByAppendSlots(more, lookahead)).toBe(
+          touchedByChunking(3, more.length + lookahead, blockSize),
+        );
         const free = alloc.getNumFreeBlocks(Device.GPU);
         table.appendTokenIds(more, lookahead);
         expect(free - alloc.getNumFreeBlocks(Device.GPU)).toBe(needed);
@@ -109,7 +121,7 @@ describe('BlockTable', () => {
     expect(table.blocks[2].prevBlock).toBe(table.blocks[1]);
   });
 
-  it('vLLM\'s touched count is an upper bound; the exact count is 0 inside a private block', () => {
+  it("vLLM's touched count is an upper bound; the exact count is 0 inside a private block", () => {
     const alloc = makeAllocator(4);
     const table = new BlockTable(4, alloc);
     table.allocate(range(5));

@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import {
-  determineNumAvailableBlocks, getCacheBlockSize, getDtypeSize, InvalidArgumentError, maxConcurrency,
+  determineNumAvailableBlocks,
+  getCacheBlockSize,
+  getDtypeSize,
+  InvalidArgumentError,
+  maxConcurrency,
 } from '../../src/core/index.js';
 
 describe('getCacheBlockSize', () => {
@@ -34,22 +38,39 @@ describe('determineNumAvailableBlocks', () => {
   it('computes floor((total * util - peak) / blockBytes) GPU blocks and floor(swap / blockBytes) CPU blocks', () => {
     const gib = 1024 ** 3;
     const r = determineNumAvailableBlocks({
-      totalMemory: 80 * gib, memoryUtilization: 0.9, peakMemory: 20 * gib, blockBytes: 32_768, swapSpace: 4 * gib,
+      totalMemory: 80 * gib,
+      memoryUtilization: 0.9,
+      peakMemory: 20 * gib,
+      blockBytes: 32_768,
+      swapSpace: 4 * gib,
     });
     expect(r.numGpuBlocks).toBe(Math.floor((80 * gib * 0.9 - 20 * gib) / 32_768));
     expect(r.numCpuBlocks).toBe(131_072);
   });
 
   it('never returns negative counts', () => {
-    expect(determineNumAvailableBlocks({
-      totalMemory: 1000, memoryUtilization: 0.5, peakMemory: 900, blockBytes: 10, swapSpace: 0,
-    })).toEqual({ numGpuBlocks: 0, numCpuBlocks: 0 });
+    expect(
+      determineNumAvailableBlocks({
+        totalMemory: 1000,
+        memoryUtilization: 0.5,
+        peakMemory: 900,
+        blockBytes: 10,
+        swapSpace: 0,
+      }),
+    ).toEqual({ numGpuBlocks: 0, numCpuBlocks: 0 });
   });
 
   it('lets an override win over the computed GPU count', () => {
-    expect(determineNumAvailableBlocks({
-      totalMemory: 1000, memoryUtilization: 1, peakMemory: 0, blockBytes: 10, swapSpace: 95, numGpuBlocksOverride: 7,
-    })).toEqual({ numGpuBlocks: 7, numCpuBlocks: 9 });
+    expect(
+      determineNumAvailableBlocks({
+        totalMemory: 1000,
+        memoryUtilization: 1,
+        peakMemory: 0,
+        blockBytes: 10,
+        swapSpace: 95,
+        numGpuBlocksOverride: 7,
+      }),
+    ).toEqual({ numGpuBlocks: 7, numCpuBlocks: 9 });
   });
 
   it('rejects bad inputs', () => {

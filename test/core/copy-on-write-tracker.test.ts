@@ -27,7 +27,10 @@ describe('CopyOnWriteTracker', () => {
     expect(tracker.numPending).toBe(3);
     expect(tracker.cancelCow(2)).toBe(true);
     expect(tracker.cancelCow(7)).toBe(false);
-    expect(tracker.clearCopyOnWrites()).toEqual([[1, 2], [3, 4]]);
+    expect(tracker.clearCopyOnWrites()).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
     expect(tracker.clearCopyOnWrites()).toEqual([]);
   });
 });

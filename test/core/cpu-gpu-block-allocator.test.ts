@@ -1,6 +1,12 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
-  CpuGpuBlockAllocator, Device, DoubleFreeError, initHashing, InvalidArgumentError, NoFreeBlocksError, NullBlockError,
+  CpuGpuBlockAllocator,
+  Device,
+  DoubleFreeError,
+  initHashing,
+  InvalidArgumentError,
+  NoFreeBlocksError,
+  NullBlockError,
   UnknownBlockIdError,
 } from '../../src/core/index.js';
 
@@ -10,7 +16,8 @@ beforeAll(async () => {
 
 for (const allocatorType of ['naive', 'prefix_caching'] as const) {
   describe(`CpuGpuBlockAllocator (${allocatorType})`, () => {
-    const make = (g = 4, c = 3) => CpuGpuBlockAllocator.create({ allocatorType, numGpuBlocks: g, numCpuBlocks: c, blockSize: 2 });
+    const make = (g = 4, c = 3) =>
+      CpuGpuBlockAllocator.create({ allocatorType, numGpuBlocks: g, numCpuBlocks: c, blockSize: 2 });
 
     it('numbers GPU ids first and CPU ids after, with physical offsets per device', () => {
       const a = make();
@@ -65,7 +72,14 @@ for (const allocatorType of ['naive', 'prefix_caching'] as const) {
 
     it('a swap that does not fit changes nothing', () => {
       const a = make(4, 1);
-      const blocks = a.allocateImmutableBlocks(null, [[1, 2], [3, 4]], Device.GPU);
+      const blocks = a.allocateImmutableBlocks(
+        null,
+        [
+          [1, 2],
+          [3, 4],
+        ],
+        Device.GPU,
+      );
       expect(() => a.swap(blocks, Device.GPU, Device.CPU)).toThrow(NoFreeBlocksError);
       expect(blocks.map((b) => b.blockId)).toEqual([0, 1]);
       expect(a.getNumFreeBlocks(Device.GPU)).toBe(2);
@@ -90,7 +104,9 @@ for (const allocatorType of ['naive', 'prefix_caching'] as const) {
       expect(a.getNumFreeBlocks(Device.GPU)).toBe(3);
       expect(() => n.appendTokenIds([1])).toThrow(NullBlockError);
       expect(() => n.appendTokenIdsRange([1], 0, 1)).toThrow(NullBlockError);
-      expect(() => { n.blockId = 3; }).toThrow(NullBlockError);
+      expect(() => {
+        n.blockId = 3;
+      }).toThrow(NullBlockError);
       expect(() => a.fork(n)).toThrow(NullBlockError);
       a.free(n);
       expect(a.getNumFreeBlocks(Device.GPU)).toBe(3);
@@ -120,13 +136,21 @@ for (const allocatorType of ['naive', 'prefix_caching'] as const) {
 
 describe('CpuGpuBlockAllocator.create', () => {
   it('rejects bad options', () => {
-    expect(() => CpuGpuBlockAllocator.create({ allocatorType: 'lru' as never, numGpuBlocks: 1, numCpuBlocks: 1, blockSize: 1 }))
-      .toThrow(/allocatorType must be/);
-    expect(() => CpuGpuBlockAllocator.create({ allocatorType: 'naive', numGpuBlocks: -1, numCpuBlocks: 1, blockSize: 1 }))
-      .toThrow(InvalidArgumentError);
-    expect(() => CpuGpuBlockAllocator.create({
-      allocatorType: 'prefix_caching', numGpuBlocks: 1, numCpuBlocks: 1, blockSize: 1, hashAlgorithm: 'md5' as never,
-    })).toThrow(/hashAlgorithm/);
+    expect(() =>
+      CpuGpuBlockAllocator.create({ allocatorType: 'lru' as never, numGpuBlocks: 1, numCpuBlocks: 1, blockSize: 1 }),
+    ).toThrow(/allocatorType must be/);
+    expect(() =>
+      CpuGpuBlockAllocator.create({ allocatorType: 'naive', numGpuBlocks: -1, numCpuBlocks: 1, blockSize: 1 }),
+    ).toThrow(InvalidArgumentError);
+    expect(() =>
+      CpuGpuBlockAllocator.create({
+        allocatorType: 'prefix_caching',
+        numGpuBlocks: 1,
+        numCpuBlocks: 1,
+        blockSize: 1,
+        hashAlgorithm: 'md5' as never,
+      }),
+    ).toThrow(/hashAlgorithm/);
     const a = CpuGpuBlockAllocator.create({ allocatorType: 'naive', numGpuBlocks: 1, numCpuBlocks: 1, blockSize: 1 });
     expect(() => a.getAllocator('TPU' as never)).toThrow(InvalidArgumentError);
   });
@@ -134,8 +158,20 @@ describe('CpuGpuBlockAllocator.create', () => {
 
 describe('CpuGpuBlockAllocator (prefix caching) across devices', () => {
   it('blocks swapped out become cached on the CPU once marked computed, and stay hit-able there', () => {
-    const a = CpuGpuBlockAllocator.create({ allocatorType: 'prefix_caching', numGpuBlocks: 4, numCpuBlocks: 4, blockSize: 2 });
-    const blocks = a.allocateImmutableBlocks(null, [[1, 2], [3, 4]], Device.GPU);
+    const a = CpuGpuBlockAllocator.create({
+      allocatorType: 'prefix_caching',
+      numGpuBlocks: 4,
+      numCpuBlocks: 4,
+      blockSize: 2,
+    });
+    const blocks = a.allocateImmutableBlocks(
+      null,
+      [
+        [1, 2],
+        [3, 4],
+      ],
+      Device.GPU,
+    );
     a.markBlocksAsComputed([]);
     a.swap(blocks, Device.GPU, Device.CPU);
     const cpuIds = blocks.map((b) => b.blockId!);
@@ -145,7 +181,14 @@ describe('CpuGpuBlockAllocator (prefix caching) across devices', () => {
     a.swap(blocks, Device.CPU, Device.GPU);
     // The CPU copies stay cached (evictable) after the swap in: swapping the same content out again shares them.
     expect(a.getNumFreeBlocks(Device.CPU)).toBe(4);
-    const again = a.allocateImmutableBlocks(null, [[1, 2], [3, 4]], Device.CPU);
+    const again = a.allocateImmutableBlocks(
+      null,
+      [
+        [1, 2],
+        [3, 4],
+      ],
+      Device.CPU,
+    );
     expect(again.map((b) => b.blockId)).toEqual(cpuIds);
     expect(() => a.markBlocksAsComputed([99])).toThrow(UnknownBlockIdError);
   });

@@ -1,8 +1,15 @@
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
-  AllocStatus, BlockSpaceManager, Device, initHashing, NaiveBlockAllocator, PrefixCachingBlockAllocator, RefCounter,
-  SequenceStatus, type BlockStates,
+  AllocStatus,
+  BlockSpaceManager,
+  Device,
+  initHashing,
+  NaiveBlockAllocator,
+  PrefixCachingBlockAllocator,
+  RefCounter,
+  SequenceStatus,
+  type BlockStates,
 } from '../../src/core/index.js';
 import { FakeSequence, FakeSequenceGroup, range } from './fake-sequence.js';
 
@@ -67,11 +74,27 @@ function expectStatesMatch(m: BlockSpaceManager): void {
 }
 
 type OpKind = 'add' | 'append' | 'fork' | 'free' | 'swapOut' | 'swapIn' | 'computed' | 'access';
-interface Op { readonly kind: OpKind; readonly a: number; readonly len: number; readonly tok: number }
+interface Op {
+  readonly kind: OpKind;
+  readonly a: number;
+  readonly len: number;
+  readonly tok: number;
+}
 
 const opArb: fc.Arbitrary<Op> = fc.record({
-  kind: fc.constantFrom<OpKind>('add', 'add', 'append', 'append', 'append', 'fork', 'free', 'swapOut', 'swapIn',
-    'computed', 'access'),
+  kind: fc.constantFrom<OpKind>(
+    'add',
+    'add',
+    'append',
+    'append',
+    'append',
+    'fork',
+    'free',
+    'swapOut',
+    'swapIn',
+    'computed',
+    'access',
+  ),
   a: fc.nat({ max: 1000 }),
   len: fc.integer({ min: 1, max: 20 }),
   tok: fc.nat({ max: 2 }),
@@ -169,17 +192,20 @@ describe('getBlockStates', () => {
       let sawShared = false;
       let sawEvictable = false;
       let sawCpu = false;
-      fc.assert(fc.property(fc.array(opArb, { minLength: 1, maxLength: 60 }), (ops) => {
-        const d = new Driver(enableCaching);
-        for (const op of ops) {
-          d.apply(op);
-          expectStatesMatch(d.m);
-          const gpu = d.m.blockAllocator.getBlockStates(Device.GPU);
-          if (gpu.refCounts.some((c) => c > 1)) sawShared = true;
-          if (gpu.evictionRank.some((r) => r >= 0)) sawEvictable = true;
-          if (d.m.blockAllocator.getBlockStates(Device.CPU).refCounts.some((c) => c > 0)) sawCpu = true;
-        }
-      }), { numRuns: 150, seed: enableCaching ? 81 : 82 });
+      fc.assert(
+        fc.property(fc.array(opArb, { minLength: 1, maxLength: 60 }), (ops) => {
+          const d = new Driver(enableCaching);
+          for (const op of ops) {
+            d.apply(op);
+            expectStatesMatch(d.m);
+            const gpu = d.m.blockAllocator.getBlockStates(Device.GPU);
+            if (gpu.refCounts.some((c) => c > 1)) sawShared = true;
+            if (gpu.evictionRank.some((r) => r >= 0)) sawEvictable = true;
+            if (d.m.blockAllocator.getBlockStates(Device.CPU).refCounts.some((c) => c > 0)) sawCpu = true;
+          }
+        }),
+        { numRuns: 150, seed: enableCaching ? 81 : 82 },
+      );
       // The generator must reach the interesting states.
       expect(sawShared).toBe(true);
       expect(sawCpu).toBe(true);
@@ -188,22 +214,27 @@ describe('getBlockStates', () => {
   }
 
   it('changes nothing: an inspected manager and an untouched twin end in the same state', () => {
-    fc.assert(fc.property(fc.array(opArb, { minLength: 1, maxLength: 80 }), (ops) => {
-      const inspected = new Driver(true);
-      const twin = new Driver(true);
-      for (const op of ops) {
-        inspected.apply(op);
-        inspected.m.blockAllocator.getBlockStates(Device.GPU);
-        inspected.m.blockAllocator.getBlockStates(Device.CPU);
-        twin.apply(op);
-      }
-      for (const device of [Device.GPU, Device.CPU]) {
-        expect(inspected.m.blockAllocator.getBlockStates(device)).toEqual(twin.m.blockAllocator.getBlockStates(device));
-      }
-      const ids = (d: Driver): number[][] => [...d.running, ...d.swapped].flatMap((g) =>
-        g.seqs.map((s) => [...d.m.getBlockTable(s)]));
-      expect(ids(inspected)).toEqual(ids(twin));
-    }), { numRuns: 100, seed: 83 });
+    fc.assert(
+      fc.property(fc.array(opArb, { minLength: 1, maxLength: 80 }), (ops) => {
+        const inspected = new Driver(true);
+        const twin = new Driver(true);
+        for (const op of ops) {
+          inspected.apply(op);
+          inspected.m.blockAllocator.getBlockStates(Device.GPU);
+          inspected.m.blockAllocator.getBlockStates(Device.CPU);
+          twin.apply(op);
+        }
+        for (const device of [Device.GPU, Device.CPU]) {
+          expect(inspected.m.blockAllocator.getBlockStates(device)).toEqual(
+            twin.m.blockAllocator.getBlockStates(device),
+          );
+        }
+        const ids = (d: Driver): number[][] =>
+          [...d.running, ...d.swapped].flatMap((g) => g.seqs.map((s) => [...d.m.getBlockTable(s)]));
+        expect(ids(inspected)).toEqual(ids(twin));
+      }),
+      { numRuns: 100, seed: 83 },
+    );
   });
 
   it('returns copies the caller may change without touching the allocator', () => {
@@ -218,7 +249,7 @@ describe('getBlockStates', () => {
     expect(a.getLastAccessed(b.blockId!)).toBe(-1);
   });
 
-  it('describes each allocator\'s own id range and an evictable block\'s place in the eviction queue', () => {
+  it("describes each allocator's own id range and an evictable block's place in the eviction queue", () => {
     const naive = new NaiveBlockAllocator({ numBlocks: 3, blockSize: 2, firstBlockId: 10 });
     const nb = naive.allocateMutableBlock(null);
     naive.fork(nb);
@@ -227,8 +258,17 @@ describe('getBlockStates', () => {
     expect([...ns.refCounts]).toEqual([2, 0, 0]);
     expect([...ns.evictionRank]).toEqual([-1, -1, -1]);
 
-    const pc = new PrefixCachingBlockAllocator({ numBlocks: 4, blockSize: 2, firstBlockId: 4, hashAlgorithm: 'sha256' });
-    const chain = pc.allocateImmutableBlocks(null, [[1, 2], [3, 4], [5, 6]]);
+    const pc = new PrefixCachingBlockAllocator({
+      numBlocks: 4,
+      blockSize: 2,
+      firstBlockId: 4,
+      hashAlgorithm: 'sha256',
+    });
+    const chain = pc.allocateImmutableBlocks(null, [
+      [1, 2],
+      [3, 4],
+      [5, 6],
+    ]);
     pc.markBlocksAsComputed([]);
     pc.markBlocksAsAccessed([chain[0].blockId!], 7.5);
     const ids = chain.map((b) => b.blockId!);

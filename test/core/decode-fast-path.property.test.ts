@@ -27,8 +27,18 @@ interface Op {
 }
 
 const opArb: fc.Arbitrary<Op> = fc.record({
-  kind: fc.constantFrom<OpKind>('add', 'decode', 'decode', 'decode', 'decode', 'decode', 'decode', 'fork', 'free',
-    'computed'),
+  kind: fc.constantFrom<OpKind>(
+    'add',
+    'decode',
+    'decode',
+    'decode',
+    'decode',
+    'decode',
+    'decode',
+    'fork',
+    'free',
+    'computed',
+  ),
   pick: fc.nat({ max: 1000 }),
   len: fc.integer({ min: 1, max: 40 }),
   tok: fc.nat({ max: 2 }),
@@ -42,8 +52,10 @@ interface Side {
 const stats = { decodes: 0, refused: 0, copies: 0, newBlocks: 0 };
 
 function makeSide(blockSize: number, numGpuBlocks: number, enableCaching: boolean): Side {
-  return { m: new BlockSpaceManager({ blockSize, numGpuBlocks, numCpuBlocks: 0, watermark: 0, enableCaching }),
-    live: new Map() };
+  return {
+    m: new BlockSpaceManager({ blockSize, numGpuBlocks, numCpuBlocks: 0, watermark: 0, enableCaching }),
+    live: new Map(),
+  };
 }
 
 /**
@@ -78,7 +90,10 @@ function apply(fast: Side, general: Side, op: Op, nextId: number): number {
     case 'decode': {
       if (id < 0) return nextId;
       const results: [boolean, readonly CopyOnWritePair[]][] = [];
-      for (const [side, explicit] of [[fast, false], [general, true]] as const) {
+      for (const [side, explicit] of [
+        [fast, false],
+        [general, true],
+      ] as const) {
         const s = side.live.get(id)!;
         s.tokens.push(op.tok);
         const g = new FakeSequenceGroup(`r${id}`, [s]);
@@ -147,21 +162,27 @@ describe('decode fast path (appendSlots / canAppendSlots without a token count)'
   for (const enableCaching of [false, true]) {
     it(`matches the general append op for op (prefix caching ${enableCaching ? 'on' : 'off'})`, () => {
       Object.assign(stats, { decodes: 0, refused: 0, copies: 0, newBlocks: 0 });
-      fc.assert(fc.property(
-        fc.constantFrom(1, 2, 4, 16), fc.integer({ min: 4, max: 48 }), fc.array(opArb, { minLength: 20, maxLength: 120, size: 'max' }),
-        (blockSize, numGpuBlocks, ops) => {
-          const fast = makeSide(blockSize, numGpuBlocks, enableCaching);
-          const general = makeSide(blockSize, numGpuBlocks, enableCaching);
-          let nextId = 0;
-          for (const op of ops) {
-            nextId = apply(fast, general, op, nextId);
-            checkSame(fast, general);
-          }
-          for (const side of [fast, general]) {
-            for (const s of side.live.values()) side.m.free(s);
-            expect(side.m.getNumFreeGpuBlocks()).toBe(numGpuBlocks);
-          }
-        }), { numRuns: 150 });
+      fc.assert(
+        fc.property(
+          fc.constantFrom(1, 2, 4, 16),
+          fc.integer({ min: 4, max: 48 }),
+          fc.array(opArb, { minLength: 20, maxLength: 120, size: 'max' }),
+          (blockSize, numGpuBlocks, ops) => {
+            const fast = makeSide(blockSize, numGpuBlocks, enableCaching);
+            const general = makeSide(blockSize, numGpuBlocks, enableCaching);
+            let nextId = 0;
+            for (const op of ops) {
+              nextId = apply(fast, general, op, nextId);
+              checkSame(fast, general);
+            }
+            for (const side of [fast, general]) {
+              for (const s of side.live.values()) side.m.free(s);
+              expect(side.m.getNumFreeGpuBlocks()).toBe(numGpuBlocks);
+            }
+          },
+        ),
+        { numRuns: 150 },
+      );
       // The generator must reach the interesting paths: decodes, refusals, copy-on-writes, new blocks.
       console.log(`decode fast path stats (caching ${enableCaching}): ${JSON.stringify(stats)}`);
       expect(stats.decodes).toBeGreaterThan(1000);

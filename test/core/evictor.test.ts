@@ -34,25 +34,30 @@ describe('LRUEvictor', () => {
 
   it('behaves like an ordered list under random operations', () => {
     const n = 16;
-    fc.assert(fc.property(
-      fc.array(fc.tuple(fc.constantFrom('add', 'remove', 'evict'), fc.integer({ min: 0, max: n - 1 })), { maxLength: 200 }),
-      (ops) => {
-        const ev = new LRUEvictor(0, n);
-        const model: number[] = [];
-        for (const [op, id] of ops) {
-          if (op === 'add' && !model.includes(id)) {
-            ev.add(id);
-            model.push(id);
-          } else if (op === 'remove' && model.includes(id)) {
-            ev.remove(id);
-            model.splice(model.indexOf(id), 1);
-          } else if (op === 'evict' && model.length > 0) {
-            expect(ev.evict()).toBe(model.shift());
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.constantFrom('add', 'remove', 'evict'), fc.integer({ min: 0, max: n - 1 })), {
+          maxLength: 200,
+        }),
+        (ops) => {
+          const ev = new LRUEvictor(0, n);
+          const model: number[] = [];
+          for (const [op, id] of ops) {
+            if (op === 'add' && !model.includes(id)) {
+              ev.add(id);
+              model.push(id);
+            } else if (op === 'remove' && model.includes(id)) {
+              ev.remove(id);
+              model.splice(model.indexOf(id), 1);
+            } else if (op === 'evict' && model.length > 0) {
+              expect(ev.evict()).toBe(model.shift());
+            }
+            expect(ev.numBlocks).toBe(model.length);
           }
-          expect(ev.numBlocks).toBe(model.length);
-        }
-        expect(ev.ids()).toEqual(model);
-      },
-    ), { numRuns: 300 });
+          expect(ev.ids()).toEqual(model);
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });

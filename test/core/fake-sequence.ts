@@ -1,6 +1,4 @@
-import {
-  SequenceStatus, type SequenceGroupLike, type SequenceLike,
-} from '../../src/core/index.js';
+import { SequenceStatus, type SequenceGroupLike, type SequenceLike } from '../../src/core/index.js';
 
 /** A minimal engine-side sequence for core tests: token ids, a mutable status, an optional cache salt. */
 export class FakeSequence implements SequenceLike {
@@ -10,8 +8,12 @@ export class FakeSequence implements SequenceLike {
   salt: string | null;
   numComputed: number | null = null;
 
-  constructor(seqId: number, tokens: readonly number[], status: SequenceStatus = SequenceStatus.WAITING,
-    salt: string | null = null) {
+  constructor(
+    seqId: number,
+    tokens: readonly number[],
+    status: SequenceStatus = SequenceStatus.WAITING,
+    salt: string | null = null,
+  ) {
     this.seqId = seqId;
     this.tokens = tokens.slice();
     this.status = status;
@@ -62,6 +64,10 @@ export function range(n: number, start = 0): number[] {
 }
 
 /** A group of one waiting sequence. */
-export function singleSeqGroup(seqId: number, tokens: readonly number[], salt: string | null = null): FakeSequenceGroup {
+export function singleSeqGroup(
+  seqId: number,
+  tokens: readonly number[],
+  salt: string | null = null,
+): FakeSequenceGroup {
   return new FakeSequenceGroup(`req-${seqId}`, [new FakeSequence(seqId, tokens, SequenceStatus.WAITING, salt)]);
 }

@@ -1,7 +1,11 @@
 import { createHash } from 'node:crypto';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import {
-  BlockHasher, computeBlockHashes, initHashing, InvalidArgumentError, isHashingInitialized,
+  BlockHasher,
+  computeBlockHashes,
+  initHashing,
+  InvalidArgumentError,
+  isHashingInitialized,
 } from '../../src/core/index.js';
 
 beforeAll(async () => {

@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import {
-  BlockOverflowError, DoubleFreeError, FreedBlockError, InvalidArgumentError, InvalidStateError, NaiveBlockAllocator,
-  NoFreeBlocksError, UnknownBlockIdError, type Block,
+  BlockOverflowError,
+  DoubleFreeError,
+  FreedBlockError,
+  InvalidArgumentError,
+  InvalidStateError,
+  NaiveBlockAllocator,
+  NoFreeBlocksError,
+  UnknownBlockIdError,
+  type Block,
 } from '../../src/core/index.js';
 
 function chainIds(blocks: readonly Block[]): (number | null)[] {
@@ -58,7 +65,10 @@ describe('NaiveBlockAllocator', () => {
   it('allocates immutable blocks of exactly blockSize tokens, linked to the previous block', () => {
     const alloc = new NaiveBlockAllocator({ numBlocks: 4, blockSize: 3 });
     const a = alloc.allocateImmutableBlock(null, [1, 2, 3]);
-    const [b, c] = alloc.allocateImmutableBlocks(a, [[4, 5, 6], [7, 8, 9]]);
+    const [b, c] = alloc.allocateImmutableBlocks(a, [
+      [4, 5, 6],
+      [7, 8, 9],
+    ]);
     expect(b.prevBlock).toBe(a);
     expect(c.prevBlock).toBe(b);
     expect(c.tokenIds).toEqual([7, 8, 9]);
@@ -67,7 +77,12 @@ describe('NaiveBlockAllocator', () => {
     expect(() => alloc.allocateImmutableBlock(null, [1, 2])).toThrow(/exactly 3 token ids/);
     expect(() => alloc.allocateImmutableBlock(null, [1, 2, -1])).toThrow(InvalidArgumentError);
     // All or nothing: 2 requested, 1 free.
-    expect(() => alloc.allocateImmutableBlocks(null, [[1, 1, 1], [2, 2, 2]])).toThrow(NoFreeBlocksError);
+    expect(() =>
+      alloc.allocateImmutableBlocks(null, [
+        [1, 1, 1],
+        [2, 2, 2],
+      ]),
+    ).toThrow(NoFreeBlocksError);
     expect(alloc.getNumFreeBlocks()).toBe(1);
   });
 
@@ -88,7 +103,10 @@ describe('NaiveBlockAllocator', () => {
 
   it('fork shares every physical block of the chain (ref count +1, no new ids)', () => {
     const alloc = new NaiveBlockAllocator({ numBlocks: 8, blockSize: 2 });
-    const blocks = alloc.allocateImmutableBlocks(null, [[1, 2], [3, 4]]);
+    const blocks = alloc.allocateImmutableBlocks(null, [
+      [1, 2],
+      [3, 4],
+    ]);
     const tail = alloc.allocateMutableBlock(blocks[1]);
     tail.appendTokenIds([5]);
     const free = alloc.getNumFreeBlocks();

@@ -1,6 +1,11 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
-  BlockHasher, computeBlockHashes, initHashing, NaiveBlockAllocator, NoFreeBlocksError, PrefixCachingBlockAllocator,
+  BlockHasher,
+  computeBlockHashes,
+  initHashing,
+  NaiveBlockAllocator,
+  NoFreeBlocksError,
+  PrefixCachingBlockAllocator,
   type Block,
 } from '../../src/core/index.js';
 
@@ -103,7 +108,13 @@ describe('PrefixCachingBlockAllocator', () => {
     const ids = a.map((b) => b.blockId!);
     expect(alloc.getComputedBlockIds([], ids, true)).toEqual(ids.slice(0, 2));
     expect(alloc.getComputedBlockIds([ids[0]], ids, false)).toEqual(ids.slice(0, 2));
-    expect(alloc.getCommonComputedBlockIds([[1, 2, 3], [1, 2, 5], [1, 2]])).toEqual([1, 2]);
+    expect(
+      alloc.getCommonComputedBlockIds([
+        [1, 2, 3],
+        [1, 2, 5],
+        [1, 2],
+      ]),
+    ).toEqual([1, 2]);
     expect(alloc.getCommonComputedBlockIds([[4, 5]])).toEqual([4, 5]);
     const b = allocPrompt(alloc, [1, 2, 3, 4]);
     expect(b[0].computed).toBe(true); // a hit on a computed block is computed
@@ -223,8 +234,13 @@ describe('PrefixCachingBlockAllocator', () => {
 
   it('allocateImmutableBlocks is all or nothing', () => {
     const alloc = make(2);
-    expect(() => alloc.allocateImmutableBlocks(null, [[1, 1, 1, 1], [2, 2, 2, 2], [3, 3, 3, 3]]))
-      .toThrow(NoFreeBlocksError);
+    expect(() =>
+      alloc.allocateImmutableBlocks(null, [
+        [1, 1, 1, 1],
+        [2, 2, 2, 2],
+        [3, 3, 3, 3],
+      ]),
+    ).toThrow(NoFreeBlocksError);
     expect(alloc.getNumFreeBlocks()).toBe(2);
     expect(alloc.getPrefixCacheHitRate()).toBe(0);
   });

@@ -8,7 +8,12 @@ import { AsyncLLMEngine } from '../../src/engine/async-llm-engine.js';
 import { RequestAbortedError, SamplingParamsError } from '../../src/engine/errors.js';
 import type { RequestOutput } from '../../src/engine/request-output.js';
 import {
-  PROMPTS, expectAllBlocksFree, loadStories, makeEngine, runToCompletion, type Stories,
+  PROMPTS,
+  expectAllBlocksFree,
+  loadStories,
+  makeEngine,
+  runToCompletion,
+  type Stories,
 } from './stories-engine.js';
 
 async function collect(it: AsyncIterable<RequestOutput>): Promise<RequestOutput[]> {
@@ -94,12 +99,14 @@ describe('AsyncLLMEngine', () => {
     const ac = new AbortController();
     const it = engine.generate(PROMPTS[0], { temperature: 0, maxTokens: 200, ignoreEos: true }, { signal: ac.signal });
     let n = 0;
-    await expect((async () => {
-      for await (const o of it) {
-        void o;
-        if (++n === 2) ac.abort();
-      }
-    })()).rejects.toThrow(RequestAbortedError);
+    await expect(
+      (async () => {
+        for await (const o of it) {
+          void o;
+          if (++n === 2) ac.abort();
+        }
+      })(),
+    ).rejects.toThrow(RequestAbortedError);
     await idle(engine);
     expectAllBlocksFree(engine.engine);
     await engine.close();
@@ -108,7 +115,11 @@ describe('AsyncLLMEngine', () => {
   it('abort(requestId) ends the stream with a final "abort" output', async () => {
     const engine = new AsyncLLMEngine(makeEngine(stories));
     const outs: RequestOutput[] = [];
-    for await (const o of engine.generate(PROMPTS[0], { temperature: 0, maxTokens: 200, ignoreEos: true }, { requestId: 'x' })) {
+    for await (const o of engine.generate(
+      PROMPTS[0],
+      { temperature: 0, maxTokens: 200, ignoreEos: true },
+      { requestId: 'x' },
+    )) {
       outs.push(o);
       if (outs.length === 2) engine.abort('x');
     }
@@ -123,8 +134,10 @@ describe('AsyncLLMEngine', () => {
     const engine = new AsyncLLMEngine(makeEngine(stories));
     expect(() => engine.generate('x', { topP: 0 })).toThrow(SamplingParamsError);
     expect(engine.engine.hasUnfinishedRequests()).toBe(false);
-    const pending = collect(engine.generate(PROMPTS[0], { temperature: 0, maxTokens: 500, ignoreEos: true }))
-      .then(() => null, (e: unknown) => e);
+    const pending = collect(engine.generate(PROMPTS[0], { temperature: 0, maxTokens: 500, ignoreEos: true })).then(
+      () => null,
+      (e: unknown) => e,
+    );
     await engine.close();
     expect(await pending).toBeInstanceOf(RequestAbortedError);
     expect(() => engine.generate('x')).toThrow(/closed/);

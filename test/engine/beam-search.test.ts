@@ -1,7 +1,11 @@
 /** Beam search steps on hand-made candidates: selection, forks, frees, completed beams, the end of the search. */
 import { describe, expect, it } from 'vitest';
 import {
-  beamSearchStep, bestBeams, getBeamSearchScore, resolveBeamSearchParams, type BeamSearchContext,
+  beamSearchStep,
+  bestBeams,
+  getBeamSearchScore,
+  resolveBeamSearchParams,
+  type BeamSearchContext,
 } from '../../src/engine/beam-search.js';
 import { SamplingParamsError } from '../../src/engine/errors.js';
 import { SamplingParams } from '../../src/engine/sampling-params.js';
@@ -13,14 +17,25 @@ const EOS = 2;
 function setup(beamWidth: number, maxTokens = 10) {
   const seq = new Sequence(0, [1, 5], [EOS]);
   seq.status = SequenceStatus.RUNNING;
-  const group = new SequenceGroup('b', [seq], 0, new SamplingParams({ temperature: 0 }), 0, 0, null,
-    resolveBeamSearchParams({ beamWidth, maxTokens }));
+  const group = new SequenceGroup(
+    'b',
+    [seq],
+    0,
+    new SamplingParams({ temperature: 0 }),
+    0,
+    0,
+    null,
+    resolveBeamSearchParams({ beamWidth, maxTokens }),
+  );
   let next = 1;
   const forks: Array<[number, number]> = [];
   const freed: number[] = [];
   const ctx: BeamSearchContext = {
-    eosTokenIds: [EOS], maxModelLen: 100, newSeqId: () => next++,
-    fork: (p, c) => forks.push([p.seqId, c.seqId]), free: (s) => freed.push(s.seqId),
+    eosTokenIds: [EOS],
+    maxModelLen: 100,
+    newSeqId: () => next++,
+    fork: (p, c) => forks.push([p.seqId, c.seqId]),
+    free: (s) => freed.push(s.seqId),
   };
   return { seq, group, ctx, forks, freed };
 }
@@ -37,7 +52,9 @@ describe('beam search', () => {
   it('validates its options', () => {
     expect(() => resolveBeamSearchParams({ beamWidth: 0, maxTokens: 3 })).toThrow(SamplingParamsError);
     expect(() => resolveBeamSearchParams({ beamWidth: 2, maxTokens: 0 })).toThrow(/maxTokens/);
-    expect(() => resolveBeamSearchParams({ beamWidth: 2, maxTokens: 3, lengthPenalty: Number.NaN })).toThrow(/lengthPenalty/);
+    expect(() => resolveBeamSearchParams({ beamWidth: 2, maxTokens: 3, lengthPenalty: Number.NaN })).toThrow(
+      /lengthPenalty/,
+    );
   });
 
   it('keeps the best proposals, forks parents chosen twice, frees parents not chosen, completes EOS proposals', () => {
@@ -51,13 +68,23 @@ describe('beam search', () => {
 
     // Step 2: both proposals come from beam 0 (10 → 20, 21); beam 1 is dropped.
     const [a, b] = group.seqs;
-    beamSearchStep(group, [
-      { seq: a, candidates: [c(20, -0.1), c(21, -0.2)] },
-      { seq: b, candidates: [c(30, -2), c(31, -3)] },
-    ], ctx);
+    beamSearchStep(
+      group,
+      [
+        { seq: a, candidates: [c(20, -0.1), c(21, -0.2)] },
+        { seq: b, candidates: [c(30, -2), c(31, -3)] },
+      ],
+      ctx,
+    );
     expect(freed).toEqual([1]);
-    expect(forks).toEqual([[0, 1], [0, 2]]);
-    expect(group.seqs.map((s) => s.getOutputTokenIds())).toEqual([[10, 20], [10, 21]]);
+    expect(forks).toEqual([
+      [0, 1],
+      [0, 2],
+    ]);
+    expect(group.seqs.map((s) => s.getOutputTokenIds())).toEqual([
+      [10, 20],
+      [10, 21],
+    ]);
     expect(group.seqs.map((s) => s.seqId)).toEqual([0, 2]);
     expect(group.isFinished()).toBe(false);
   });
@@ -66,10 +93,14 @@ describe('beam search', () => {
     const { seq, group, ctx } = setup(2, 2);
     beamSearchStep(group, [{ seq, candidates: [c(10, -0.1), c(11, -0.3), c(EOS, -0.2)] }], ctx);
     const [a, b] = group.seqs;
-    beamSearchStep(group, [
-      { seq: a, candidates: [c(20, -0.1), c(EOS, -0.02)] },
-      { seq: b, candidates: [c(30, -0.1), c(31, -0.2)] },
-    ], ctx);
+    beamSearchStep(
+      group,
+      [
+        { seq: a, candidates: [c(20, -0.1), c(EOS, -0.02)] },
+        { seq: b, candidates: [c(30, -0.1), c(31, -0.2)] },
+      ],
+      ctx,
+    );
     expect(group.isFinished()).toBe(true);
     const best = bestBeams(group, [EOS], (ids) => ids.join(' '));
     expect(best).toHaveLength(2);
@@ -80,7 +111,7 @@ describe('beam search', () => {
     expect(best[1].finishReason).toBe('length');
   });
 
-  it('finishes when every proposal ends at EOS, keeping the group\'s prompt', () => {
+  it("finishes when every proposal ends at EOS, keeping the group's prompt", () => {
     const { seq, group, ctx, freed } = setup(1);
     beamSearchStep(group, [{ seq, candidates: [c(EOS, -0.1)] }], ctx);
     expect(group.isFinished()).toBe(true);

@@ -19,7 +19,14 @@ import type { LLMEngine } from '../../src/engine/llm-engine.js';
 import type { SamplingParamsInit } from '../../src/engine/sampling-params.js';
 import { sharedDir } from '../../src/cli/default-model.js';
 import {
-  expectAllBlocksFree, generateAll, loadStories, makeEngine, PROMPTS, runToCompletion, STORIES_DIR, type Stories,
+  expectAllBlocksFree,
+  generateAll,
+  loadStories,
+  makeEngine,
+  PROMPTS,
+  runToCompletion,
+  STORIES_DIR,
+  type Stories,
   type TestEngineOptions,
 } from './stories-engine.js';
 import { STORIES_GOLDEN_TEXT } from '../model/model-files.js';
@@ -33,12 +40,25 @@ const GREEDY: SamplingParamsInit = { temperature: 0, maxTokens: 48 };
 /** A 2-layer random-weight llama with stories260K's vocabulary: a draft whose proposals are mostly rejected. */
 function writeRandomModel(path: string, vocabSize = 512, tokenizer = join(STORIES_DIR, 'tok512.bin')): void {
   const configPath = join(dir, `config-${vocabSize}.json`);
-  writeFileSync(configPath, JSON.stringify({
-    architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 64, intermediate_size: 128,
-    num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 2, vocab_size: vocabSize,
-    max_position_embeddings: 512, rms_norm_eps: 1e-5, rope_theta: 10000, tie_word_embeddings: true,
-    bos_token_id: 1, eos_token_id: 2,
-  }));
+  writeFileSync(
+    configPath,
+    JSON.stringify({
+      architectures: ['LlamaForCausalLM'],
+      model_type: 'llama',
+      hidden_size: 64,
+      intermediate_size: 128,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      num_hidden_layers: 2,
+      vocab_size: vocabSize,
+      max_position_embeddings: 512,
+      rms_norm_eps: 1e-5,
+      rope_theta: 10000,
+      tie_word_embeddings: true,
+      bos_token_id: 1,
+      eos_token_id: 2,
+    }),
+  );
   createRandomModel({ configPath, tokenizerPath: tokenizer, dtype: 'f32', seed: 7, outPath: path });
 }
 
@@ -58,12 +78,22 @@ afterAll(async () => {
 });
 
 /** An engine speculating with `draft` (k tokens), its draft cache as many blocks as the target's. */
-function speculating(draft: LoadedModel, k: number, o: TestEngineOptions = {}): { engine: LLMEngine; proposer: DraftModelProposer } {
+function speculating(
+  draft: LoadedModel,
+  k: number,
+  o: TestEngineOptions = {},
+): { engine: LLMEngine; proposer: DraftModelProposer } {
   const blockSize = o.blockSize ?? 16;
-  const proposer = createDraftModelProposer(draft, s.backend,
-    { numSpeculativeTokens: k, blockSize, cacheDtype: 'fp32', numBlocks: o.numGpuBlocks ?? 512 });
+  const proposer = createDraftModelProposer(draft, s.backend, {
+    numSpeculativeTokens: k,
+    blockSize,
+    cacheDtype: 'fp32',
+    numBlocks: o.numGpuBlocks ?? 512,
+  });
   const engine = makeEngine(s, {
-    ...o, speculativeConfig: { method: 'draft_model', model: 'in-memory', numSpeculativeTokens: k }, speculativeProposer: proposer,
+    ...o,
+    speculativeConfig: { method: 'draft_model', model: 'in-memory', numSpeculativeTokens: k },
+    speculativeProposer: proposer,
   });
   return { engine, proposer };
 }
@@ -72,7 +102,8 @@ const plainCache = new Map<string, number[][]>();
 /** Plain decoding's outputs (no speculation) for the same prompts and settings. */
 function plain(prompts: readonly string[], params: SamplingParamsInit, o: TestEngineOptions = {}): number[][] {
   const key = JSON.stringify([prompts, params, o.blockSize ?? 16]);
-  if (!plainCache.has(key)) plainCache.set(key, generateAll(makeEngine(s, { blockSize: o.blockSize }), prompts, params));
+  if (!plainCache.has(key))
+    plainCache.set(key, generateAll(makeEngine(s, { blockSize: o.blockSize }), prompts, params));
   return plainCache.get(key)!;
 }
 
@@ -126,7 +157,9 @@ describe('draft-model speculative decoding on stories260K', () => {
       state = (state * 1103515245 + 12345) % 2147483648;
       return 3 + (state % n);
     };
-    const prompts = Array.from({ length: 12 }, () => ({ promptTokenIds: [1, ...Array.from({ length: 2 + next(20) }, () => next(509))] }));
+    const prompts = Array.from({ length: 12 }, () => ({
+      promptTokenIds: [1, ...Array.from({ length: 2 + next(20) }, () => next(509))],
+    }));
     const plainEngine = makeEngine(s, { blockSize: 4 });
     prompts.forEach((p, i) => plainEngine.addRequest(`p${i}`, p, GREEDY));
     const want = collect(plainEngine, prompts.length);
@@ -210,7 +243,13 @@ function chiSquareCritical(df: number): number {
 }
 
 /** Counts of output token `position` over `n` seeded samples of one prompt. */
-function tokenCounts(engine: LLMEngine, prompt: string, n: number, position: number, params: SamplingParamsInit): Map<number, number> {
+function tokenCounts(
+  engine: LLMEngine,
+  prompt: string,
+  n: number,
+  position: number,
+  params: SamplingParamsInit,
+): Map<number, number> {
   const prompts = new Array<string>(n).fill(prompt);
   prompts.forEach((p, i) => engine.addRequest(`s${i}`, p, { ...params, seed: 1000 + i }));
   const counts = new Map<number, number>();
@@ -227,7 +266,10 @@ function tokenCounts(engine: LLMEngine, prompt: string, n: number, position: num
 describe('draft-model speculative decoding keeps sampled outputs distributed as plain sampling', () => {
   // Tokens 1 and 2 of the output come from speculative steps (token 0 is sampled at the prompt's prefill).
   const params: SamplingParamsInit = { temperature: 1, maxTokens: 4, ignoreEos: true };
-  for (const [name, getDraft] of [['the target', () => s.loaded], ['a random-weight model', () => randomDraft]] as const) {
+  for (const [name, getDraft] of [
+    ['the target', () => s.loaded],
+    ['a random-weight model', () => randomDraft],
+  ] as const) {
     it(`with ${name} as draft: chi-square on output tokens 1 and 2 against plain sampling (1,500 seeds each)`, () => {
       const prompt = 'Once upon a time';
       for (const position of [1, 2]) {
@@ -247,7 +289,9 @@ describe('createLLMEngine with {"model": PATH, "num_speculative_tokens": k}', ()
   it('loads the draft, splits the KV budget (as many draft blocks as target blocks) and generates as plain', async () => {
     const kvCacheMemory = 4 << 20;
     const engine = await createLLMEngine({
-      model: join(STORIES_DIR, 'stories260K.bin'), threads: 1, kvCacheMemory,
+      model: join(STORIES_DIR, 'stories260K.bin'),
+      threads: 1,
+      kvCacheMemory,
       speculativeConfig: `{"model": ${JSON.stringify(join(dir, 'f16.gguf'))}, "num_speculative_tokens": 3}`,
     });
     try {
@@ -270,7 +314,9 @@ describe('createLLMEngine with {"model": PATH, "num_speculative_tokens": k}', ()
     const path = join(dir, 'smollm-vocab.gguf');
     writeRandomModel(path, 49152, join(sharedDir(), 'models/smollm2-135m-instruct-tokenizer/tokenizer.json'));
     const err = await createLLMEngine({
-      model: join(STORIES_DIR, 'stories260K.bin'), threads: 1, kvCacheMemory: 1 << 20,
+      model: join(STORIES_DIR, 'stories260K.bin'),
+      threads: 1,
+      kvCacheMemory: 1 << 20,
       speculativeConfig: { model: path, num_speculative_tokens: 2 },
     }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DraftModelMismatchError);

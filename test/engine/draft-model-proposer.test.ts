@@ -23,14 +23,27 @@ let randomDraft: LoadedModel;
 /** A 2-layer random-weight llama with stories260K's vocabulary (tok512.bin): a draft that is often wrong. */
 function writeRandomDraft(path: string): void {
   const config = {
-    architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 64, intermediate_size: 128,
-    num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 2, vocab_size: 512,
-    max_position_embeddings: 512, rms_norm_eps: 1e-5, rope_theta: 10000, tie_word_embeddings: true,
-    bos_token_id: 1, eos_token_id: 2,
+    architectures: ['LlamaForCausalLM'],
+    model_type: 'llama',
+    hidden_size: 64,
+    intermediate_size: 128,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    num_hidden_layers: 2,
+    vocab_size: 512,
+    max_position_embeddings: 512,
+    rms_norm_eps: 1e-5,
+    rope_theta: 10000,
+    tie_word_embeddings: true,
+    bos_token_id: 1,
+    eos_token_id: 2,
   };
   writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
   createRandomModel({
-    configPath: join(dir, 'config.json'), tokenizerPath: join(STORIES_DIR, 'tok512.bin'), dtype: 'f32', seed: 7,
+    configPath: join(dir, 'config.json'),
+    tokenizerPath: join(STORIES_DIR, 'tok512.bin'),
+    dtype: 'f32',
+    seed: 7,
     outPath: path,
   });
 }
@@ -41,7 +54,8 @@ beforeAll(async () => {
   const path = join(dir, 'random-draft.gguf');
   writeRandomDraft(path);
   randomDraft = await loadDraftModel(path, {
-    backend: s.backend, target: { config: s.loaded.source.config, tokenizer: s.loaded.source.tokenizer },
+    backend: s.backend,
+    target: { config: s.loaded.source.config, tokenizer: s.loaded.source.tokenizer },
   });
 });
 
@@ -55,15 +69,20 @@ function greedy(model: LoadedModel, prompts: readonly (readonly number[])[], n: 
   // The engine's KV cache is arena memory: give it back afterwards (nothing else allocates meanwhile).
   const mark = s.backend.arena.mark();
   try {
-    return runGreedy(makeEngine({ backend: s.backend, loaded: model }, { enablePrefixCaching: false, numGpuBlocks: 64 }),
-      prompts, n);
+    return runGreedy(
+      makeEngine({ backend: s.backend, loaded: model }, { enablePrefixCaching: false, numGpuBlocks: 64 }),
+      prompts,
+      n,
+    );
   } finally {
     s.backend.arena.reset(mark);
   }
 }
 
 function runGreedy(engine: LLMEngine, prompts: readonly (readonly number[])[], n: number): number[][] {
-  prompts.forEach((p, i) => engine.addRequest(`r${i}`, { promptTokenIds: p }, { temperature: 0, maxTokens: n, ignoreEos: true }));
+  prompts.forEach((p, i) =>
+    engine.addRequest(`r${i}`, { promptTokenIds: p }, { temperature: 0, maxTokens: n, ignoreEos: true }),
+  );
   const out: number[][] = [];
   const finals = new Map<string, number[]>();
   while (engine.hasUnfinishedRequests()) {
@@ -87,23 +106,38 @@ interface SimulatedRun {
  * sampler does for greedy requests. Every proposal is checked against the draft model's greedy continuation of the
  * same tokens (`draftModel`, recomputed from scratch).
  */
-function simulate(proposer: DraftModelProposer, draftModel: LoadedModel, prompts: number[][], targetOut: number[][],
-  k: number, checkEvery = 1): SimulatedRun {
+function simulate(
+  proposer: DraftModelProposer,
+  draftModel: LoadedModel,
+  prompts: number[][],
+  targetOut: number[][],
+  k: number,
+  checkEvery = 1,
+): SimulatedRun {
   const seqs = prompts.map((p) => [...p]);
   const done = prompts.map(() => 0);
   const run: SimulatedRun = { proposed: [], accepted: [], mismatches: [] };
   for (let step = 0; done.some((d, i) => d < targetOut[i].length); step++) {
     const live = seqs.map((_, i) => i).filter((i) => done[i] < targetOut[i].length);
     const requests = live.map((i) => ({
-      seqId: 100 + i, requestId: `r${i}`, tokenIds: seqs[i], maxTokens: Math.min(k, targetOut[i].length - done[i]),
+      seqId: 100 + i,
+      requestId: `r${i}`,
+      tokenIds: seqs[i],
+      maxTokens: Math.min(k, targetOut[i].length - done[i]),
     }));
     const proposals = proposer.propose(requests);
     if (step % checkEvery === 0) {
-      const want = greedy(draftModel, live.map((i) => seqs[i]), k);
+      const want = greedy(
+        draftModel,
+        live.map((i) => seqs[i]),
+        k,
+      );
       live.forEach((i, j) => {
         const got = proposals[j].tokenIds;
         if (got.join() !== want[j].slice(0, got.length).join()) {
-          run.mismatches.push(`step ${step} seq ${i}: proposed ${got.join()} but the draft's greedy is ${want[j].join()}`);
+          run.mismatches.push(
+            `step ${step} seq ${i}: proposed ${got.join()} but the draft's greedy is ${want[j].join()}`,
+          );
         }
       });
     }
@@ -130,8 +164,12 @@ describe('DraftModelProposer', () => {
   it('with the target as its own draft, proposes exactly the target greedy continuation: every draft accepted', () => {
     const prompts = encode(PROMPTS.slice(0, 6));
     const targetOut = greedy(s.loaded, prompts, 40);
-    const proposer = createDraftModelProposer(s.loaded, s.backend,
-      { numSpeculativeTokens: 4, blockSize: 16, cacheDtype: 'fp32', numBlocks: 64 });
+    const proposer = createDraftModelProposer(s.loaded, s.backend, {
+      numSpeculativeTokens: 4,
+      blockSize: 16,
+      cacheDtype: 'fp32',
+      numBlocks: 64,
+    });
     const run = simulate(proposer, s.loaded, prompts, targetOut, 4);
     expect(run.mismatches).toEqual([]);
     expect(sum(run.proposed)).toBeGreaterThan(0);
@@ -146,8 +184,12 @@ describe('DraftModelProposer', () => {
     const prompts = encode(PROMPTS.slice(6, 12));
     const targetOut = greedy(s.loaded, prompts, 48);
     for (const blockSize of [1, 4, 16]) {
-      const proposer = createDraftModelProposer(randomDraft, s.backend,
-        { numSpeculativeTokens: 3, blockSize, cacheDtype: 'fp32', numBlocks: Math.ceil(1024 / blockSize) });
+      const proposer = createDraftModelProposer(randomDraft, s.backend, {
+        numSpeculativeTokens: 3,
+        blockSize,
+        cacheDtype: 'fp32',
+        numBlocks: Math.ceil(1024 / blockSize),
+      });
       const run = simulate(proposer, randomDraft, prompts, targetOut, 3, 2);
       expect(run.mismatches).toEqual([]);
       // A random draft is mostly rejected: the runs exercise rollback.
@@ -161,12 +203,17 @@ describe('DraftModelProposer', () => {
     const { convertToGguf } = await import('../../src/model/convert.js');
     convertToGguf({ inputPath: join(STORIES_DIR, 'stories260K.bin'), outPath: f16Path, dtype: 'f16' });
     const draft = await loadDraftModel(f16Path, {
-      backend: s.backend, target: { config: s.loaded.source.config, tokenizer: s.loaded.source.tokenizer },
+      backend: s.backend,
+      target: { config: s.loaded.source.config, tokenizer: s.loaded.source.tokenizer },
     });
     const prompts = encode(PROMPTS.slice(12, 16));
     const targetOut = greedy(s.loaded, prompts, 40);
-    const proposer = createDraftModelProposer(draft, s.backend,
-      { numSpeculativeTokens: 4, blockSize: 16, cacheDtype: 'fp32', numBlocks: 64 });
+    const proposer = createDraftModelProposer(draft, s.backend, {
+      numSpeculativeTokens: 4,
+      blockSize: 16,
+      cacheDtype: 'fp32',
+      numBlocks: 64,
+    });
     const run = simulate(proposer, draft, prompts, targetOut, 4, 3);
     expect(run.mismatches).toEqual([]);
     expect(sum(run.accepted) / sum(run.proposed)).toBeGreaterThan(0.8);
@@ -176,8 +223,13 @@ describe('DraftModelProposer', () => {
     const prompts = encode(PROMPTS.slice(22, 26));
     const targetOut = greedy(s.loaded, prompts, 24);
     for (const maxChunkTokens of [1, 3]) {
-      const proposer = createDraftModelProposer(randomDraft, s.backend,
-        { numSpeculativeTokens: 3, blockSize: 4, cacheDtype: 'fp32', numBlocks: 256, maxChunkTokens });
+      const proposer = createDraftModelProposer(randomDraft, s.backend, {
+        numSpeculativeTokens: 3,
+        blockSize: 4,
+        cacheDtype: 'fp32',
+        numBlocks: 256,
+        maxChunkTokens,
+      });
       const run = simulate(proposer, randomDraft, prompts, targetOut, 3, 2);
       expect(run.mismatches).toEqual([]);
       expect(sum(run.proposed)).toBeGreaterThan(0);
@@ -188,8 +240,12 @@ describe('DraftModelProposer', () => {
     const prompts = encode(PROMPTS.slice(16, 20));
     const targetOut = greedy(s.loaded, prompts, 30);
     // 6 blocks of 16 tokens hold two of the four sequences at most.
-    const proposer = createDraftModelProposer(s.loaded, s.backend,
-      { numSpeculativeTokens: 4, blockSize: 16, cacheDtype: 'fp32', numBlocks: 6 });
+    const proposer = createDraftModelProposer(s.loaded, s.backend, {
+      numSpeculativeTokens: 4,
+      blockSize: 16,
+      cacheDtype: 'fp32',
+      numBlocks: 6,
+    });
     const run = simulate(proposer, s.loaded, prompts, targetOut, 4);
     expect(run.mismatches).toEqual([]);
     expect(run.accepted).toEqual(run.proposed);
@@ -200,8 +256,12 @@ describe('DraftModelProposer', () => {
 
   it('drops the KV of sequences not asked when blocks run short, and recomputes a freed sequence from scratch', () => {
     const [a, b] = encode(PROMPTS.slice(20, 22));
-    const proposer = createDraftModelProposer(s.loaded, s.backend,
-      { numSpeculativeTokens: 2, blockSize: 4, cacheDtype: 'fp32', numBlocks: Math.ceil((a.length + 1) / 4) + 1 });
+    const proposer = createDraftModelProposer(s.loaded, s.backend, {
+      numSpeculativeTokens: 2,
+      blockSize: 4,
+      cacheDtype: 'fp32',
+      numBlocks: Math.ceil((a.length + 1) / 4) + 1,
+    });
     const first = proposer.propose([{ seqId: 1, requestId: 'a', tokenIds: a, maxTokens: 2 }]);
     expect(first[0].tokenIds).toEqual(greedy(s.loaded, [a], 2)[0]);
     // Sequence 2 needs the blocks sequence 1 holds; 1 is not asked this step, so it is dropped.
@@ -215,8 +275,12 @@ describe('DraftModelProposer', () => {
 
   it('never proposes past the draft model positions', () => {
     const long = new Array(510).fill(0).map((_, i) => 3 + (i % 200));
-    const proposer = createDraftModelProposer(s.loaded, s.backend,
-      { numSpeculativeTokens: 4, blockSize: 16, cacheDtype: 'fp32', numBlocks: 40 });
+    const proposer = createDraftModelProposer(s.loaded, s.backend, {
+      numSpeculativeTokens: 4,
+      blockSize: 16,
+      cacheDtype: 'fp32',
+      numBlocks: 40,
+    });
     // stories260K has 512 positions: 510 tokens leave room for drafts at positions 510 and 511 (the last unfed).
     const [p] = proposer.propose([{ seqId: 1, requestId: 'x', tokenIds: long, maxTokens: 4 }]);
     expect(p.tokenIds.length).toBe(3);
@@ -227,20 +291,41 @@ describe('DraftModelProposer', () => {
 
 describe('checkDraftModelCompatible', () => {
   it('accepts the same tokenizer from another file format (llama2.c and GGUF of one vocabulary)', () => {
-    expect(() => checkDraftModelCompatible(
-      { config: s.loaded.source.config, tokenizer: s.loaded.source.tokenizer },
-      { config: randomDraft.source.config, tokenizer: randomDraft.source.tokenizer })).not.toThrow();
+    expect(() =>
+      checkDraftModelCompatible(
+        { config: s.loaded.source.config, tokenizer: s.loaded.source.tokenizer },
+        { config: randomDraft.source.config, tokenizer: randomDraft.source.tokenizer },
+      ),
+    ).not.toThrow();
   });
 
   it('refuses a draft whose vocabulary size differs, with a typed error that names it', async () => {
     const path = join(dir, 'smollm-vocab.gguf');
     const shape = join(sharedDir(), 'models/smollm2-135m-instruct-tokenizer');
-    writeFileSync(join(dir, 'big-vocab.json'), JSON.stringify({
-      architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 32, intermediate_size: 64,
-      num_attention_heads: 2, num_key_value_heads: 1, num_hidden_layers: 1, vocab_size: 49152,
-      max_position_embeddings: 256, rms_norm_eps: 1e-5, rope_theta: 10000, tie_word_embeddings: true,
-    }));
-    createRandomModel({ configPath: join(dir, 'big-vocab.json'), tokenizerPath: join(shape, 'tokenizer.json'), dtype: 'f32', seed: 1, outPath: path });
+    writeFileSync(
+      join(dir, 'big-vocab.json'),
+      JSON.stringify({
+        architectures: ['LlamaForCausalLM'],
+        model_type: 'llama',
+        hidden_size: 32,
+        intermediate_size: 64,
+        num_attention_heads: 2,
+        num_key_value_heads: 1,
+        num_hidden_layers: 1,
+        vocab_size: 49152,
+        max_position_embeddings: 256,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10000,
+        tie_word_embeddings: true,
+      }),
+    );
+    createRandomModel({
+      configPath: join(dir, 'big-vocab.json'),
+      tokenizerPath: join(shape, 'tokenizer.json'),
+      dtype: 'f32',
+      seed: 1,
+      outPath: path,
+    });
     const target = { config: s.loaded.source.config, tokenizer: s.loaded.source.tokenizer };
     const err = await loadDraftModel(path, { backend: s.backend, target }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DraftModelMismatchError);
@@ -252,7 +337,11 @@ describe('checkDraftModelCompatible', () => {
     const changed = Object.create(t, {
       idToToken: { value: (id: number) => (id === 300 ? 'different' : t.idToToken(id)) },
     }) as typeof t;
-    expect(() => checkDraftModelCompatible({ config: s.loaded.source.config, tokenizer: t },
-      { config: s.loaded.source.config, tokenizer: changed })).toThrow(/token 300 is "different" in the draft/);
+    expect(() =>
+      checkDraftModelCompatible(
+        { config: s.loaded.source.config, tokenizer: t },
+        { config: s.loaded.source.config, tokenizer: changed },
+      ),
+    ).toThrow(/token 300 is "different" in the draft/);
   });
 });

@@ -7,25 +7,44 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { LLMEngine } from '../../src/engine/llm-engine.js';
 import type { SchedulerOutputs } from '../../src/engine/scheduler.js';
 import {
-  PROMPTS, expectAllBlocksFree, generateAll, loadStories, makeEngine, type Stories, type TestEngineOptions,
+  PROMPTS,
+  expectAllBlocksFree,
+  generateAll,
+  loadStories,
+  makeEngine,
+  type Stories,
+  type TestEngineOptions,
 } from './stories-engine.js';
 
 const GREEDY = { temperature: 0, maxTokens: 48 } as const;
 
 /** Prompts sharing a three-block prefix (at block size 16), each with its own ending. */
-const SHARED_PREFIX = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park ' +
+const SHARED_PREFIX =
+  'Once upon a time, there was a little girl named Lily. She loved to play outside in the park ' +
   'with her friends. One day,';
 const SHARED_PROMPTS = [
-  ' she saw a big dog', ' her mom said', ' it started to rain', ' a bird flew down', ' Lily found a ball',
-  ' they went home', ' the sun was hot', ' she was sad', ' a man came', ' her friend Tom fell',
-  ' the park was closed', ' Lily ate a cake',
+  ' she saw a big dog',
+  ' her mom said',
+  ' it started to rain',
+  ' a bird flew down',
+  ' Lily found a ball',
+  ' they went home',
+  ' the sun was hot',
+  ' she was sad',
+  ' a man came',
+  ' her friend Tom fell',
+  ' the park was closed',
+  ' Lily ate a cake',
 ].map((s) => SHARED_PREFIX + s);
 
 describe('engine equality on stories260K (greedy)', () => {
   let stories: Stories;
   let reference: number[][];
 
-  const run = (options: TestEngineOptions, prompts: readonly string[] = PROMPTS): { out: number[][]; engine: LLMEngine } => {
+  const run = (
+    options: TestEngineOptions,
+    prompts: readonly string[] = PROMPTS,
+  ): { out: number[][]; engine: LLMEngine } => {
     const engine = makeEngine(stories, options);
     const out = generateAll(engine, prompts, GREEDY);
     expectAllBlocksFree(engine);
@@ -81,10 +100,16 @@ describe('engine equality on stories260K (greedy)', () => {
     // Groups whose prompts share cached blocks are swapped out and back in together: their tables report the same
     // (source, destination) pair for the shared blocks, which must reach the CacheEngine once.
     const off = run({ enablePrefixCaching: false, scheduler: { maxNumSeqs: 8 } }, SHARED_PROMPTS);
-    const { out, engine } = run({
-      blockSize: 4, numGpuBlocks: 48, numCpuBlocks: 64, enablePrefixCaching: true,
-      scheduler: { preemptionMode: 'swap', maxNumSeqs: 8 },
-    }, SHARED_PROMPTS);
+    const { out, engine } = run(
+      {
+        blockSize: 4,
+        numGpuBlocks: 48,
+        numCpuBlocks: 64,
+        enablePrefixCaching: true,
+        scheduler: { preemptionMode: 'swap', maxNumSeqs: 8 },
+      },
+      SHARED_PROMPTS,
+    );
     const stats = engine.getStats();
     expect(stats.numPreemptionsSwap).toBeGreaterThan(0);
     expect(stats.prefixCacheHits).toBeGreaterThan(0);
@@ -106,8 +131,7 @@ describe('engine equality on stories260K (greedy)', () => {
     expect(stats.prefixCacheHits).toBeLessThanOrEqual(stats.prefixCacheQueries);
     // Cached prompt tokens are not recomputed.
     expect(stats.numPromptTokensComputed).toBeLessThan(off.engine.getStats().numPromptTokensComputed);
-    expect(stats.numPromptTokensComputed + stats.prefixCacheHits)
-      .toBe(off.engine.getStats().numPromptTokensComputed);
+    expect(stats.numPromptTokensComputed + stats.prefixCacheHits).toBe(off.engine.getStats().numPromptTokensComputed);
     expect(off.engine.getStats().prefixCacheHits).toBe(0);
     expect(on.out).toEqual(off.out);
   });
@@ -118,19 +142,29 @@ describe('engine equality on stories260K (greedy)', () => {
     const whole = generateAll(wholeEngine, SHARED_PROMPTS, GREEDY);
     expectAllBlocksFree(wholeEngine);
     // Without chunking a step runs whole prompts or decodes, never both (vLLM's default scheduler).
-    expect(wholeSchedules.every((so) => so.numPrefillGroups === 0 || so.numPrefillGroups === so.scheduledSeqGroups.length))
-      .toBe(true);
-    expect(wholeSchedules.flatMap((so) => so.scheduledSeqGroups).filter((s) => s.isPrefill)
-      .every((s) => s.tokenChunkSize === s.seqGroup.firstSeq.getPromptLen())).toBe(true);
+    expect(
+      wholeSchedules.every((so) => so.numPrefillGroups === 0 || so.numPrefillGroups === so.scheduledSeqGroups.length),
+    ).toBe(true);
+    expect(
+      wholeSchedules
+        .flatMap((so) => so.scheduledSeqGroups)
+        .filter((s) => s.isPrefill)
+        .every((s) => s.tokenChunkSize === s.seqGroup.firstSeq.getPromptLen()),
+    ).toBe(true);
 
-    const engine = makeEngine(stories, { enablePrefixCaching: false, scheduler: { maxNumBatchedTokens: 16, maxNumSeqs: 16 } });
+    const engine = makeEngine(stories, {
+      enablePrefixCaching: false,
+      scheduler: { maxNumBatchedTokens: 16, maxNumSeqs: 16 },
+    });
     const schedules = recordSchedules(engine);
     const chunked = generateAll(engine, SHARED_PROMPTS, GREEDY);
     expectAllBlocksFree(engine);
     // Prompts were really cut into chunks, and decodes shared steps with prefill chunks.
     const chunks = schedules.flatMap((so) => so.scheduledSeqGroups.filter((s) => s.isPrefill));
     expect(chunks.some((s) => s.tokenChunkSize < s.seqGroup.firstSeq.getPromptLen())).toBe(true);
-    expect(schedules.some((so) => so.numPrefillGroups > 0 && so.scheduledSeqGroups.length > so.numPrefillGroups)).toBe(true);
+    expect(schedules.some((so) => so.numPrefillGroups > 0 && so.scheduledSeqGroups.length > so.numPrefillGroups)).toBe(
+      true,
+    );
     expect(schedules.every((so) => so.numBatchedTokens <= 16)).toBe(true);
     expect(chunked).toEqual(whole);
   });
@@ -148,7 +182,12 @@ describe('engine equality on stories260K (greedy)', () => {
   });
 
   it('block size 8 with a tiny cache and swap preemption gives the same outputs', () => {
-    const { out, engine } = run({ blockSize: 8, numGpuBlocks: 40, numCpuBlocks: 512, scheduler: { preemptionMode: 'swap' } });
+    const { out, engine } = run({
+      blockSize: 8,
+      numGpuBlocks: 40,
+      numCpuBlocks: 512,
+      scheduler: { preemptionMode: 'swap' },
+    });
     expect(engine.getStats().numPreemptionsSwap).toBeGreaterThan(0);
     expect(out).toEqual(reference);
   });

@@ -3,19 +3,24 @@
  * logprobs, streaming deltas, aborts, requests that can never run, beam search against vLLM's algorithm, metrics.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import {
-  DuplicateRequestError, InvalidRequestError, SamplingParamsError,
-} from '../../src/engine/errors.js';
+import { DuplicateRequestError, InvalidRequestError, SamplingParamsError } from '../../src/engine/errors.js';
 import type { LLMEngine } from '../../src/engine/llm-engine.js';
 import type { RequestOutput } from '../../src/engine/request-output.js';
 import { RequestOutputKind, SamplingParams } from '../../src/engine/sampling-params.js';
 import { SequenceStatus } from '../../src/engine/sequence.js';
 import { getBeamSearchScore } from '../../src/engine/beam-search.js';
 import {
-  PROMPTS, expectAllBlocksFree, generateAll, loadStories, makeEngine, runToCompletion, type Stories,
+  PROMPTS,
+  expectAllBlocksFree,
+  generateAll,
+  loadStories,
+  makeEngine,
+  runToCompletion,
+  type Stories,
 } from './stories-engine.js';
 
-const LONG_PROMPT = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park ' +
+const LONG_PROMPT =
+  'Once upon a time, there was a little girl named Lily. She loved to play outside in the park ' +
   'with her friends. One day,';
 
 describe('LLMEngine on stories260K', () => {
@@ -25,7 +30,11 @@ describe('LLMEngine on stories260K', () => {
   });
 
   /** Runs a single request and returns its final output. */
-  const one = (engine: LLMEngine, prompt: string, params: ConstructorParameters<typeof SamplingParams>[0]): RequestOutput => {
+  const one = (
+    engine: LLMEngine,
+    prompt: string,
+    params: ConstructorParameters<typeof SamplingParams>[0],
+  ): RequestOutput => {
     engine.addRequest('r', prompt, params);
     const out = runToCompletion(engine).get('r')!;
     expectAllBlocksFree(engine);
@@ -56,13 +65,17 @@ describe('LLMEngine on stories260K', () => {
       const c = makeEngine(stories);
       prompts.forEach((p, i) => c.addRequest(`s${i}`, p, { ...params(i), seed: 999 + i }));
       const other = runToCompletion(c);
-      const same = prompts.filter((_, i) =>
-        JSON.stringify(other.get(`s${i}`)!.outputs[0].tokenIds) === JSON.stringify(batched.get(`s${i}`)!.outputs[0].tokenIds));
+      const same = prompts.filter(
+        (_, i) =>
+          JSON.stringify(other.get(`s${i}`)!.outputs[0].tokenIds) ===
+          JSON.stringify(batched.get(`s${i}`)!.outputs[0].tokenIds),
+      );
       expect(same.length).toBeLessThan(prompts.length);
     });
 
     it('unseeded requests follow the engine seed', () => {
-      const run = (seed: number) => generateAll(makeEngine(stories, { seed }), PROMPTS.slice(0, 4), { temperature: 1, maxTokens: 24 });
+      const run = (seed: number) =>
+        generateAll(makeEngine(stories, { seed }), PROMPTS.slice(0, 4), { temperature: 1, maxTokens: 24 });
       expect(run(7)).toEqual(run(7));
       expect(run(7)).not.toEqual(run(8));
     });
@@ -94,7 +107,8 @@ describe('LLMEngine on stories260K', () => {
       expect(engine.getStats().numPromptTokensComputed).toBe(out.promptTokenIds.length);
 
       const separate = makeEngine(stories, { enablePrefixCaching: false });
-      for (let i = 0; i < 4; i++) separate.addRequest(`s${i}`, LONG_PROMPT, { temperature: 1, seed: i, maxTokens: 20, ignoreEos: true });
+      for (let i = 0; i < 4; i++)
+        separate.addRequest(`s${i}`, LONG_PROMPT, { temperature: 1, seed: i, maxTokens: 20, ignoreEos: true });
       const { peak: apart } = peakBlocks(separate);
       expectAllBlocksFree(separate);
       expect(shared).toBeLessThan(apart);
@@ -138,14 +152,22 @@ describe('LLMEngine on stories260K', () => {
     });
 
     it('keeps the stop string with includeStopStrInOutput, and finds stop strings split across tokens', () => {
-      const out = one(makeEngine(stories), 'Once upon a time',
-        { temperature: 0, maxTokens: 56, stop: ['park. One'], includeStopStrInOutput: true });
+      const out = one(makeEngine(stories), 'Once upon a time', {
+        temperature: 0,
+        maxTokens: 56,
+        stop: ['park. One'],
+        includeStopStrInOutput: true,
+      });
       expect(out.outputs[0].text).toBe(greedyText.slice(0, greedyText.indexOf('park. One') + 'park. One'.length));
     });
 
     it('stops at a stop token id, keeping the token but not its text', () => {
       const stopId = greedyIds[5];
-      const out = one(makeEngine(stories), 'Once upon a time', { temperature: 0, maxTokens: 56, stopTokenIds: [stopId] });
+      const out = one(makeEngine(stories), 'Once upon a time', {
+        temperature: 0,
+        maxTokens: 56,
+        stopTokenIds: [stopId],
+      });
       expect(out.outputs[0].tokenIds).toEqual(greedyIds.slice(0, 6));
       expect(out.outputs[0].stopReason).toBe(stopId);
       expect(greedyText.startsWith(out.outputs[0].text)).toBe(true);
@@ -155,29 +177,50 @@ describe('LLMEngine on stories260K', () => {
     it('stops at EOS unless ignoreEos, and not before minTokens', () => {
       const eosId = 2;
       // Force EOS: bias it up; with minTokens it is masked for the first 3 tokens.
-      const biased = one(makeEngine(stories), 'Once upon a time', { temperature: 0, maxTokens: 20, logitBias: { [eosId]: 100 } });
+      const biased = one(makeEngine(stories), 'Once upon a time', {
+        temperature: 0,
+        maxTokens: 20,
+        logitBias: { [eosId]: 100 },
+      });
       expect(biased.outputs[0].tokenIds).toEqual([eosId]);
       expect(biased.outputs[0].finishReason).toBe('stop');
       expect(biased.outputs[0].text).toBe('');
-      const min = one(makeEngine(stories), 'Once upon a time',
-        { temperature: 0, maxTokens: 20, minTokens: 3, logitBias: { [eosId]: 100 } });
+      const min = one(makeEngine(stories), 'Once upon a time', {
+        temperature: 0,
+        maxTokens: 20,
+        minTokens: 3,
+        logitBias: { [eosId]: 100 },
+      });
       expect(min.outputs[0].tokenIds).toHaveLength(4);
       expect(min.outputs[0].tokenIds.slice(0, 3)).toEqual(greedyIds.slice(0, 3));
       expect(min.outputs[0].tokenIds[3]).toBe(eosId);
-      const ignore = one(makeEngine(stories), 'Once upon a time',
-        { temperature: 0, maxTokens: 5, ignoreEos: true, logitBias: { [eosId]: 100 } });
+      const ignore = one(makeEngine(stories), 'Once upon a time', {
+        temperature: 0,
+        maxTokens: 5,
+        ignoreEos: true,
+        logitBias: { [eosId]: 100 },
+      });
       expect(ignore.outputs[0].tokenIds).toEqual([eosId, eosId, eosId, eosId, eosId]);
       expect(ignore.outputs[0].finishReason).toBe('length');
     });
 
     it('penalties and logit bias reach the sampler', () => {
       const plain = greedyIds.slice(0, 30);
-      const pen = one(makeEngine(stories), 'Once upon a time',
-        { temperature: 0, maxTokens: 30, repetitionPenalty: 1.5, frequencyPenalty: 1, presencePenalty: 1 });
+      const pen = one(makeEngine(stories), 'Once upon a time', {
+        temperature: 0,
+        maxTokens: 30,
+        repetitionPenalty: 1.5,
+        frequencyPenalty: 1,
+        presencePenalty: 1,
+      });
       expect(pen.outputs[0].tokenIds).not.toEqual(plain);
       const count = (ids: readonly number[]) => ids.length - new Set(ids).size;
       expect(count(pen.outputs[0].tokenIds)).toBeLessThan(count(plain));
-      const bias = one(makeEngine(stories), 'Once upon a time', { temperature: 0, maxTokens: 5, logitBias: { 300: 100 } });
+      const bias = one(makeEngine(stories), 'Once upon a time', {
+        temperature: 0,
+        maxTokens: 5,
+        logitBias: { 300: 100 },
+      });
       expect(bias.outputs[0].tokenIds).toEqual([300, 300, 300, 300, 300]);
     });
 
@@ -211,7 +254,12 @@ describe('LLMEngine on stories260K', () => {
 
     it('streams deltas that add up to the cumulative text, holding back a possible stop string', () => {
       const engine = makeEngine(stories);
-      const params = new SamplingParams({ temperature: 0, maxTokens: 56, stop: ['park. One'], outputKind: RequestOutputKind.DELTA });
+      const params = new SamplingParams({
+        temperature: 0,
+        maxTokens: 56,
+        stop: ['park. One'],
+        outputKind: RequestOutputKind.DELTA,
+      });
       engine.addRequest('d', 'Once upon a time', params);
       const deltas: RequestOutput[] = [];
       while (engine.hasUnfinishedRequests()) deltas.push(...engine.step());
@@ -227,7 +275,11 @@ describe('LLMEngine on stories260K', () => {
 
     it('FINAL_ONLY returns a single output', () => {
       const engine = makeEngine(stories);
-      engine.addRequest('f', 'Once upon a time', { temperature: 0, maxTokens: 10, outputKind: RequestOutputKind.FINAL_ONLY });
+      engine.addRequest('f', 'Once upon a time', {
+        temperature: 0,
+        maxTokens: 10,
+        outputKind: RequestOutputKind.FINAL_ONLY,
+      });
       const outs: RequestOutput[] = [];
       while (engine.hasUnfinishedRequests()) outs.push(...engine.step());
       expect(outs).toHaveLength(1);
@@ -236,7 +288,7 @@ describe('LLMEngine on stories260K', () => {
   });
 
   describe('aborts and requests that cannot run', () => {
-    it('abortRequest frees the request\'s blocks and the others carry on unchanged', () => {
+    it("abortRequest frees the request's blocks and the others carry on unchanged", () => {
       const engine = makeEngine(stories);
       const expected = generateAll(makeEngine(stories), PROMPTS.slice(0, 4), { temperature: 0, maxTokens: 30 });
       PROMPTS.slice(0, 4).forEach((p, i) => engine.addRequest(`p${i}`, p, { temperature: 0, maxTokens: 30 }));
@@ -313,8 +365,13 @@ describe('LLMEngine on stories260K', () => {
       let beams = [{ tokens: prompt, cum: 0 }];
       const completed: { tokens: number[]; cum: number }[] = [];
       for (let step = 0; step < maxTokens && beams.length > 0; step++) {
-        beams.forEach((b, i) => engine.addRequest(`b${step}-${i}`, { promptTokenIds: b.tokens },
-          { temperature: 0, maxTokens: 1, logprobs: 2 * beamWidth }));
+        beams.forEach((b, i) =>
+          engine.addRequest(
+            `b${step}-${i}`,
+            { promptTokenIds: b.tokens },
+            { temperature: 0, maxTokens: 1, logprobs: 2 * beamWidth },
+          ),
+        );
         const outs = runToCompletion(engine);
         const next: { tokens: number[]; cum: number }[] = [];
         beams.forEach((b, i) => {
@@ -335,21 +392,24 @@ describe('LLMEngine on stories260K', () => {
       return completed.sort((x, y) => score(y) - score(x)).slice(0, beamWidth);
     };
 
-    it.each([[1, 12, 1], [3, 16, 1], [4, 12, 0.5]])('width %i, %i tokens, length penalty %f: equals vLLM\'s algorithm',
-      (beamWidth, maxTokens, lengthPenalty) => {
-        const prompt = stories.loaded.source.tokenizer.encode('Tom and his dog');
-        const expected = referenceBeamSearch(prompt, beamWidth, maxTokens, lengthPenalty);
-        const engine = makeEngine(stories, { enablePrefixCaching: false });
-        engine.addBeamSearchRequest('beam', { promptTokenIds: prompt }, { beamWidth, maxTokens, lengthPenalty });
-        const outs: RequestOutput[] = [];
-        while (engine.hasUnfinishedRequests()) outs.push(...engine.step());
-        expectAllBlocksFree(engine);
-        expect(outs).toHaveLength(1);
-        const got = outs[0].outputs;
-        expect(got.map((o) => [...prompt, ...o.tokenIds])).toEqual(expected.map((e) => e.tokens));
-        got.forEach((o, i) => expect(o.cumulativeLogprob).toBeCloseTo(expected[i].cum, 4));
-        if (beamWidth > 1) expect(engine.getStats().numBlocksCopied).toBeGreaterThan(0);
-      });
+    it.each([
+      [1, 12, 1],
+      [3, 16, 1],
+      [4, 12, 0.5],
+    ])("width %i, %i tokens, length penalty %f: equals vLLM's algorithm", (beamWidth, maxTokens, lengthPenalty) => {
+      const prompt = stories.loaded.source.tokenizer.encode('Tom and his dog');
+      const expected = referenceBeamSearch(prompt, beamWidth, maxTokens, lengthPenalty);
+      const engine = makeEngine(stories, { enablePrefixCaching: false });
+      engine.addBeamSearchRequest('beam', { promptTokenIds: prompt }, { beamWidth, maxTokens, lengthPenalty });
+      const outs: RequestOutput[] = [];
+      while (engine.hasUnfinishedRequests()) outs.push(...engine.step());
+      expectAllBlocksFree(engine);
+      expect(outs).toHaveLength(1);
+      const got = outs[0].outputs;
+      expect(got.map((o) => [...prompt, ...o.tokenIds])).toEqual(expected.map((e) => e.tokens));
+      got.forEach((o, i) => expect(o.cumulativeLogprob).toBeCloseTo(expected[i].cum, 4));
+      if (beamWidth > 1) expect(engine.getStats().numBlocksCopied).toBeGreaterThan(0);
+    });
 
     it('beams share blocks: a wide search uses far fewer blocks than separate sequences', () => {
       const engine = makeEngine(stories, { enablePrefixCaching: false, blockSize: 4 });

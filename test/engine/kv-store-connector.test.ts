@@ -16,7 +16,8 @@ import { BlockFlag, BlockState, buildKvCacheSnapshot } from '../../src/web/kv-ca
 import { describeWithRedis, RedisServer } from '../cache/redis-server.js';
 import { expectAllBlocksFree, loadStories, type Stories } from './stories-engine.js';
 
-const PREFIX = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her ' +
+const PREFIX =
+  'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her ' +
   'friends. One day, she saw a big red ball under a tree. She ran to the ball and picked it up. It was soft and ' +
   'round. Lily was very happy. She played with the ball all day long. Then her mom called her home for dinner.';
 const PARAMS = { temperature: 0, maxTokens: 12, ignoreEos: true };
@@ -41,7 +42,9 @@ afterAll(async () => {
 });
 
 /** A replica: an engine over the shared model with its own empty KV cache, with or without the store. */
-async function replica(o: { store?: boolean; blockSize?: number; dtype?: KvCacheDType; timeoutMs?: number } = {}): Promise<LLMEngine> {
+async function replica(
+  o: { store?: boolean; blockSize?: number; dtype?: KvCacheDType; timeoutMs?: number } = {},
+): Promise<LLMEngine> {
   const blockSize = o.blockSize ?? 16;
   const spec = makeKvCacheSpec(stories.loaded.source.config, { blockSize, cacheDtype: o.dtype ?? 'fp32' });
   if (o.store === false) {
@@ -52,10 +55,14 @@ async function replica(o: { store?: boolean; blockSize?: number; dtype?: KvCache
   }
   const cacheEngine = new CacheEngine(spec, stories.backend, { numGpuBlocks: 256, numCpuBlocks: 0 });
   const e = new LLMEngine({
-    model: stories.loaded.model, tokenizer: stories.loaded.source.tokenizer, cacheEngine,
+    model: stories.loaded.model,
+    tokenizer: stories.loaded.source.tokenizer,
+    cacheEngine,
     kvStore: {
-      store: new RedisKvBlockStore({ url: redis.url }), modelIdentity: await kvStoreModelIdentity(stories.loaded.source, spec),
-      timeoutMs: o.timeoutMs, log: () => undefined,
+      store: new RedisKvBlockStore({ url: redis.url }),
+      modelIdentity: await kvStoreModelIdentity(stories.loaded.source, spec),
+      timeoutMs: o.timeoutMs,
+      log: () => undefined,
     },
   });
   engines.push(e);
@@ -64,7 +71,11 @@ async function replica(o: { store?: boolean; blockSize?: number; dtype?: KvCache
 }
 
 /** Runs prompts to completion the way the server does (yielding to the event loop between steps). */
-async function generate(engine: LLMEngine, prompts: readonly string[], between?: (step: number) => Promise<void>): Promise<number[][]> {
+async function generate(
+  engine: LLMEngine,
+  prompts: readonly string[],
+  between?: (step: number) => Promise<void>,
+): Promise<number[][]> {
   const base = `r${Math.random().toString(36).slice(2)}`;
   prompts.forEach((p, i) => engine.addRequest(`${base}-${i}`, p, PARAMS));
   const finals = new Map<string, number[]>();
@@ -102,7 +113,9 @@ async function settled(e: LLMEngine, n: number): Promise<void> {
 /** Keeps the event loop busy for `ms` (synchronous work). */
 function busy(ms: number): void {
   const end = performance.now() + ms;
-  while (performance.now() < end) { /* spin */ }
+  while (performance.now() < end) {
+    /* spin */
+  }
 }
 
 function promptLen(e: LLMEngine, p: string): number {
@@ -169,7 +182,7 @@ describeWithRedis('shared KV store (redis-server)', () => {
     }
   });
 
-  it('rejects a record with damaged bytes or another block\'s tokens and computes instead', async () => {
+  it("rejects a record with damaged bytes or another block's tokens and computes instead", async () => {
     await admin.flushall();
     const plain = await replica({ store: false });
     const [expected] = await generate(plain, [PREFIX]);
@@ -198,8 +211,12 @@ describeWithRedis('shared KV store (redis-server)', () => {
 
   it('fails no request and changes no token when redis is frozen, killed and restarted mid-run', async () => {
     await admin.flushall();
-    const prompts = [PREFIX, `${PREFIX} Lily was tired.`, 'The dragon was very big and it lived in a cave by the sea.',
-      `${PREFIX} The next day was sunny.`];
+    const prompts = [
+      PREFIX,
+      `${PREFIX} Lily was tired.`,
+      'The dragon was very big and it lived in a cave by the sea.',
+      `${PREFIX} The next day was sunny.`,
+    ];
     const expected = await generate(await replica({ store: false }), prompts);
     const a = await replica({ timeoutMs: 50 });
     // Frozen: lookups time out (after their deadline and one more event-loop turn) and the prompts are computed.

@@ -22,7 +22,12 @@ describe('LLM (offline API) on stories260K', () => {
   let llm: LLM;
   beforeAll(async () => {
     llm = await LLM.create({
-      model: STORIES_DIR, backend: 'wasm', threads: 1, blockSize: 16, kvCacheMemory: 4 * 1024 * 1024, swapSpace: 1 << 20,
+      model: STORIES_DIR,
+      backend: 'wasm',
+      threads: 1,
+      blockSize: 16,
+      kvCacheMemory: 4 * 1024 * 1024,
+      swapSpace: 1 << 20,
     });
   });
   afterAll(async () => {
@@ -46,7 +51,9 @@ describe('LLM (offline API) on stories260K', () => {
     const singles = [];
     for (const p of prompts) singles.push((await llm.generate(p, { temperature: 0, maxTokens: 12 }))[0]);
     const batch = await llm.generate(prompts, [
-      { temperature: 0, maxTokens: 12 }, { temperature: 0, maxTokens: 12 }, { temperature: 0, maxTokens: 3 },
+      { temperature: 0, maxTokens: 12 },
+      { temperature: 0, maxTokens: 12 },
+      { temperature: 0, maxTokens: 3 },
     ]);
     expect(batch.map((o) => o.prompt)).toEqual(prompts);
     expect(batch[0].outputs[0].tokenIds).toEqual(singles[0].outputs[0].tokenIds);
@@ -57,8 +64,10 @@ describe('LLM (offline API) on stories260K', () => {
   });
 
   it('accepts token-id prompts and n > 1', async () => {
-    const [out] = await llm.generate({ promptTokenIds: [1, 403, 407, 261, 378] },
-      { n: 3, temperature: 0.8, seed: 1, maxTokens: 8 });
+    const [out] = await llm.generate(
+      { promptTokenIds: [1, 403, 407, 261, 378] },
+      { n: 3, temperature: 0.8, seed: 1, maxTokens: 8 },
+    );
     expect(out.outputs).toHaveLength(3);
     expect(out.prompt).toBeUndefined();
     expectAllBlocksFree(await llm.getEngine());
@@ -85,11 +94,13 @@ describe('LLM (offline API) on stories260K', () => {
   });
 
   it('reports unusable options and models as typed errors', async () => {
-    await expect(LLM.create({ model: STORIES_DIR, backend: 'reference', kvCacheMemory: 100 }))
-      .rejects.toThrow(EngineConfigError);
+    await expect(LLM.create({ model: STORIES_DIR, backend: 'reference', kvCacheMemory: 100 })).rejects.toThrow(
+      EngineConfigError,
+    );
     await expect(LLM.create({ model: STORIES_DIR, backend: 'reference', blockSize: 0 })).rejects.toThrow(/blockSize/);
     await expect(LLM.create({ model: join(STORIES_DIR, 'missing.bin'), backend: 'reference' })).rejects.toThrow();
-    await expect(LLM.create({ model: STORIES_DIR, backend: 'reference', kvCacheMemory: 1 << 20, maxModelLen: 4096 }))
-      .rejects.toThrow(/maxModelLen/);
+    await expect(
+      LLM.create({ model: STORIES_DIR, backend: 'reference', kvCacheMemory: 1 << 20, maxModelLen: 4096 }),
+    ).rejects.toThrow(/maxModelLen/);
   });
 });

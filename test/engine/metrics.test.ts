@@ -5,7 +5,9 @@ describe('EngineMetrics sample windows', () => {
   it('keep the most recent maxSamples values oldest first, while listeners see every value', () => {
     const metrics = new EngineMetrics(4);
     const seen: number[] = [];
-    metrics.addListener((name, v) => { if (name === 'ttftMs') seen.push(v); });
+    metrics.addListener((name, v) => {
+      if (name === 'ttftMs') seen.push(v);
+    });
     expect(metrics.getSamples('ttftMs')).toEqual([]);
     for (let i = 1; i <= 3; i++) metrics.observe('ttftMs', i);
     expect(metrics.getSamples('ttftMs')).toEqual([1, 2, 3]);

@@ -81,29 +81,43 @@ describe('NgramProposer on hand-made sequences (vLLM tests/v1/spec_decode/test_n
 
 describe('NgramProposer against the brute-force rule', () => {
   it('agrees on random sequences over small alphabets', () => {
-    fc.assert(fc.property(
-      fc.integer({ min: 1, max: 4 }), fc.array(fc.integer({ min: 0, max: 3 }), { maxLength: 60 }),
-      fc.integer({ min: 1, max: 5 }), fc.integer({ min: 0, max: 4 }), fc.integer({ min: 1, max: 8 }),
-      fc.option(fc.integer({ min: 1, max: 70 }), { nil: undefined }),
-      (alphabet, raw, min, extra, k, maxModelLen) => {
-        const tokens = raw.map((t) => t % alphabet);
-        const max = min + extra;
-        const p = proposer(min, max, k, maxModelLen);
-        // Twice with the same instance: the failure table is reused between calls.
-        expect(p.propose(tokens)).toEqual(bruteForce(tokens, min, max, k, maxModelLen ?? Infinity));
-        expect(p.propose(tokens)).toEqual(bruteForce(tokens, min, max, k, maxModelLen ?? Infinity));
-      }), { numRuns: 3000 });
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 4 }),
+        fc.array(fc.integer({ min: 0, max: 3 }), { maxLength: 60 }),
+        fc.integer({ min: 1, max: 5 }),
+        fc.integer({ min: 0, max: 4 }),
+        fc.integer({ min: 1, max: 8 }),
+        fc.option(fc.integer({ min: 1, max: 70 }), { nil: undefined }),
+        (alphabet, raw, min, extra, k, maxModelLen) => {
+          const tokens = raw.map((t) => t % alphabet);
+          const max = min + extra;
+          const p = proposer(min, max, k, maxModelLen);
+          // Twice with the same instance: the failure table is reused between calls.
+          expect(p.propose(tokens)).toEqual(bruteForce(tokens, min, max, k, maxModelLen ?? Infinity));
+          expect(p.propose(tokens)).toEqual(bruteForce(tokens, min, max, k, maxModelLen ?? Infinity));
+        },
+      ),
+      { numRuns: 3000 },
+    );
   });
 
   it('agrees on sequences built from repeated phrases (long matches, max capping)', () => {
     const phrase = fc.array(fc.integer({ min: 0, max: 5 }), { minLength: 1, maxLength: 6 });
-    fc.assert(fc.property(
-      fc.array(phrase, { minLength: 1, maxLength: 5 }), fc.array(fc.nat({ max: 4 }), { minLength: 1, maxLength: 12 }),
-      fc.integer({ min: 1, max: 3 }), fc.integer({ min: 0, max: 6 }), fc.integer({ min: 1, max: 6 }),
-      (phrases, order, min, extra, k) => {
-        const tokens = order.flatMap((i) => phrases[i % phrases.length]);
-        const max = min + extra;
-        expect(proposer(min, max, k).propose(tokens)).toEqual(bruteForce(tokens, min, max, k, Infinity));
-      }), { numRuns: 2000 });
+    fc.assert(
+      fc.property(
+        fc.array(phrase, { minLength: 1, maxLength: 5 }),
+        fc.array(fc.nat({ max: 4 }), { minLength: 1, maxLength: 12 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 0, max: 6 }),
+        fc.integer({ min: 1, max: 6 }),
+        (phrases, order, min, extra, k) => {
+          const tokens = order.flatMap((i) => phrases[i % phrases.length]);
+          const max = min + extra;
+          expect(proposer(min, max, k).propose(tokens)).toEqual(bruteForce(tokens, min, max, k, Infinity));
+        },
+      ),
+      { numRuns: 2000 },
+    );
   });
 });

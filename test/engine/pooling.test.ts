@@ -14,7 +14,14 @@ import { SamplingParamsError } from '../../src/engine/errors.js';
 import { maxAbsDiff } from '../model/test-kv.js';
 import { referencePooled as referencePooledOf } from './reference-pooling.js';
 import {
-  expectAllBlocksFree, loadStories, makeEngine, PROMPTS, runToCompletion, STORIES_DIR, type Stories, type TestEngineOptions,
+  expectAllBlocksFree,
+  loadStories,
+  makeEngine,
+  PROMPTS,
+  runToCompletion,
+  STORIES_DIR,
+  type Stories,
+  type TestEngineOptions,
 } from './stories-engine.js';
 
 let s: Stories;
@@ -33,8 +40,13 @@ function referencePooled(tokens: readonly number[], type: PoolingType, normalize
 }
 
 /** Each prompt's vector from an engine running them all at once (ids e0, e1, ...), plus generation requests g0, g1, .... */
-function embedAll(engine: LLMEngine, prompts: readonly (readonly number[])[], type: PoolingType, generate: readonly string[] = [],
-  normalize = true): Float32Array[] {
+function embedAll(
+  engine: LLMEngine,
+  prompts: readonly (readonly number[])[],
+  type: PoolingType,
+  generate: readonly string[] = [],
+  normalize = true,
+): Float32Array[] {
   generate.forEach((p, i) => engine.addRequest(`g${i}`, p, { temperature: 0, maxTokens: 12, ignoreEos: true }));
   prompts.forEach((p, i) => engine.addPoolingRequest(`e${i}`, { promptTokenIds: p }, { poolingType: type, normalize }));
   const finals = runToCompletion(engine);
@@ -57,7 +69,7 @@ const LONG = PROMPTS.slice(0, 12).join('. ');
 describe.each(['last', 'mean'] as const)('%s pooling', (type) => {
   const prompts = (): number[][] => [...PROMPTS.slice(0, 6).map(tokenize), tokenize(LONG)];
 
-  it('equals the reference backend\'s pooled hidden states, normalized and not, one request at a time', () => {
+  it("equals the reference backend's pooled hidden states, normalized and not, one request at a time", () => {
     for (const normalize of [true, false]) {
       for (const p of prompts()) {
         const engine = makeEngine(s, { poolerConfig: { poolingType: type } });
@@ -88,7 +100,7 @@ describe.each(['last', 'mean'] as const)('%s pooling', (type) => {
     }
   });
 
-  it('with prefix caching: the same vector after a request that cached the prompt\'s blocks', () => {
+  it("with prefix caching: the same vector after a request that cached the prompt's blocks", () => {
     const p = tokenize(LONG);
     const alone = embedAll(makeEngine(s, { enablePrefixCaching: false }), [p], type)[0];
     const engine = makeEngine(s);
@@ -113,8 +125,11 @@ describe('pooling requests', () => {
       // 10 blocks: the pooling request is admitted while a generation request holds 1 block, then that request
       // needs a 2nd while the prompt is prefilled in chunks of ≤ 16 tokens: the prompt cannot get its 9th block and,
       // as the latest arrival, is preempted by recompute (its computed tokens drop back to 0), then runs again.
-      const engine = makeEngine(s, { numGpuBlocks: 10, enablePrefixCaching: false,
-        scheduler: { maxNumBatchedTokens: 16, maxNumSeqs: 8 } });
+      const engine = makeEngine(s, {
+        numGpuBlocks: 10,
+        enablePrefixCaching: false,
+        scheduler: { maxNumBatchedTokens: 16, maxNumSeqs: 8 },
+      });
       engine.addRequest('g', PROMPTS[0], { temperature: 0, maxTokens: 40, ignoreEos: true });
       for (let k = 0; k < 8; k++) engine.step();
       engine.addPoolingRequest('e', { promptTokenIds: long }, { poolingType: type });
@@ -138,13 +153,17 @@ describe('pooling requests', () => {
     const engine = makeEngine(s);
     const dim = s.loaded.model.config.dim;
     expect(() => engine.addPoolingRequest('a', 'Once', { dimensions: dim - 1 })).toThrow(SamplingParamsError);
-    expect(() => engine.addPoolingRequest('a', 'Once', { dimensions: 8 }))
-      .toThrow(`this model's embeddings have ${dim} dimensions and cannot be shortened`);
-    expect(() => engine.addPoolingRequest('a', 'Once', { poolingType: 'cls' as PoolingType }))
-      .toThrow(/pooling type must be one of last, mean, got "cls"/);
+    expect(() => engine.addPoolingRequest('a', 'Once', { dimensions: 8 })).toThrow(
+      `this model's embeddings have ${dim} dimensions and cannot be shortened`,
+    );
+    expect(() => engine.addPoolingRequest('a', 'Once', { poolingType: 'cls' as PoolingType })).toThrow(
+      /pooling type must be one of last, mean, got "cls"/,
+    );
     engine.addPoolingRequest('b', 'Once', { dimensions: dim });
     expect(runToCompletion(engine).get('b')!.pooled!.length).toBe(dim);
-    expect(() => makeEngine(s, { poolerConfig: { poolingType: 'max' as PoolingType } })).toThrow(/poolingType must be one of/);
+    expect(() => makeEngine(s, { poolerConfig: { poolingType: 'max' as PoolingType } })).toThrow(
+      /poolingType must be one of/,
+    );
   });
 
   it('a prompt longer than maxModelLen finishes with an error and no vector', () => {
@@ -157,8 +176,14 @@ describe('pooling requests', () => {
     expectAllBlocksFree(engine);
   });
 
-  it('LLM.embed returns one vector per prompt, in order, equal to the engine\'s', async () => {
-    const llm = await LLM.create({ model: STORIES_DIR, backend: 'wasm', threads: 1, kvCacheMemory: 8 << 20, poolingType: 'mean' });
+  it("LLM.embed returns one vector per prompt, in order, equal to the engine's", async () => {
+    const llm = await LLM.create({
+      model: STORIES_DIR,
+      backend: 'wasm',
+      threads: 1,
+      kvCacheMemory: 8 << 20,
+      poolingType: 'mean',
+    });
     try {
       const outs = await llm.embed([PROMPTS[0], { promptTokenIds: tokenize(PROMPTS[1]) }]);
       expect(outs.map((o) => o.promptTokenIds)).toEqual([tokenize(PROMPTS[0]), tokenize(PROMPTS[1])]);

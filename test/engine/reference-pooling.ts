@@ -8,7 +8,12 @@ import { TestKvCache } from '../model/test-kv.js';
 import type { Stories } from './stories-engine.js';
 
 /** `ref` must be stories260K loaded on the reference backend (`loadStories({ kind: 'reference' })`). */
-export function referencePooled(ref: Stories, tokens: readonly number[], type: PoolingType, normalize: boolean): Float64Array {
+export function referencePooled(
+  ref: Stories,
+  tokens: readonly number[],
+  type: PoolingType,
+  normalize: boolean,
+): Float64Array {
   const { model } = ref.loaded;
   const dim = model.config.dim;
   const kv = new TestKvCache(ref.backend, model.config, 16, Math.ceil(tokens.length / 16) + 1);

@@ -42,7 +42,7 @@ function expectDistributed(counts: readonly number[], probs: readonly number[]):
 
 /** |observed − expected| within 4.5 binomial standard deviations. */
 function expectRate(successes: number, trials: number, expected: number): void {
-  const sd = Math.sqrt(expected * (1 - expected) / trials);
+  const sd = Math.sqrt((expected * (1 - expected)) / trials);
   expect(Math.abs(successes / trials - expected)).toBeLessThan(4.5 * sd + 1e-12);
 }
 
@@ -56,7 +56,8 @@ const drawFrom = (probs: readonly number[], gen: RandomGenerator): number => {
   return probs.length - 1;
 };
 
-const sumMin = (p: readonly number[], q: readonly number[]): number => p.reduce((s, pj, j) => s + Math.min(pj, q[j]), 0);
+const sumMin = (p: readonly number[], q: readonly number[]): number =>
+  p.reduce((s, pj, j) => s + Math.min(pj, q[j]), 0);
 
 describe('RejectionSampler, greedy: identical to argmax decoding', () => {
   /** A toy target: logits for the next token are small integers hashed from the prefix, so ties are common. */
@@ -68,51 +69,68 @@ describe('RejectionSampler, greedy: identical to argmax decoding', () => {
     return row;
   };
   const greedyRow = (): SamplingRow => ({
-    params: new SamplingParams({ temperature: 0 }), promptTokenIds: [], outputTokenIds: [], eosTokenIds: [],
-    generator: null, numSamples: 1, numTopLogprobs: 0,
+    params: new SamplingParams({ temperature: 0 }),
+    promptTokenIds: [],
+    outputTokenIds: [],
+    eosTokenIds: [],
+    generator: null,
+    numSamples: 1,
+    numTopLogprobs: 0,
   });
 
-  it('emits exactly the Sampler\'s greedy tokens whatever the drafts', () => {
+  it("emits exactly the Sampler's greedy tokens whatever the drafts", () => {
     const plain = new Sampler();
-    fc.assert(fc.property(
-      fc.integer(), fc.array(fc.nat({ max: V - 1 }), { minLength: 1, maxLength: 4 }),
-      fc.array(fc.tuple(fc.nat({ max: 4 }), fc.array(fc.boolean(), { maxLength: 4 }), fc.nat({ max: V - 1 })),
-        { minLength: 40, maxLength: 40 }),
-      (salt, prompt, plan) => {
-        const total = prompt.length + 24;
-        const reference = [...prompt];
-        // Past `total` too, so that every draft has a true continuation to be judged against.
-        while (reference.length < total + 5) {
-          reference.push(plain.sample(toyLogits(reference, salt), V, [greedyRow()])[0].samples[0].tokenId);
-        }
-        const seq = [...prompt];
-        for (let step = 0; seq.length < total; step++) {
-          // Drafts of k tokens: each the true continuation or a wrong guess, as the plan says.
-          const [k, right, wrong] = plan[step % plan.length];
-          const draft: number[] = [];
-          for (let i = 0; i < k; i++) {
-            const truth = reference[seq.length + i];
-            draft.push(right[i] ?? false ? truth : (truth + 1 + (wrong % (V - 1))) % V);
+    fc.assert(
+      fc.property(
+        fc.integer(),
+        fc.array(fc.nat({ max: V - 1 }), { minLength: 1, maxLength: 4 }),
+        fc.array(fc.tuple(fc.nat({ max: 4 }), fc.array(fc.boolean(), { maxLength: 4 }), fc.nat({ max: V - 1 })), {
+          minLength: 40,
+          maxLength: 40,
+        }),
+        (salt, prompt, plan) => {
+          const total = prompt.length + 24;
+          const reference = [...prompt];
+          // Past `total` too, so that every draft has a true continuation to be judged against.
+          while (reference.length < total + 5) {
+            reference.push(plain.sample(toyLogits(reference, salt), V, [greedyRow()])[0].samples[0].tokenId);
           }
-          const rows = new Float64Array((k + 1) * V);
-          for (let i = 0; i <= k; i++) rows.set(toyLogits([...seq, ...draft.slice(0, i)], salt), i * V);
-          const out = sampler.sample({ draftTokenIds: draft, targetProbs: rows, draftProbs: null, greedy: true, generator: null }, V);
-          let agree = 0;
-          while (agree < k && draft[agree] === reference[seq.length + agree]) agree++;
-          expect(out.numAcceptedTokens).toBe(agree);
-          expect(out.outputTokenIds).toHaveLength(agree + 1);
-          seq.push(...out.outputTokenIds);
-        }
-        expect(seq.slice(0, total)).toEqual(reference.slice(0, total));
-      }), { numRuns: 150 });
+          const seq = [...prompt];
+          for (let step = 0; seq.length < total; step++) {
+            // Drafts of k tokens: each the true continuation or a wrong guess, as the plan says.
+            const [k, right, wrong] = plan[step % plan.length];
+            const draft: number[] = [];
+            for (let i = 0; i < k; i++) {
+              const truth = reference[seq.length + i];
+              draft.push((right[i] ?? false) ? truth : (truth + 1 + (wrong % (V - 1))) % V);
+            }
+            const rows = new Float64Array((k + 1) * V);
+            for (let i = 0; i <= k; i++) rows.set(toyLogits([...seq, ...draft.slice(0, i)], salt), i * V);
+            const out = sampler.sample(
+              { draftTokenIds: draft, targetProbs: rows, draftProbs: null, greedy: true, generator: null },
+              V,
+            );
+            let agree = 0;
+            while (agree < k && draft[agree] === reference[seq.length + agree]) agree++;
+            expect(out.numAcceptedTokens).toBe(agree);
+            expect(out.outputTokenIds).toHaveLength(agree + 1);
+            seq.push(...out.outputTokenIds);
+          }
+          expect(seq.slice(0, total)).toEqual(reference.slice(0, total));
+        },
+      ),
+      { numRuns: 150 },
+    );
   });
 
   it('breaks ties toward the smallest token id, as the Sampler does', () => {
     const rows = Float64Array.from([0.4, 0.1, 0.4, 0.1, 0, 0, /* row 2 */ 0.2, 0.3, 0.3, 0.2, 0, 0]);
-    expect(sampler.sample({ draftTokenIds: [2], targetProbs: rows, draftProbs: null, greedy: true, generator: null }, V))
-      .toEqual({ outputTokenIds: [0], numAcceptedTokens: 0 });
-    expect(sampler.sample({ draftTokenIds: [0], targetProbs: rows, draftProbs: null, greedy: true, generator: null }, V))
-      .toEqual({ outputTokenIds: [0, 1], numAcceptedTokens: 1 });
+    expect(
+      sampler.sample({ draftTokenIds: [2], targetProbs: rows, draftProbs: null, greedy: true, generator: null }, V),
+    ).toEqual({ outputTokenIds: [0], numAcceptedTokens: 0 });
+    expect(
+      sampler.sample({ draftTokenIds: [0], targetProbs: rows, draftProbs: null, greedy: true, generator: null }, V),
+    ).toEqual({ outputTokenIds: [0, 1], numAcceptedTokens: 1 });
   });
 });
 
@@ -133,7 +151,10 @@ describe('RejectionSampler, random: emitted tokens are distributed as the target
       let malformed = 0;
       for (let t = 0; t < N; t++) {
         const x = t % V;
-        const out = sampler.sample({ draftTokenIds: [x], targetProbs: target, draftProbs: null, greedy: false, generator: gen }, V);
+        const out = sampler.sample(
+          { draftTokenIds: [x], targetProbs: target, draftProbs: null, greedy: false, generator: gen },
+          V,
+        );
         const ids = out.outputTokenIds;
         first[ids[0]]++;
         expectedAccept += p1[x];
@@ -167,7 +188,10 @@ describe('RejectionSampler, random: emitted tokens are distributed as the target
       let malformed = 0;
       for (let t = 0; t < N; t++) {
         const draft = [drawFrom(q[0], drafter), drawFrom(q[1], drafter)];
-        const out = sampler.sample({ draftTokenIds: draft, targetProbs: target, draftProbs, greedy: false, generator: gen }, V);
+        const out = sampler.sample(
+          { draftTokenIds: draft, targetProbs: target, draftProbs, greedy: false, generator: gen },
+          V,
+        );
         const ids = out.outputTokenIds;
         ids.forEach((id, i) => counts[i][id]++);
         if (ids.length !== out.numAcceptedTokens + 1) malformed++;
@@ -198,10 +222,16 @@ describe('RejectionSampler, random: emitted tokens are distributed as the target
     const counts = new Array<number>(V).fill(0);
     let accepted = 0;
     for (let t = 0; t < N; t++) {
-      const out = sampler.sample({
-        draftTokenIds: [drawFrom(qn, drafter)], targetProbs: Float64Array.from([...p, ...p]),
-        draftProbs: Float64Array.from(qn), greedy: false, generator: gen,
-      }, V);
+      const out = sampler.sample(
+        {
+          draftTokenIds: [drawFrom(qn, drafter)],
+          targetProbs: Float64Array.from([...p, ...p]),
+          draftProbs: Float64Array.from(qn),
+          greedy: false,
+          generator: gen,
+        },
+        V,
+      );
       counts[out.outputTokenIds[0]]++;
       accepted += out.numAcceptedTokens;
     }
@@ -231,7 +261,12 @@ describe('RejectionSampler mechanics', () => {
       const gen = new RandomGenerator(seed);
       const out: number[] = [];
       for (let t = 0; t < 50; t++) {
-        out.push(...sampler.sample({ draftTokenIds: [t % 4], targetProbs: p, draftProbs: null, greedy: false, generator: gen }, V).outputTokenIds);
+        out.push(
+          ...sampler.sample(
+            { draftTokenIds: [t % 4], targetProbs: p, draftProbs: null, greedy: false, generator: gen },
+            V,
+          ).outputTokenIds,
+        );
       }
       return out;
     };
@@ -249,21 +284,37 @@ describe('RejectionSampler mechanics', () => {
     const gen = new RandomGenerator(3);
     const counts = new Array<number>(V).fill(0);
     for (let t = 0; t < 20_000; t++) {
-      const out = sampler.sample({ draftTokenIds: [], targetProbs: p.subarray(0, V), draftProbs: null, greedy: false, generator: gen }, V);
+      const out = sampler.sample(
+        { draftTokenIds: [], targetProbs: p.subarray(0, V), draftProbs: null, greedy: false, generator: gen },
+        V,
+      );
       counts[out.outputTokenIds[0]] += out.numAcceptedTokens === 0 && out.outputTokenIds.length === 1 ? 1 : NaN;
     }
     expectDistributed(counts, Array.from(p.subarray(0, V)));
-    expect(sampler.sample({ draftTokenIds: [], targetProbs: p, draftProbs: null, greedy: true, generator: null }, V))
-      .toEqual({ outputTokenIds: [3], numAcceptedTokens: 0 });
+    expect(
+      sampler.sample({ draftTokenIds: [], targetProbs: p, draftProbs: null, greedy: true, generator: null }, V),
+    ).toEqual({ outputTokenIds: [3], numAcceptedTokens: 0 });
   });
 
   it('refuses malformed input with a clear RangeError', () => {
-    const base: RejectionSampleInput = { draftTokenIds: [1], targetProbs: p, draftProbs: null, greedy: false, generator: new RandomGenerator(1) };
-    expect(() => sampler.sample({ ...base, targetProbs: p.subarray(0, V) }, V)).toThrow(/1 draft tokens need 2 target rows of 6/);
+    const base: RejectionSampleInput = {
+      draftTokenIds: [1],
+      targetProbs: p,
+      draftProbs: null,
+      greedy: false,
+      generator: new RandomGenerator(1),
+    };
+    expect(() => sampler.sample({ ...base, targetProbs: p.subarray(0, V) }, V)).toThrow(
+      /1 draft tokens need 2 target rows of 6/,
+    );
     expect(() => sampler.sample({ ...base, draftProbs: new Float64Array(3) }, V)).toThrow(/need 1 draft rows of 6/);
-    expect(() => sampler.sample({ ...base, draftTokenIds: [6] }, V)).toThrow(/draft token 0 is 6, outside the vocabulary \[0, 6\)/);
+    expect(() => sampler.sample({ ...base, draftTokenIds: [6] }, V)).toThrow(
+      /draft token 0 is 6, outside the vocabulary \[0, 6\)/,
+    );
     expect(() => sampler.sample({ ...base, generator: null }, V)).toThrow(/needs a generator/);
-    expect(() => sampler.sample({ ...base, draftTokenIds: [], targetProbs: new Float64Array(V) }, V)).toThrow(/no probability mass/);
+    expect(() => sampler.sample({ ...base, draftTokenIds: [], targetProbs: new Float64Array(V) }, V)).toThrow(
+      /no probability mass/,
+    );
     expect(() => sampler.sample(base, 0)).toThrow(/vocabSize must be a positive integer/);
   });
 });

@@ -1,7 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { RandomGenerator } from '../../src/model/random-generator.js';
 import {
-  Sampler, applyMinP, checkSomeTokenAllowed, countAllowedTokens, applyPenalties, applyTopKTopP, logSumExp, processLogits, rankOf, sampleFromLogits, topKIds,
+  Sampler,
+  applyMinP,
+  checkSomeTokenAllowed,
+  countAllowedTokens,
+  applyPenalties,
+  applyTopKTopP,
+  logSumExp,
+  processLogits,
+  rankOf,
+  sampleFromLogits,
+  topKIds,
   type SamplingRow,
 } from '../../src/engine/sampler.js';
 import { SamplingParams, type SamplingParamsInit } from '../../src/engine/sampling-params.js';
@@ -17,8 +27,14 @@ const softmax = (xs: ArrayLike<number>): number[] => {
 
 function row(init: SamplingParamsInit, extra: Partial<SamplingRow> = {}): SamplingRow {
   return {
-    params: new SamplingParams(init), promptTokenIds: [], outputTokenIds: [], eosTokenIds: [2],
-    generator: new RandomGenerator(1), numSamples: 1, numTopLogprobs: 0, ...extra,
+    params: new SamplingParams(init),
+    promptTokenIds: [],
+    outputTokenIds: [],
+    eosTokenIds: [2],
+    generator: new RandomGenerator(1),
+    numSamples: 1,
+    numTopLogprobs: 0,
+    ...extra,
   };
 }
 
@@ -137,8 +153,9 @@ describe('Sampler', () => {
   });
 
   it('logprobs are those of the processed distribution (after temperature and top-k)', () => {
-    const out = sampler.sample(Float32Array.from([1, 2, 3, 4]), 4,
-      [row({ temperature: 2, topK: 2, seed: 5 }, { numTopLogprobs: 3 })]);
+    const out = sampler.sample(Float32Array.from([1, 2, 3, 4]), 4, [
+      row({ temperature: 2, topK: 2, seed: 5 }, { numTopLogprobs: 3 }),
+    ]);
     const p = softmax([1.5, 2]); // tokens 2 and 3 after top-k, logits halved
     const top = out[0].topLogprobs;
     expect(top[0]).toMatchObject({ tokenId: 3, rank: 1 });
@@ -161,8 +178,9 @@ describe('Sampler', () => {
 
   it('top-p with temperature never draws a masked token', () => {
     const logits = Float32Array.from([1, 2, 3, 4]);
-    const [{ samples }] = sampler.sample(logits, 4,
-      [row({ temperature: 1, topP: 0.8 }, { generator: new RandomGenerator(3), numSamples: 2000 })]);
+    const [{ samples }] = sampler.sample(logits, 4, [
+      row({ temperature: 1, topP: 0.8 }, { generator: new RandomGenerator(3), numSamples: 2000 }),
+    ]);
     const seen = new Set(samples.map((s) => s.tokenId));
     expect([...seen].sort()).toEqual([2, 3]);
   });
@@ -174,7 +192,10 @@ describe('Sampler', () => {
     const both = new Float32Array(12);
     both.set(logits, 0);
     both.set(logits, 6);
-    const b = sampler.sample(both, 6, [other, row({ seed: 11 }, { generator: new RandomGenerator(11), numSamples: 50 })]);
+    const b = sampler.sample(both, 6, [
+      other,
+      row({ seed: 11 }, { generator: new RandomGenerator(11), numSamples: 50 }),
+    ]);
     expect(b[1].samples.map((s) => s.tokenId)).toEqual(a[0].samples.map((s) => s.tokenId));
     const c = sampler.sample(logits, 6, [row({ seed: 12 }, { generator: new RandomGenerator(12), numSamples: 50 })]);
     expect(c[0].samples.map((s) => s.tokenId)).not.toEqual(a[0].samples.map((s) => s.tokenId));

@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { SamplingParamsError } from '../../src/engine/errors.js';
 import {
-  RequestOutputKind, SamplingParams, SamplingType, type SamplingParamsInit,
+  RequestOutputKind,
+  SamplingParams,
+  SamplingType,
+  type SamplingParamsInit,
 } from '../../src/engine/sampling-params.js';
 
 function errorOf(init: unknown): SamplingParamsError {
@@ -100,7 +103,10 @@ describe('SamplingParams', () => {
   it('accepts maxTokens null (until the model length) and keeps logit bias as a map', () => {
     const p = new SamplingParams({ maxTokens: null, logitBias: { 7: -100, 9: 2.5 } });
     expect(p.maxTokens).toBeNull();
-    expect([...p.logitBias]).toEqual([[7, -100], [9, 2.5]]);
+    expect([...p.logitBias]).toEqual([
+      [7, -100],
+      [9, 2.5],
+    ]);
   });
 
   it('rebuilds itself with overrides and round-trips through toInit', () => {

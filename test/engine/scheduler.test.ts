@@ -14,18 +14,31 @@ import { EngineConfigError } from '../../src/engine/errors.js';
 interface Harness {
   readonly scheduler: Scheduler;
   readonly bm: BlockSpaceManager;
-  add(id: string, prompt: number[] | number, o?: { arrival?: number; priority?: number; n?: number; maxTokens?: number }): SequenceGroup;
+  add(
+    id: string,
+    prompt: number[] | number,
+    o?: { arrival?: number; priority?: number; n?: number; maxTokens?: number },
+  ): SequenceGroup;
   step(): SchedulerOutputs;
   runAll(maxSteps?: number): SchedulerOutputs[];
 }
 
-function harness(o: {
-  blockSize?: number; numGpuBlocks?: number; numCpuBlocks?: number; caching?: boolean; watermark?: number;
-} & Partial<SchedulerConfigInit> = {}): Harness {
+function harness(
+  o: {
+    blockSize?: number;
+    numGpuBlocks?: number;
+    numCpuBlocks?: number;
+    caching?: boolean;
+    watermark?: number;
+  } & Partial<SchedulerConfigInit> = {},
+): Harness {
   const blockSize = o.blockSize ?? 4;
   const numGpuBlocks = o.numGpuBlocks ?? 64;
   const bm = new BlockSpaceManager({
-    blockSize, numGpuBlocks, numCpuBlocks: o.numCpuBlocks ?? 0, watermark: o.watermark ?? 0,
+    blockSize,
+    numGpuBlocks,
+    numCpuBlocks: o.numCpuBlocks ?? 0,
+    watermark: o.watermark ?? 0,
     enableCaching: o.caching ?? false,
   });
   const config = resolveSchedulerConfig({ maxModelLen: 256, maxNumSeqs: 8, maxNumBatchedTokens: 64, ...o });
@@ -34,13 +47,25 @@ function harness(o: {
   let arrivalIndex = 0;
   let token = 1000;
   return {
-    scheduler, bm,
+    scheduler,
+    bm,
     add(id, prompt, a = {}) {
       const ids = typeof prompt === 'number' ? Array.from({ length: prompt }, (_, i) => seqId * 1000 + i + 1) : prompt;
       const n = a.n ?? 1;
-      const params = new SamplingParams({ n, temperature: n > 1 ? 1 : 0, maxTokens: a.maxTokens ?? 4, ignoreEos: true });
-      const g = new SequenceGroup(id, [new Sequence(seqId++, ids)], a.arrival ?? arrivalIndex, params, a.priority ?? 0,
-        arrivalIndex++);
+      const params = new SamplingParams({
+        n,
+        temperature: n > 1 ? 1 : 0,
+        maxTokens: a.maxTokens ?? 4,
+        ignoreEos: true,
+      });
+      const g = new SequenceGroup(
+        id,
+        [new Sequence(seqId++, ids)],
+        a.arrival ?? arrivalIndex,
+        params,
+        a.priority ?? 0,
+        arrivalIndex++,
+      );
       scheduler.addSeqGroup(g);
       return g;
     },
@@ -115,18 +140,28 @@ describe('Scheduler', () => {
     h.add('short', 5, { maxTokens: 6 });
     h.add('long', 40);
     const s1 = h.step();
-    expect(s1.scheduledSeqGroups.map((s) => [s.seqGroup.requestId, s.tokenChunkSize])).toEqual([['short', 5], ['long', 11]]);
+    expect(s1.scheduledSeqGroups.map((s) => [s.seqGroup.requestId, s.tokenChunkSize])).toEqual([
+      ['short', 5],
+      ['long', 11],
+    ]);
     const s2 = h.step();
     // Prefill chunks come first in the batch, then decodes; the decode takes 1 token of the 16.
-    expect(s2.scheduledSeqGroups.map((s) => [s.seqGroup.requestId, s.tokenChunkSize, s.isPrefill]))
-      .toEqual([['long', 15, true], ['short', 1, false]]);
+    expect(s2.scheduledSeqGroups.map((s) => [s.seqGroup.requestId, s.tokenChunkSize, s.isPrefill])).toEqual([
+      ['long', 15, true],
+      ['short', 1, false],
+    ]);
     expect(s2.numPrefillGroups).toBe(1);
     expect(s2.numBatchedTokens).toBe(16);
     const s3 = h.step();
-    expect(s3.scheduledSeqGroups.map((s) => [s.seqGroup.requestId, s.tokenChunkSize])).toEqual([['long', 14], ['short', 1]]);
+    expect(s3.scheduledSeqGroups.map((s) => [s.seqGroup.requestId, s.tokenChunkSize])).toEqual([
+      ['long', 14],
+      ['short', 1],
+    ]);
     const s4 = h.step();
-    expect(s4.scheduledSeqGroups.map((s) => [s.seqGroup.requestId, s.tokenChunkSize, s.isPrefill]))
-      .toEqual([['short', 1, false], ['long', 1, false]]);
+    expect(s4.scheduledSeqGroups.map((s) => [s.seqGroup.requestId, s.tokenChunkSize, s.isPrefill])).toEqual([
+      ['short', 1, false],
+      ['long', 1, false],
+    ]);
     h.runAll();
   });
 
@@ -138,9 +173,14 @@ describe('Scheduler', () => {
     h.add('b', 30);
     const s2 = h.step();
     // A waiting prompt goes first; the running decode waits for the next step.
-    expect(s2.scheduledSeqGroups.map((s) => [s.seqGroup.requestId, s.isPrefill, s.tokenChunkSize])).toEqual([['b', true, 30]]);
+    expect(s2.scheduledSeqGroups.map((s) => [s.seqGroup.requestId, s.isPrefill, s.tokenChunkSize])).toEqual([
+      ['b', true, 30],
+    ]);
     const s3 = h.step();
-    expect(s3.scheduledSeqGroups.map((s) => [s.seqGroup.requestId, s.isPrefill])).toEqual([['a', false], ['b', false]]);
+    expect(s3.scheduledSeqGroups.map((s) => [s.seqGroup.requestId, s.isPrefill])).toEqual([
+      ['a', false],
+      ['b', false],
+    ]);
     h.runAll();
   });
 
@@ -154,9 +194,12 @@ describe('Scheduler', () => {
   });
 
   it('rejects configurations that could not schedule', () => {
-    expect(() => resolveSchedulerConfig({ maxModelLen: 512, enableChunkedPrefill: false, maxNumBatchedTokens: 256 }))
-      .toThrow(EngineConfigError);
-    expect(() => resolveSchedulerConfig({ maxModelLen: 512, maxNumSeqs: 64, maxNumBatchedTokens: 32 })).toThrow(/maxNumSeqs/);
+    expect(() =>
+      resolveSchedulerConfig({ maxModelLen: 512, enableChunkedPrefill: false, maxNumBatchedTokens: 256 }),
+    ).toThrow(EngineConfigError);
+    expect(() => resolveSchedulerConfig({ maxModelLen: 512, maxNumSeqs: 64, maxNumBatchedTokens: 32 })).toThrow(
+      /maxNumSeqs/,
+    );
     expect(() => resolveSchedulerConfig({ maxModelLen: 0 })).toThrow(/maxModelLen/);
     expect(() => resolveSchedulerConfig({ maxModelLen: 8, policy: 'lifo' as never })).toThrow(/policy/);
     expect(() => resolveSchedulerConfig({ maxModelLen: 8, preemptionMode: 'drop' as never })).toThrow(/preemptionMode/);
@@ -235,14 +278,16 @@ describe('Scheduler', () => {
     h.runAll();
   });
 
-  it('swaps groups of several sequences, recomputes single ones (vLLM\'s default rule)', () => {
+  it("swaps groups of several sequences, recomputes single ones (vLLM's default rule)", () => {
     const h = harness({ numGpuBlocks: 8, numCpuBlocks: 32, blockSize: 4, maxNumSeqs: 8 });
     h.add('single', 3, { maxTokens: 12 });
     h.add('pair', 3, { n: 2, maxTokens: 12 });
     const all = h.runAll();
     expect(all.some((so) => so.numPreemptedBySwap > 0)).toBe(true);
     expect(all.some((so) => so.blocksToSwapOut.length > 0)).toBe(true);
-    expect(all.reduce((n, so) => n + so.blocksToSwapIn.length, 0)).toBe(all.reduce((n, so) => n + so.blocksToSwapOut.length, 0));
+    expect(all.reduce((n, so) => n + so.blocksToSwapIn.length, 0)).toBe(
+      all.reduce((n, so) => n + so.blocksToSwapOut.length, 0),
+    );
   });
 
   it('preemptionMode overrides the rule: swap for single sequences', () => {
@@ -260,7 +305,8 @@ describe('Scheduler', () => {
     const all = h.runAll();
     expect(all.some((so) => so.numPreemptedBySwap > 0 || so.numPreemptedByRecompute > 0)).toBe(true);
     for (const so of all) {
-      for (const g of so.scheduledSeqGroups) expect(g.seqGroup.getSeqs(SequenceStatus.WAITING).length).toBeLessThanOrEqual(1);
+      for (const g of so.scheduledSeqGroups)
+        expect(g.seqGroup.getSeqs(SequenceStatus.WAITING).length).toBeLessThanOrEqual(1);
     }
   });
 
@@ -268,7 +314,8 @@ describe('Scheduler', () => {
     const h = harness({ numGpuBlocks: 6, numCpuBlocks: 32, blockSize: 4, preemptionMode: 'swap' });
     for (const id of ['a', 'b', 'c']) h.add(id, 7, { maxTokens: 8 });
     let so: SchedulerOutputs;
-    do so = h.step(); while (so.numPreemptedBySwap === 0);
+    do so = h.step();
+    while (so.numPreemptedBySwap === 0);
     expect(h.scheduler.swapped.map((g) => g.requestId)).toEqual(['c']);
     h.add('late', 2, { maxTokens: 1 });
     // 'late' would fit at once, but swapped groups (all earlier) come back first.
@@ -326,10 +373,20 @@ describe('Scheduler', () => {
     };
     const budget = cfg.enableChunkedPrefill ? 16 : 256;
     const h = harness({
-      numGpuBlocks: 14, numCpuBlocks: 64, blockSize: 4, maxNumBatchedTokens: budget, maxNumSeqs: 6,
-      preemptionMode: cfg.preemptionMode, caching: cfg.caching, enableChunkedPrefill: cfg.enableChunkedPrefill,
+      numGpuBlocks: 14,
+      numCpuBlocks: 64,
+      blockSize: 4,
+      maxNumBatchedTokens: budget,
+      maxNumSeqs: 6,
+      preemptionMode: cfg.preemptionMode,
+      caching: cfg.caching,
+      enableChunkedPrefill: cfg.enableChunkedPrefill,
     });
-    const prefixes = [[1, 2, 3, 4, 5, 6, 7, 8], [9, 10, 11, 12], [1, 2, 3, 4, 13, 14, 15, 16, 17]];
+    const prefixes = [
+      [1, 2, 3, 4, 5, 6, 7, 8],
+      [9, 10, 11, 12],
+      [1, 2, 3, 4, 13, 14, 15, 16, 17],
+    ];
     for (let i = 0; i < 40; i++) {
       const prompt = [...prefixes[rand(3)], ...Array.from({ length: rand(20) }, () => 100 + rand(50))];
       h.add(`r${i}`, prompt, { maxTokens: 1 + rand(20), n: rand(4) === 0 ? 2 : 1 });

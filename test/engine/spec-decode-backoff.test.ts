@@ -35,15 +35,17 @@ describe('SpecDecodeBackoff', () => {
   });
 
   it('always asks for 0..k tokens, and refuses impossible observations', () => {
-    fc.assert(fc.property(fc.integer({ min: 1, max: 8 }), fc.array(fc.tuple(fc.nat(8), fc.nat(8))), (k, obs) => {
-      const b = new SpecDecodeBackoff(k);
-      for (const [d, a] of obs) {
-        const n = b.numTokensFor(0);
-        expect(n).toBeGreaterThanOrEqual(0);
-        expect(n).toBeLessThanOrEqual(k);
-        if (n > 0) b.observe(0, Math.min(n, Math.max(1, d)), Math.min(a, Math.min(n, Math.max(1, d))));
-      }
-    }));
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 8 }), fc.array(fc.tuple(fc.nat(8), fc.nat(8))), (k, obs) => {
+        const b = new SpecDecodeBackoff(k);
+        for (const [d, a] of obs) {
+          const n = b.numTokensFor(0);
+          expect(n).toBeGreaterThanOrEqual(0);
+          expect(n).toBeLessThanOrEqual(k);
+          if (n > 0) b.observe(0, Math.min(n, Math.max(1, d)), Math.min(a, Math.min(n, Math.max(1, d))));
+        }
+      }),
+    );
     expect(() => new SpecDecodeBackoff(0)).toThrow(RangeError);
     expect(() => new SpecDecodeBackoff(2).observe(1, 2, 3)).toThrow(RangeError);
   });

@@ -19,8 +19,11 @@ describe('structured outputs with speculative decoding', () => {
     stories = await loadStories();
   });
 
-  const run = async (engine: LLMEngine, specs: readonly StructuredOutputsParams[],
-    params: (i: number) => SamplingParamsInit): Promise<string[]> => {
+  const run = async (
+    engine: LLMEngine,
+    specs: readonly StructuredOutputsParams[],
+    params: (i: number) => SamplingParamsInit,
+  ): Promise<string[]> => {
     for (const [i, structuredOutputs] of specs.entries()) {
       await engine.structuredOutputManager.prepare(structuredOutputs);
       engine.addRequest(`r${i}`, 'Once upon a time there was', { ...params(i), structuredOutputs });

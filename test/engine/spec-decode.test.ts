@@ -9,7 +9,13 @@ import type { LLMEngine } from '../../src/engine/llm-engine.js';
 import { RequestOutputKind, type SamplingParamsInit } from '../../src/engine/sampling-params.js';
 import type { SpecDecodingSnapshot } from '../../src/engine/metrics.js';
 import {
-  PROMPTS, expectAllBlocksFree, generateAll, loadStories, makeEngine, runToCompletion, type Stories,
+  PROMPTS,
+  expectAllBlocksFree,
+  generateAll,
+  loadStories,
+  makeEngine,
+  runToCompletion,
+  type Stories,
   type TestEngineOptions,
 } from './stories-engine.js';
 import { STORIES_GOLDEN_TEXT } from '../model/model-files.js';
@@ -18,7 +24,8 @@ const GREEDY = { temperature: 0, maxTokens: 64 } as const;
 const NGRAM = { method: 'ngram', num_speculative_tokens: 4, prompt_lookup_max: 4, prompt_lookup_min: 1 } as const;
 
 /** A long prompt whose continuation repeats text of the prompt (chunked prefill cuts it at 32 tokens). */
-const LONG_PROMPT = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park. ' +
+const LONG_PROMPT =
+  'Once upon a time, there was a little girl named Lily. She loved to play outside in the park. ' +
   'One day, she saw a big, red ball. Once upon a time, there was a little girl named Lily. She loved to';
 
 /** 16 prompts of random token ids (ids 3..511, no BOS/EOS), each a random run repeated twice plus a random tail. */
@@ -29,7 +36,7 @@ function randomPrompts(): { promptTokenIds: number[] }[] {
     return 3 + (state % n);
   };
   return Array.from({ length: 16 }, () => {
-    const run = Array.from({ length: 3 + (next(8)) }, () => next(509));
+    const run = Array.from({ length: 3 + next(8) }, () => next(509));
     const tail = Array.from({ length: next(6) }, () => next(509));
     return { promptTokenIds: [1, ...run, ...tail, ...run] };
   });
@@ -41,8 +48,11 @@ describe('speculative decoding (n-gram) on stories260K', () => {
   let randomReference: number[][];
   const randoms = randomPrompts();
 
-  const runAll = (engine: LLMEngine, prompts: readonly (string | { promptTokenIds: number[] })[],
-    params: SamplingParamsInit): number[][] => {
+  const runAll = (
+    engine: LLMEngine,
+    prompts: readonly (string | { promptTokenIds: number[] })[],
+    params: SamplingParamsInit,
+  ): number[][] => {
     prompts.forEach((p, i) => engine.addRequest(`p${i}`, p, params));
     const finals = runToCompletion(engine);
     return prompts.map((_, i) => [...finals.get(`p${i}`)!.outputs[0].tokenIds]);
@@ -198,7 +208,8 @@ describe('speculative decoding (n-gram) on stories260K', () => {
   it('max_tokens and stop strings cut accepted tokens exactly where plain decoding stops', () => {
     const cases: SamplingParamsInit[] = [
       ...[1, 2, 3, 5, 8, 13].map((maxTokens) => ({ temperature: 0, maxTokens })),
-      { temperature: 0, maxTokens: 64, stop: ['park'] }, { temperature: 0, maxTokens: 64, stop: ['.'] },
+      { temperature: 0, maxTokens: 64, stop: ['park'] },
+      { temperature: 0, maxTokens: 64, stop: ['.'] },
       { temperature: 0, maxTokens: 64, stop: [' she'], includeStopStrInOutput: true },
     ];
     for (const params of cases) {
@@ -227,7 +238,8 @@ describe('speculative decoding (n-gram) on stories260K', () => {
     expect(s.numDraftTokens).toBeLessThanOrEqual(4 * s.numDrafts);
     expect(s.numAcceptedTokensPerPos).toHaveLength(4);
     expect(s.numAcceptedTokensPerPos.reduce((a, b) => a + b, 0)).toBe(s.numAcceptedTokens);
-    for (let i = 1; i < 4; i++) expect(s.numAcceptedTokensPerPos[i]).toBeLessThanOrEqual(s.numAcceptedTokensPerPos[i - 1]);
+    for (let i = 1; i < 4; i++)
+      expect(s.numAcceptedTokensPerPos[i]).toBeLessThanOrEqual(s.numAcceptedTokensPerPos[i - 1]);
     expect(s.numAcceptedTokensPerPos[0]).toBeLessThanOrEqual(s.numDrafts);
     // Every step emits 1 token per sequence plus the accepted drafts.
     const total = reference.reduce((a, t) => a + t.length, 0);
@@ -236,7 +248,10 @@ describe('speculative decoding (n-gram) on stories260K', () => {
 
   it('requests with penalties, min_tokens or logprobs speculate and keep their outputs and logprobs', () => {
     const extras: SamplingParamsInit[] = [
-      { repetitionPenalty: 1.3 }, { presencePenalty: 0.5, frequencyPenalty: 1.5 }, { minTokens: 40 }, { logprobs: 3 },
+      { repetitionPenalty: 1.3 },
+      { presencePenalty: 0.5, frequencyPenalty: 1.5 },
+      { minTokens: 40 },
+      { logprobs: 3 },
       { repetitionPenalty: 1.1, logprobs: 0 },
     ];
     let accepted = 0;
@@ -255,9 +270,12 @@ describe('speculative decoding (n-gram) on stories260K', () => {
         expect(y.finishReason).toBe(x.finishReason);
         expect(y.logprobs === null).toBe(x.logprobs === null);
         // Same tokens, ranks and top tokens; logprobs equal up to the last bits of the logits.
-        const shape = (lp: typeof x.logprobs) => lp?.map((t) => ({
-          id: t.sampled.tokenId, rank: t.sampled.rank, top: t.top.map((u) => [u.tokenId, u.rank, u.decodedToken]),
-        }));
+        const shape = (lp: typeof x.logprobs) =>
+          lp?.map((t) => ({
+            id: t.sampled.tokenId,
+            rank: t.sampled.rank,
+            top: t.top.map((u) => [u.tokenId, u.rank, u.decodedToken]),
+          }));
         expect(shape(y.logprobs)).toEqual(shape(x.logprobs));
         y.logprobs?.forEach((t, j) => expect(t.sampled.logprob).toBeCloseTo(x.logprobs![j].sampled.logprob, 4));
       }
@@ -269,10 +287,12 @@ describe('speculative decoding (n-gram) on stories260K', () => {
   });
 
   it('refuses a malformed speculative config and a draft model without its proposer', () => {
-    expect(() => makeEngine(stories, { speculativeConfig: '{"method":"eagle","num_speculative_tokens":2}' }))
-      .toThrow(/not supported/);
-    expect(() => makeEngine(stories, { speculativeConfig: { model: '/x', num_speculative_tokens: 2 } }))
-      .toThrow(/draft_model method needs the draft model/);
+    expect(() => makeEngine(stories, { speculativeConfig: '{"method":"eagle","num_speculative_tokens":2}' })).toThrow(
+      /not supported/,
+    );
+    expect(() => makeEngine(stories, { speculativeConfig: { model: '/x', num_speculative_tokens: 2 } })).toThrow(
+      /draft_model method needs the draft model/,
+    );
     expect(() => makeEngine(stories, { speculativeConfig: 'not json' })).toThrow(/not JSON/);
   });
 });

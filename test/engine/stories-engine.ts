@@ -17,14 +17,38 @@ export const STORIES_DIR = join(sharedDir(), 'models/stories260K');
 
 /** Story openings (32) in TinyStories style. */
 export const PROMPTS: readonly string[] = [
-  'Once upon a time', 'One day, a little girl named Sue', 'Tom and his dog went to the park', 'The sun was shining',
-  'Lily wanted to play with her ball', 'There was a big red car', 'Ben liked to eat cake', 'Mom said to Tim',
-  'The cat was sad because', 'A little bird sat on a tree', 'Sam found a shiny rock', 'The boy ran to the store',
-  'Anna had a pretty doll', 'It was a rainy day and', 'The old man had a boat', 'Max was a happy dog',
-  'Sara and Jack were friends', 'In the forest there was a bear', 'The baby laughed when', 'Dad made a big cake',
-  'Tim saw a funny frog', 'The girl looked at the sky', 'A kind lady gave', 'The toy car was broken',
-  'Once there was a little fish', 'Lucy went to school', 'The dragon was very big', 'Jen liked to sing',
-  'The flower grew in the garden', 'Bob had a blue hat', 'The moon was bright', 'Kitty played with a string',
+  'Once upon a time',
+  'One day, a little girl named Sue',
+  'Tom and his dog went to the park',
+  'The sun was shining',
+  'Lily wanted to play with her ball',
+  'There was a big red car',
+  'Ben liked to eat cake',
+  'Mom said to Tim',
+  'The cat was sad because',
+  'A little bird sat on a tree',
+  'Sam found a shiny rock',
+  'The boy ran to the store',
+  'Anna had a pretty doll',
+  'It was a rainy day and',
+  'The old man had a boat',
+  'Max was a happy dog',
+  'Sara and Jack were friends',
+  'In the forest there was a bear',
+  'The baby laughed when',
+  'Dad made a big cake',
+  'Tim saw a funny frog',
+  'The girl looked at the sky',
+  'A kind lady gave',
+  'The toy car was broken',
+  'Once there was a little fish',
+  'Lucy went to school',
+  'The dragon was very big',
+  'Jen liked to sing',
+  'The flower grew in the garden',
+  'Bob had a blue hat',
+  'The moon was bright',
+  'Kitty played with a string',
 ];
 
 /** The model, loaded once. */
@@ -58,7 +82,8 @@ export interface TestEngineOptions extends Omit<LLMEngineOptions, 'model' | 'tok
 export function makeEngine(s: Stories, o: TestEngineOptions = {}): LLMEngine {
   const spec = makeKvCacheSpec(s.loaded.source.config, { blockSize: o.blockSize ?? 16, cacheDtype: 'fp32' });
   const cacheEngine = new CacheEngine(spec, s.backend, {
-    numGpuBlocks: o.numGpuBlocks ?? 512, numCpuBlocks: o.numCpuBlocks ?? 0,
+    numGpuBlocks: o.numGpuBlocks ?? 512,
+    numCpuBlocks: o.numCpuBlocks ?? 0,
   });
   return new LLMEngine({ ...o, model: s.loaded.model, tokenizer: s.loaded.source.tokenizer, cacheEngine });
 }
@@ -75,8 +100,11 @@ export function runToCompletion(engine: LLMEngine, maxSteps = 100_000): Map<stri
 }
 
 /** Adds the prompts (ids p0, p1, ...) at once and runs them; returns their output token ids in order. */
-export function generateAll(engine: LLMEngine, prompts: readonly string[],
-  params: SamplingParams | SamplingParamsInit): number[][] {
+export function generateAll(
+  engine: LLMEngine,
+  prompts: readonly string[],
+  params: SamplingParams | SamplingParamsInit,
+): number[][] {
   prompts.forEach((p, i) => engine.addRequest(`p${i}`, p, params));
   const finals = runToCompletion(engine);
   return prompts.map((_, i) => [...finals.get(`p${i}`)!.outputs[0].tokenIds]);

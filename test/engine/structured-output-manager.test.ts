@@ -18,12 +18,21 @@ import { HfTokenizer } from '../../src/model/hf-tokenizer.js';
 import { sharedDir } from '../../src/cli/default-model.js';
 import { randomSchemas } from '../server/random-schema.js';
 import {
-  STORIES_DIR, expectAllBlocksFree, loadStories, makeEngine, runToCompletion, type Stories,
+  STORIES_DIR,
+  expectAllBlocksFree,
+  loadStories,
+  makeEngine,
+  runToCompletion,
+  type Stories,
 } from './stories-engine.js';
 
 /** Just what the manager reads of a sequence. */
 function fakeSeq(seqId: number, output: number[]): Sequence {
-  return { seqId, getOutputLen: () => output.length, getOutputTokenId: (i: number) => output[i] } as unknown as Sequence;
+  return {
+    seqId,
+    getOutputLen: () => output.length,
+    getOutputTokenId: (i: number) => output[i],
+  } as unknown as Sequence;
 }
 
 /** Token ids whose bit is set. */
@@ -55,7 +64,10 @@ describe('structured outputs in the engine', () => {
     const output: number[] = [];
     const seq = fakeSeq(7, output);
     const group = { requestId: 'a' };
-    const [first, free] = manager.grammarBitmask([{ seqGroup: group, seq }, { seqGroup: { requestId: 'free' }, seq }]);
+    const [first, free] = manager.grammarBitmask([
+      { seqGroup: group, seq },
+      { seqGroup: { requestId: 'free' }, seq },
+    ]);
     expect(free).toBeNull();
     // An object starts with `{`, which this vocabulary only has as the byte token <0x7B>.
     expect(allowed(first!, vocabSize).map((t) => tokenizer.idToToken(t))).toEqual(['<0x7B>']);
@@ -102,33 +114,39 @@ describe('structured outputs in the engine', () => {
     manager.freeRequest('s');
   });
 
-  it('keeps a bounded cache of compiled grammars, never dropping one a request uses; refuses unprepared specs',
-    async () => {
-      const manager = new StructuredOutputManager({
-        tokenizer: stories.loaded.source.tokenizer, vocabSize: stories.loaded.model.config.vocabSize, eosTokenIds: [2],
-        maxCachedGrammars: 2,
-      });
-      const specs = ['a', 'b', 'c', 'd'].map((c) => new StructuredOutputsParams({ regex: `${c}[0-9]` }));
-      expect(() => manager.addRequest('r0', specs[0])).toThrow(InvalidRequestError);
-      await manager.prepare(specs[0]);
-      manager.addRequest('r0', specs[0]);
-      for (const s of specs.slice(1)) await manager.prepare(s);
-      expect(manager.numCachedGrammars).toBe(2);
-      // r0's grammar stayed; an evicted but validated one compiles again on demand.
-      manager.addRequest('r1', specs[1]);
-      expect(manager.numCachedGrammars).toBe(3);
-      manager.freeRequest('r0');
-      manager.freeRequest('r1');
-      await manager.prepare(specs[3]);
-      expect(manager.numCachedGrammars).toBe(2);
-      // A rejected constraint names the compiler's reason and leaves the manager working.
-      await expect(manager.prepare(new StructuredOutputsParams({ json: { type: 'object', properties: { a: { type: 'unicorn' } } } })))
-        .rejects.toThrow(/Unsupported type "unicorn"/);
-      await expect(manager.prepare(new StructuredOutputsParams({ grammar: 'root ::= (' }))).rejects.toThrow(StructuredOutputError);
-      await manager.prepare(specs[2]);
-      manager.addRequest('r2', specs[2]);
-      manager.freeRequest('r2');
+  it('keeps a bounded cache of compiled grammars, never dropping one a request uses; refuses unprepared specs', async () => {
+    const manager = new StructuredOutputManager({
+      tokenizer: stories.loaded.source.tokenizer,
+      vocabSize: stories.loaded.model.config.vocabSize,
+      eosTokenIds: [2],
+      maxCachedGrammars: 2,
     });
+    const specs = ['a', 'b', 'c', 'd'].map((c) => new StructuredOutputsParams({ regex: `${c}[0-9]` }));
+    expect(() => manager.addRequest('r0', specs[0])).toThrow(InvalidRequestError);
+    await manager.prepare(specs[0]);
+    manager.addRequest('r0', specs[0]);
+    for (const s of specs.slice(1)) await manager.prepare(s);
+    expect(manager.numCachedGrammars).toBe(2);
+    // r0's grammar stayed; an evicted but validated one compiles again on demand.
+    manager.addRequest('r1', specs[1]);
+    expect(manager.numCachedGrammars).toBe(3);
+    manager.freeRequest('r0');
+    manager.freeRequest('r1');
+    await manager.prepare(specs[3]);
+    expect(manager.numCachedGrammars).toBe(2);
+    // A rejected constraint names the compiler's reason and leaves the manager working.
+    await expect(
+      manager.prepare(
+        new StructuredOutputsParams({ json: { type: 'object', properties: { a: { type: 'unicorn' } } } }),
+      ),
+    ).rejects.toThrow(/Unsupported type "unicorn"/);
+    await expect(manager.prepare(new StructuredOutputsParams({ grammar: 'root ::= (' }))).rejects.toThrow(
+      StructuredOutputError,
+    );
+    await manager.prepare(specs[2]);
+    manager.addRequest('r2', specs[2]);
+    manager.freeRequest('r2');
+  });
 
   it('masks every token the bitmask does not allow, before the other processors', () => {
     const logits = Float64Array.from({ length: 40 }, (_, i) => i);
@@ -137,8 +155,14 @@ describe('structured outputs in the engine', () => {
     expect([...logits.keys()].filter((t) => logits[t] !== -Infinity)).toEqual([3, 31, 33]);
     const params = new SamplingParams({ temperature: 0, logitBias: { 35: 100 } });
     const row = {
-      params, promptTokenIds: [], outputTokenIds: [], eosTokenIds: [2], generator: null, numSamples: 1,
-      numTopLogprobs: 0, tokenBitmask: mask,
+      params,
+      promptTokenIds: [],
+      outputTokenIds: [],
+      eosTokenIds: [2],
+      generator: null,
+      numSamples: 1,
+      numTopLogprobs: 0,
+      tokenBitmask: mask,
     };
     const raw = Float32Array.from({ length: 40 }, (_, i) => i);
     // The bias cannot bring back token 35; the best allowed token wins.
@@ -150,7 +174,9 @@ describe('structured outputs in the engine', () => {
     expect(() => new StructuredOutputsParams({ regex: 'a', choice: ['b'] })).toThrow(/exactly one/);
     expect(() => new StructuredOutputsParams({ choice: [] })).toThrow(SamplingParamsError);
     expect(() => new StructuredOutputsParams({ json: '{not json' })).toThrow(/not JSON/);
-    expect(new StructuredOutputsParams({ json: JSON.stringify(schema) }).key).toBe(new StructuredOutputsParams({ json: schema }).key);
+    expect(new StructuredOutputsParams({ json: JSON.stringify(schema) }).key).toBe(
+      new StructuredOutputsParams({ json: schema }).key,
+    );
     expect(new StructuredOutputsParams({ choice: ['a"b', 'c'] }).source).toBe('root ::= "a\\"b" | "c"');
   });
 
@@ -161,7 +187,11 @@ describe('structured outputs in the engine', () => {
       const structuredOutputs = new StructuredOutputsParams({ json: schemas[i], disableAnyWhitespace: true });
       await engine.structuredOutputManager.prepare(structuredOutputs);
       engine.addRequest(`r${i}`, 'Once upon a time there was', {
-        temperature: 1, seed: 40 + i, maxTokens: 300, n: i === 0 ? 2 : 1, structuredOutputs,
+        temperature: 1,
+        seed: 40 + i,
+        maxTokens: 300,
+        n: i === 0 ? 2 : 1,
+        structuredOutputs,
       });
     }
     const finals = runToCompletion(engine);
@@ -173,7 +203,10 @@ describe('structured outputs in the engine', () => {
         expect(o.finishReason, `${o.text} ${finals.get(`r${i}`)!.error}`).toBe('stop');
         expect(ajv.validate(schemas[i], JSON.parse(o.text)), o.text).toBe(true);
       }
-      texts.set(i, outs.map((o) => o.text));
+      texts.set(
+        i,
+        outs.map((o) => o.text),
+      );
     }
     expect(engine.structuredOutputManager.numMatchers).toBe(0);
     expectAllBlocksFree(engine);
@@ -205,13 +238,18 @@ describe('structured outputs in the engine', () => {
   it('LLM.generate prepares the constraints itself', async () => {
     const llm = await LLM.create({ model: STORIES_DIR, backend: 'wasm', threads: 1, kvCacheMemory: 4 * 1024 * 1024 });
     try {
-      const outs = await llm.generate(['Once upon a time', 'The dog'], [
-        { temperature: 1, seed: 1, maxTokens: 30, structuredOutputs: { regex: '[a-z]{2,6}!' } },
-        { temperature: 1, seed: 2, maxTokens: 30, structuredOutputs: { choice: ['red', 'blue'] } },
-      ]);
+      const outs = await llm.generate(
+        ['Once upon a time', 'The dog'],
+        [
+          { temperature: 1, seed: 1, maxTokens: 30, structuredOutputs: { regex: '[a-z]{2,6}!' } },
+          { temperature: 1, seed: 2, maxTokens: 30, structuredOutputs: { choice: ['red', 'blue'] } },
+        ],
+      );
       expect(outs[0].outputs[0].text).toMatch(/^[a-z]{2,6}!$/);
       expect(['red', 'blue']).toContain(outs[1].outputs[0].text);
-      await expect(llm.generate('x', { structuredOutputs: { grammar: 'root ::= ' } })).rejects.toThrow(StructuredOutputError);
+      await expect(llm.generate('x', { structuredOutputs: { grammar: 'root ::= ' } })).rejects.toThrow(
+        StructuredOutputError,
+      );
     } finally {
       await llm.close();
     }

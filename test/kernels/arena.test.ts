@@ -47,34 +47,44 @@ describe('WasmArena', () => {
   });
 
   it('keeps allocations disjoint and in bounds over random sequences of alloc/mark/reset', () => {
-    fc.assert(fc.property(
-      fc.array(fc.oneof(
-        fc.record({ op: fc.constant('alloc' as const), bytes: fc.integer({ min: 0, max: 70000 }), alignLog: fc.integer({ min: 0, max: 12 }) }),
-        fc.record({ op: fc.constant('mark' as const) }),
-        fc.record({ op: fc.constant('reset' as const) }),
-      ), { maxLength: 40 }),
-      (ops) => {
-        const arena = new WasmArena(createKernelMemory(1 << 17));
-        const live: Array<{ start: number; end: number }> = [];
-        const marks: Array<{ mark: number; live: number }> = [];
-        for (const o of ops) {
-          if (o.op === 'alloc') {
-            const v = arena.allocBytes(o.bytes, 1 << o.alignLog);
-            expect(v.byteOffset % (1 << o.alignLog)).toBe(0);
-            expect(v.byteOffset + v.byteLength).toBeLessThanOrEqual(arena.memory.buffer.byteLength);
-            expect(v.every((b) => b === 0)).toBe(true);
-            for (const l of live) expect(v.byteOffset >= l.end || v.byteOffset + o.bytes <= l.start).toBe(true);
-            v.fill(0xab);
-            live.push({ start: v.byteOffset, end: v.byteOffset + o.bytes });
-          } else if (o.op === 'mark') {
-            marks.push({ mark: arena.mark(), live: live.length });
-          } else if (marks.length > 0) {
-            const m = marks.pop()!;
-            arena.reset(m.mark);
-            live.length = m.live;
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.oneof(
+            fc.record({
+              op: fc.constant('alloc' as const),
+              bytes: fc.integer({ min: 0, max: 70000 }),
+              alignLog: fc.integer({ min: 0, max: 12 }),
+            }),
+            fc.record({ op: fc.constant('mark' as const) }),
+            fc.record({ op: fc.constant('reset' as const) }),
+          ),
+          { maxLength: 40 },
+        ),
+        (ops) => {
+          const arena = new WasmArena(createKernelMemory(1 << 17));
+          const live: Array<{ start: number; end: number }> = [];
+          const marks: Array<{ mark: number; live: number }> = [];
+          for (const o of ops) {
+            if (o.op === 'alloc') {
+              const v = arena.allocBytes(o.bytes, 1 << o.alignLog);
+              expect(v.byteOffset % (1 << o.alignLog)).toBe(0);
+              expect(v.byteOffset + v.byteLength).toBeLessThanOrEqual(arena.memory.buffer.byteLength);
+              expect(v.every((b) => b === 0)).toBe(true);
+              for (const l of live) expect(v.byteOffset >= l.end || v.byteOffset + o.bytes <= l.start).toBe(true);
+              v.fill(0xab);
+              live.push({ start: v.byteOffset, end: v.byteOffset + o.bytes });
+            } else if (o.op === 'mark') {
+              marks.push({ mark: arena.mark(), live: live.length });
+            } else if (marks.length > 0) {
+              const m = marks.pop()!;
+              arena.reset(m.mark);
+              live.length = m.live;
+            }
           }
-        }
-      },
-    ), { numRuns: 60 });
+        },
+      ),
+      { numRuns: 60 },
+    );
   });
 });

@@ -65,36 +65,41 @@ describeWithBrowser('build/kernels.wasm in chromium', () => {
     const errors: string[] = [];
     page.on('pageerror', (e) => errors.push(String(e)));
     await page.goto(`${origin}/`);
-    const run = await page.evaluate(async ({ w, xs, rows, n, k }): Promise<BrowserRun> => {
-      const module = await WebAssembly.compileStreaming(fetch('/kernels.wasm'));
-      const memory = new WebAssembly.Memory({ initial: 32, maximum: 65536, shared: true });
-      const { exports } = await WebAssembly.instantiate(module, {
-        env: { memory, abort: () => { throw new Error('kernel abort'); } },
-      });
-      const kx = exports as unknown as {
-        init(counter: number): void;
-        matmul(...args: number[]): void;
-      };
-      // Layout in bytes: work counter at 4096, weights from 65536, then x, out and per-thread scratch.
-      const counter = 4096;
-      kx.init(counter);
-      const i32 = new Int32Array(memory.buffer);
-      const f32 = new Float32Array(memory.buffer);
-      const wOff = 65536;
-      f32.set(w, wOff / 4);
-      const outputs: number[][] = [];
-      rows.forEach((m, i) => {
-        const xOff = wOff + n * k * 4;
-        const outOff = xOff + m * k * 4;
-        const scratch = outOff + m * n * 4;
-        f32.set(xs[i], xOff / 4);
-        i32[counter / 4] = 0;
-        // dtype 0 (f32), no quantized activations, no bias; one thread (tid 0 of 1).
-        kx.matmul(0, outOff, xOff, 0, wOff, 0, m, n, k, scratch, 16 * k + 64, 0, 1);
-        outputs.push(Array.from(f32.subarray(outOff / 4, outOff / 4 + m * n)));
-      });
-      return { isolated: crossOriginIsolated, outputs };
-    }, { w: Array.from(w), xs: xs.map((x) => Array.from(x)), rows, n, k });
+    const run = await page.evaluate(
+      async ({ w, xs, rows, n, k }): Promise<BrowserRun> => {
+        const module = await WebAssembly.compileStreaming(fetch('/kernels.wasm'));
+        const memory = new WebAssembly.Memory({ initial: 32, maximum: 65536, shared: true });
+        const { exports } = await WebAssembly.instantiate(module, {
+          env: {
+            memory,
+            abort: () => {
+              throw new Error('kernel abort');
+            },
+          },
+        });
+        const kx = exports as unknown as { init(counter: number): void; matmul(...args: number[]): void };
+        // Layout in bytes: work counter at 4096, weights from 65536, then x, out and per-thread scratch.
+        const counter = 4096;
+        kx.init(counter);
+        const i32 = new Int32Array(memory.buffer);
+        const f32 = new Float32Array(memory.buffer);
+        const wOff = 65536;
+        f32.set(w, wOff / 4);
+        const outputs: number[][] = [];
+        rows.forEach((m, i) => {
+          const xOff = wOff + n * k * 4;
+          const outOff = xOff + m * k * 4;
+          const scratch = outOff + m * n * 4;
+          f32.set(xs[i], xOff / 4);
+          i32[counter / 4] = 0;
+          // dtype 0 (f32), no quantized activations, no bias; one thread (tid 0 of 1).
+          kx.matmul(0, outOff, xOff, 0, wOff, 0, m, n, k, scratch, 16 * k + 64, 0, 1);
+          outputs.push(Array.from(f32.subarray(outOff / 4, outOff / 4 + m * n)));
+        });
+        return { isolated: crossOriginIsolated, outputs };
+      },
+      { w: Array.from(w), xs: xs.map((x) => Array.from(x)), rows, n, k },
+    );
     await page.close();
 
     expect(errors).toEqual([]);

@@ -27,7 +27,8 @@ function dotBound(x: Float32Array, xo: number, row: Float32Array, k: number): nu
 function q8Bound(x: Float32Array, xo: number, row: Float32Array, k: number): number {
   let s = 0;
   for (let b = 0; b < k / 32; b++) {
-    let amax = 0, wsum = 0;
+    let amax = 0,
+      wsum = 0;
     for (let i = 0; i < 32; i++) {
       amax = Math.max(amax, Math.abs(x[xo + b * 32 + i]));
       wsum += Math.abs(row[b * 32 + i]);
@@ -41,50 +42,73 @@ for (const threads of [1, 2]) {
   describe(`wasm dense kernels, ${threads} thread(s)`, () => {
     let be: WasmBackend;
     // participation 'all': every parallel call waits for the worker, so the worker path is really exercised.
-    beforeAll(async () => { be = await WasmBackend.create({ threads, participation: 'all' }); });
+    beforeAll(async () => {
+      be = await WasmBackend.create({ threads, participation: 'all' });
+    });
     afterAll(async () => {
       if (threads > 1) expect(be.workerJoins).toBeGreaterThan(0);
       await be.close();
     });
 
-    it.each(['f32', 'f16', 'bf16', 'q8_0'] as WeightDType[])('matmul %s matches the reference over many shapes', (dtype) => {
-      const r = rng(threads * 100 + dtype.length);
-      const shapes: Array<[number, number, number]> = [
-        [1, 1, 32], [1, 3, 64], [1, 4, 32], [1, 9, 96], [2, 5, 64], [3, 7, 160], [5, 8, 32], [1, 300, 576],
-        [16, 260, 512], [64, 130, 256], [7, 33, 1024], [1, 1030, 384],
-      ];
-      if (dtype !== 'q8_0') shapes.push([1, 6, 5], [3, 5, 37], [4, 9, 3], [2, 130, 1023], [1, 257, 998]);
-      for (const [m, n, k] of shapes) {
-        const mark = be.arena.mark();
-        const values = randomF32(r, n * k, 0.5);
-        const wRef = encodeWeight(values, n, k, dtype);
-        const w = encodeWeight(values, n, k, dtype, be.arena.allocBytes(wRef.data.length));
-        const x = randomF32(r, m * k, 2);
-        const bias = r() < 0.5 ? randomF32(r, n) : undefined;
-        const want = new Float32Array(m * n);
-        ref.matmul(want, x, wRef, m, bias);
-        const got = be.arena.allocF32(m * n);
-        got.fill(NaN);
-        be.matmul(got, toArena(be.arena, x), w, m, bias ? toArena(be.arena, bias) : undefined);
-        const row = new Float32Array(k);
-        for (let j = 0; j < n; j++) {
-          decodeWeightRow(wRef, j, row);
-          for (let i = 0; i < m; i++) {
-            let tol = dotBound(x, i * k, row, k);
-            if (dtype === 'q8_0') tol += q8Bound(x, i * k, row, k); // x quantized to int8 blocks
-            const d = Math.abs(got[i * n + j] - want[i * n + j]);
-            if (!(d <= tol)) expect.fail(`${dtype} m=${m} n=${n} k=${k}: out[${i},${j}] = ${got[i * n + j]}, want ${want[i * n + j]} (tol ${tol})`);
+    it.each(['f32', 'f16', 'bf16', 'q8_0'] as WeightDType[])(
+      'matmul %s matches the reference over many shapes',
+      (dtype) => {
+        const r = rng(threads * 100 + dtype.length);
+        const shapes: Array<[number, number, number]> = [
+          [1, 1, 32],
+          [1, 3, 64],
+          [1, 4, 32],
+          [1, 9, 96],
+          [2, 5, 64],
+          [3, 7, 160],
+          [5, 8, 32],
+          [1, 300, 576],
+          [16, 260, 512],
+          [64, 130, 256],
+          [7, 33, 1024],
+          [1, 1030, 384],
+        ];
+        if (dtype !== 'q8_0') shapes.push([1, 6, 5], [3, 5, 37], [4, 9, 3], [2, 130, 1023], [1, 257, 998]);
+        for (const [m, n, k] of shapes) {
+          const mark = be.arena.mark();
+          const values = randomF32(r, n * k, 0.5);
+          const wRef = encodeWeight(values, n, k, dtype);
+          const w = encodeWeight(values, n, k, dtype, be.arena.allocBytes(wRef.data.length));
+          const x = randomF32(r, m * k, 2);
+          const bias = r() < 0.5 ? randomF32(r, n) : undefined;
+          const want = new Float32Array(m * n);
+          ref.matmul(want, x, wRef, m, bias);
+          const got = be.arena.allocF32(m * n);
+          got.fill(NaN);
+          be.matmul(got, toArena(be.arena, x), w, m, bias ? toArena(be.arena, bias) : undefined);
+          const row = new Float32Array(k);
+          for (let j = 0; j < n; j++) {
+            decodeWeightRow(wRef, j, row);
+            for (let i = 0; i < m; i++) {
+              let tol = dotBound(x, i * k, row, k);
+              if (dtype === 'q8_0') tol += q8Bound(x, i * k, row, k); // x quantized to int8 blocks
+              const d = Math.abs(got[i * n + j] - want[i * n + j]);
+              if (!(d <= tol))
+                expect.fail(
+                  `${dtype} m=${m} n=${n} k=${k}: out[${i},${j}] = ${got[i * n + j]}, want ${want[i * n + j]} (tol ${tol})`,
+                );
+            }
           }
+          be.arena.reset(mark);
         }
-        be.arena.reset(mark);
-      }
-    });
+      },
+    );
 
     it('f16 decode paths: the 2^112-scaled x path equals the plain path bit for bit, large and subnormal values included', () => {
       // Few rows with every |x| < 2^15 take the scaled-x path; multiplying x by 2^16 (exact) pushes it onto the plain
       // decode path, whose every product and partial sum is then exactly 2^16 times the scaled path's.
       const r = rng(31 + threads);
-      for (const [m, n, k] of [[1, 300, 576], [1, 2100, 64], [3, 77, 96], [4, 9, 37]] as const) {
+      for (const [m, n, k] of [
+        [1, 300, 576],
+        [1, 2100, 64],
+        [3, 77, 96],
+        [4, 9, 37],
+      ] as const) {
         const mark = be.arena.mark();
         const values = randomF32(r, n * k, 0.5);
         for (let i = 0; i < values.length; i += 7) values[i] = (r() - 0.5) * 1e-6; // f16 subnormals
@@ -94,11 +118,13 @@ for (const threads of [1, 2]) {
         for (let i = 0; i < x.length; i += 5) x[i] = (r() - 0.5) * 1e-30; // tiny activations
         x[0] = 32767; // the largest magnitude the scaled path accepts
         const big = x.map((v) => v * 65536);
-        const small = be.arena.allocF32(m * n), large = be.arena.allocF32(m * n);
+        const small = be.arena.allocF32(m * n),
+          large = be.arena.allocF32(m * n);
         be.matmul(small, toArena(be.arena, x), w, m);
         be.matmul(large, toArena(be.arena, big), w, m);
         for (let i = 0; i < small.length; i++) {
-          if (large[i] !== small[i] * 65536) expect.fail(`m=${m} n=${n} k=${k}: out[${i}] ${small[i]} · 2^16 ≠ ${large[i]}`);
+          if (large[i] !== small[i] * 65536)
+            expect.fail(`m=${m} n=${n} k=${k}: out[${i}] ${small[i]} · 2^16 ≠ ${large[i]}`);
         }
         const want = new Float32Array(m * n);
         ref.matmul(want, x, wRef, m);
@@ -107,7 +133,8 @@ for (const threads of [1, 2]) {
           decodeWeightRow(wRef, j, row);
           for (let i = 0; i < m; i++) {
             const d = Math.abs(small[i * n + j] - want[i * n + j]);
-            if (!(d <= dotBound(x, i * k, row, k))) expect.fail(`m=${m} n=${n} k=${k}: out[${i},${j}] = ${small[i * n + j]}, want ${want[i * n + j]}`);
+            if (!(d <= dotBound(x, i * k, row, k)))
+              expect.fail(`m=${m} n=${n} k=${k}: out[${i},${j}] = ${small[i * n + j]}, want ${want[i * n + j]}`);
           }
         }
         be.arena.reset(mark);
@@ -116,7 +143,10 @@ for (const threads of [1, 2]) {
 
     it.each(['f32', 'f16', 'bf16', 'q8_0'] as WeightDType[])('embedding %s equals the decoded table rows', (dtype) => {
       const r = rng(7 + threads);
-      for (const [rows, dim, m] of [[50, 64, 5], [1000, 256, 300]]) {
+      for (const [rows, dim, m] of [
+        [50, 64, 5],
+        [1000, 256, 300],
+      ]) {
         const values = randomF32(r, rows * dim);
         const tRef = encodeWeight(values, rows, dim, dtype);
         const t = encodeWeight(values, rows, dim, dtype, be.arena.allocBytes(tRef.data.length));
@@ -131,7 +161,13 @@ for (const threads of [1, 2]) {
 
     it('rmsNorm, siluMul, add match the reference (including in-place)', () => {
       const r = rng(11 + threads);
-      for (const [m, dim] of [[1, 5], [3, 64], [1, 576], [300, 576], [2, 1027]]) {
+      for (const [m, dim] of [
+        [1, 5],
+        [3, 64],
+        [1, 576],
+        [300, 576],
+        [2, 1027],
+      ]) {
         const x = randomF32(r, m * dim, 3);
         const w = randomF32(r, dim);
         const want = new Float32Array(m * dim);
@@ -141,7 +177,8 @@ for (const threads of [1, 2]) {
         expectClose(xa, want, (i) => 1e-5 * Math.abs(want[i]) + 1e-6, `rmsNorm ${m}x${dim}`);
 
         const n = m * dim;
-        const g = randomF32(r, n, 20), u = randomF32(r, n, 2);
+        const g = randomF32(r, n, 20),
+          u = randomF32(r, n, 2);
         const sw = new Float32Array(n);
         ref.siluMul(sw, g, u, n);
         const sg = be.arena.allocF32(n);
@@ -159,7 +196,14 @@ for (const threads of [1, 2]) {
 
     it.each(['half', 'interleaved'] as const)('rope (%s) matches the reference, with partial rotary dims', (style) => {
       const r = rng(17 + threads + style.length);
-      for (const [m, nh, hs, rd] of [[1, 1, 8, 8], [5, 3, 64, 64], [300, 9, 64, 64], [4, 2, 128, 64], [3, 2, 12, 6], [2, 4, 80, 40]]) {
+      for (const [m, nh, hs, rd] of [
+        [1, 1, 8, 8],
+        [5, 3, 64, 64],
+        [300, 9, 64, 64],
+        [4, 2, 128, 64],
+        [3, 2, 12, 6],
+        [2, 4, 80, 40],
+      ]) {
         const cs = computeCosSin(600, rd, 10000);
         const pos = Int32Array.from({ length: m }, () => randInt(r, 0, 599));
         const x = randomF32(r, m * nh * hs, 3);
@@ -173,13 +217,19 @@ for (const threads of [1, 2]) {
 
     it('rejects views outside the arena and bad shapes with KernelError', () => {
       const w = encodeWeight(new Float32Array(64), 2, 32, 'f32', be.arena.allocBytes(256));
-      expect(() => be.matmul(be.arena.allocF32(2), new Float32Array(32), w, 1)).toThrow(/not a view into this backend's arena/);
+      expect(() => be.matmul(be.arena.allocF32(2), new Float32Array(32), w, 1)).toThrow(
+        /not a view into this backend's arena/,
+      );
       expect(() => be.matmul(be.arena.allocF32(1), be.arena.allocF32(32), w, 1)).toThrow(KernelError);
       const xo = be.arena.allocF32(64);
       expect(() => be.matmul(xo.subarray(30, 32), xo.subarray(0, 32), w, 1)).toThrow(/overlaps/);
-      expect(() => be.embedding(be.arena.allocF32(32), w, toArena(be.arena, Int32Array.of(2)), 1)).toThrow(/outside the table/);
+      expect(() => be.embedding(be.arena.allocF32(32), w, toArena(be.arena, Int32Array.of(2)), 1)).toThrow(
+        /outside the table/,
+      );
       const cs = computeCosSin(4, 8, 10000, be.arena.allocF32(32));
-      expect(() => be.rope(be.arena.allocF32(8), toArena(be.arena, Int32Array.of(4)), 1, 1, 8, cs, 8, 'half')).toThrow(/cosSin/);
+      expect(() => be.rope(be.arena.allocF32(8), toArena(be.arena, Int32Array.of(4)), 1, 1, 8, cs, 8, 'half')).toThrow(
+        /cosSin/,
+      );
     });
   });
 }
@@ -214,6 +264,8 @@ describe('WasmBackend.create({ module })', () => {
     ]);
     const module = await WebAssembly.compile(bytes);
     await expect(WasmBackend.create({ module })).rejects.toThrow(KernelLoadError);
-    await expect(WasmBackend.create({ module })).rejects.toThrow(/lacks the exports matmul, quantize_act, .*stream_read/);
+    await expect(WasmBackend.create({ module })).rejects.toThrow(
+      /lacks the exports matmul, quantize_act, .*stream_read/,
+    );
   });
 });

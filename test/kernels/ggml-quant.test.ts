@@ -12,8 +12,9 @@ import { decodeWeightRow, encodeWeight } from '../../src/kernels/weight-codec.js
 import { weightBytes } from '../../src/kernels/validate.js';
 import { rng } from './helpers.js';
 
-const ref = JSON.parse(readFileSync(new URL('../fixtures/ggml/ggml-quant-reference.json', import.meta.url), 'utf8')) as
-  Record<string, { bytes_hex: string; dequant_f32_hex: string }> & { input_f32_hex: string };
+const ref = JSON.parse(
+  readFileSync(new URL('../fixtures/ggml/ggml-quant-reference.json', import.meta.url), 'utf8'),
+) as Record<string, { bytes_hex: string; dequant_f32_hex: string }> & { input_f32_hex: string };
 
 function f32FromHex(hex: string): Float32Array {
   const b = Buffer.from(hex, 'hex');
@@ -28,7 +29,10 @@ function differingBlocks(a: Uint8Array, b: Uint8Array, blockBytes: number): numb
   const out: number[] = [];
   for (let i = 0; i < a.length / blockBytes; i++) {
     for (let j = 0; j < blockBytes; j++) {
-      if (a[i * blockBytes + j] !== b[i * blockBytes + j]) { out.push(i); break; }
+      if (a[i * blockBytes + j] !== b[i * blockBytes + j]) {
+        out.push(i);
+        break;
+      }
     }
   }
   return out;
@@ -71,13 +75,17 @@ const i8 = (v: number): number => (v << 24) >> 24;
  * the low 4 bits in byte s+4 (scale low nibble, min high nibble) and the top 2 bits in bits 6..7 of bytes s-4 / s. */
 function k4Scale(b: Uint8Array, o: number, s: number): [number, number] {
   if (s < 4) return [bits(b, o + s, 0, 6), bits(b, o + s + 4, 0, 6)];
-  return [bits(b, o + s + 4, 0, 4) + 16 * bits(b, o + s - 4, 6, 2), bits(b, o + s + 4, 4, 4) + 16 * bits(b, o + s, 6, 2)];
+  return [
+    bits(b, o + s + 4, 0, 4) + 16 * bits(b, o + s - 4, 6, 2),
+    bits(b, o + s + 4, 4, 4) + 16 * bits(b, o + s, 6, 2),
+  ];
 }
 
 /** 2-bit field of value i (0..255) in a q2_K/q3_K qs array at `o`: half h = i / 128, position p = i % 128,
  * group g = p / 32, byte 32h + p % 32, bits 2g. */
 function q2Field(b: Uint8Array, o: number, i: number): number {
-  const h = Math.floor(i / 128), p = i % 128;
+  const h = Math.floor(i / 128),
+    p = i % 128;
   return bits(b, o + 32 * h + (p % 32), 2 * Math.floor(p / 32), 2);
 }
 
@@ -85,30 +93,39 @@ const READERS: Record<QuantWeightDType, (b: Uint8Array, o: number, i: number) =>
   q4_0: (b, o, i) => fr((bits(b, o + 2 + (i % 16), i < 16 ? 0 : 4, 4) - 8) * h16(b, o)),
   q4_1: (b, o, i) => fr(fr(bits(b, o + 4 + (i % 16), i < 16 ? 0 : 4, 4) * h16(b, o)) + h16(b, o + 2)),
   q5_0: (b, o, i) => fr((bits(b, o + 6 + (i % 16), i < 16 ? 0 : 4, 4) + 16 * bits(b, o + 2, i, 1) - 16) * h16(b, o)),
-  q5_1: (b, o, i) => fr(fr((bits(b, o + 8 + (i % 16), i < 16 ? 0 : 4, 4) + 16 * bits(b, o + 4, i, 1)) * h16(b, o)) + h16(b, o + 2)),
+  q5_1: (b, o, i) =>
+    fr(fr((bits(b, o + 8 + (i % 16), i < 16 ? 0 : 4, 4) + 16 * bits(b, o + 4, i, 1)) * h16(b, o)) + h16(b, o + 2)),
   q8_0: (b, o, i) => fr(i8(b[o + 2 + i]) * h16(b, o)),
   q2_K: (b, o, i) => {
-    const s = Math.floor(i / 16), sc = b[o + s];
+    const s = Math.floor(i / 16),
+      sc = b[o + s];
     return fr(fr(fr(h16(b, o + 80) * (sc & 15)) * q2Field(b, o + 16, i)) - fr(h16(b, o + 82) * (sc >> 4)));
   },
   q3_K: (b, o, i) => {
     const s = Math.floor(i / 16);
-    const scale = bits(b, o + 96 + (s % 8), s < 8 ? 0 : 4, 4) + 16 * bits(b, o + 104 + (s % 4), 2 * Math.floor(s / 4), 2);
+    const scale =
+      bits(b, o + 96 + (s % 8), s < 8 ? 0 : 4, 4) + 16 * bits(b, o + 104 + (s % 4), 2 * Math.floor(s / 4), 2);
     const high = bits(b, o + (i % 32), Math.floor(i / 32), 1);
     return fr(fr(h16(b, o + 108) * (scale - 32)) * (q2Field(b, o + 32, i) - (high ? 0 : 4)));
   },
   q4_K: (b, o, i) => {
-    const s = Math.floor(i / 32), [sc, m] = k4Scale(b, o + 4, s);
+    const s = Math.floor(i / 32),
+      [sc, m] = k4Scale(b, o + 4, s);
     const q = bits(b, o + 16 + 32 * Math.floor(s / 2) + (i % 32), 4 * (s % 2), 4);
     return fr(fr(fr(h16(b, o) * sc) * q) - fr(h16(b, o + 2) * m));
   },
   q5_K: (b, o, i) => {
-    const s = Math.floor(i / 32), [sc, m] = k4Scale(b, o + 4, s);
-    const q = bits(b, o + 48 + 32 * Math.floor(s / 2) + (i % 32), 4 * (s % 2), 4) + 16 * bits(b, o + 16 + (i % 32), s, 1);
+    const s = Math.floor(i / 32),
+      [sc, m] = k4Scale(b, o + 4, s);
+    const q =
+      bits(b, o + 48 + 32 * Math.floor(s / 2) + (i % 32), 4 * (s % 2), 4) + 16 * bits(b, o + 16 + (i % 32), s, 1);
     return fr(fr(fr(h16(b, o) * sc) * q) - fr(h16(b, o + 2) * m));
   },
   q6_K: (b, o, i) => {
-    const h = Math.floor(i / 128), p = i % 128, k = Math.floor(p / 32), l = p % 32;
+    const h = Math.floor(i / 128),
+      p = i % 128,
+      k = Math.floor(p / 32),
+      l = p % 32;
     const low = bits(b, o + 64 * h + l + 32 * (k % 2), k < 2 ? 0 : 4, 4);
     const high = bits(b, o + 128 + 32 * h + l, 2 * k, 2);
     const scale = i8(b[o + 192 + Math.floor(i / 16)]);
@@ -118,8 +135,16 @@ const READERS: Record<QuantWeightDType, (b: Uint8Array, o: number, i: number) =>
 
 /** Byte offsets of the f16 scale fields of each type's block. */
 const HALF_FIELDS: Record<QuantWeightDType, number[]> = {
-  q4_0: [0], q4_1: [0, 2], q5_0: [0], q5_1: [0, 2], q8_0: [0],
-  q2_K: [80, 82], q3_K: [108], q4_K: [0, 2], q5_K: [0, 2], q6_K: [208],
+  q4_0: [0],
+  q4_1: [0, 2],
+  q5_0: [0],
+  q5_1: [0, 2],
+  q8_0: [0],
+  q2_K: [80, 82],
+  q3_K: [108],
+  q4_K: [0, 2],
+  q5_K: [0, 2],
+  q6_K: [208],
 };
 
 /** f16 bit patterns of extreme scales: ±max, ±min normal, sub-normals, zero, one, tiny and ordinary values. */
@@ -136,8 +161,10 @@ describe('dequantization matches an independent reading of each block layout', (
       for (let blk = 0; blk < nBlocks; blk++) {
         for (const f of HALF_FIELDS[dtype]) {
           // Half the blocks take an extreme scale, the rest a finite random one (exponent below 31).
-          const h = blk % 2 === 0 ? EXTREME_HALVES[Math.floor(r() * EXTREME_HALVES.length)]
-            : Math.floor(r() * 0x7bff) | (r() < 0.5 ? 0x8000 : 0);
+          const h =
+            blk % 2 === 0
+              ? EXTREME_HALVES[Math.floor(r() * EXTREME_HALVES.length)]
+              : Math.floor(r() * 0x7bff) | (r() < 0.5 ? 0x8000 : 0);
           bytes[blk * blockBytes + f] = h & 255;
           bytes[blk * blockBytes + f + 1] = h >> 8;
         }
@@ -155,7 +182,8 @@ describe('dequantization matches an independent reading of each block layout', (
 describe('quantized weights through the codec', () => {
   it('weightBytes, encodeWeight and decodeWeightRow agree on every type and reject partial blocks', () => {
     const r = rng(5);
-    const rows = 3, cols = 512;
+    const rows = 3,
+      cols = 512;
     const x = Float32Array.from({ length: rows * cols }, () => (r() * 2 - 1) * 0.1);
     for (const dtype of QUANT_WEIGHT_DTYPES) {
       const w = encodeWeight(x, rows, cols, dtype);
@@ -176,13 +204,23 @@ describe('quantized weights through the codec', () => {
     const n = 256 * 64;
     const x = new Float32Array(n);
     for (let i = 0; i < n; i += 2) {
-      const u = Math.max(r(), 1e-12), v = r();
+      const u = Math.max(r(), 1e-12),
+        v = r();
       x[i] = Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * v);
       x[i + 1] = Math.sqrt(-2 * Math.log(u)) * Math.sin(2 * Math.PI * v);
     }
     // RMSE relative to the data's RMS (1): more bits, less error; the bounds are about twice the measured values.
     const bound: Record<QuantWeightDType, number> = {
-      q8_0: 0.01, q6_K: 0.02, q5_1: 0.05, q5_0: 0.05, q5_K: 0.05, q4_1: 0.1, q4_0: 0.12, q4_K: 0.1, q3_K: 0.25, q2_K: 0.5,
+      q8_0: 0.01,
+      q6_K: 0.02,
+      q5_1: 0.05,
+      q5_0: 0.05,
+      q5_K: 0.05,
+      q4_1: 0.1,
+      q4_0: 0.12,
+      q4_K: 0.1,
+      q3_K: 0.25,
+      q2_K: 0.5,
     };
     for (const dtype of QUANT_WEIGHT_DTYPES) {
       const y = dequantize(dtype, quantize(dtype, x), n);

@@ -25,7 +25,10 @@ export function randInt(r: () => number, lo: number, hi: number): number {
 }
 
 /** Copies `src` into a new arena allocation of the same type. */
-export function toArena<T extends Float32Array | Int32Array | Uint16Array | Int8Array | Uint8Array>(arena: Arena, src: T): T {
+export function toArena<T extends Float32Array | Int32Array | Uint16Array | Int8Array | Uint8Array>(
+  arena: Arena,
+  src: T,
+): T {
   let dst: Float32Array | Int32Array | Uint16Array | Int8Array | Uint8Array;
   if (src instanceof Float32Array) dst = arena.allocF32(src.length);
   else if (src instanceof Int32Array) dst = arena.allocI32(src.length);
@@ -37,13 +40,27 @@ export function toArena<T extends Float32Array | Int32Array | Uint16Array | Int8
 }
 
 /** A zeroed KV cache layer in the arena. */
-export function makeCache(arena: Arena, dtype: KvCacheDType, numBlocks: number, numKvHeads: number, blockSize: number,
-  headSize: number): KvCacheLayer {
+export function makeCache(
+  arena: Arena,
+  dtype: KvCacheDType,
+  numBlocks: number,
+  numKvHeads: number,
+  blockSize: number,
+  headSize: number,
+): KvCacheLayer {
   const n = numBlocks * numKvHeads * blockSize * headSize;
   const alloc = () => (dtype === 'fp32' ? arena.allocF32(n) : dtype === 'fp16' ? arena.allocU16(n) : arena.allocI8(n));
   return {
-    dtype, numBlocks, numKvHeads, blockSize, headSize, k: alloc(), v: alloc(),
-    ...(dtype === 'int8' ? { kScale: arena.allocF32(numBlocks * numKvHeads), vScale: arena.allocF32(numBlocks * numKvHeads) } : {}),
+    dtype,
+    numBlocks,
+    numKvHeads,
+    blockSize,
+    headSize,
+    k: alloc(),
+    v: alloc(),
+    ...(dtype === 'int8'
+      ? { kScale: arena.allocF32(numBlocks * numKvHeads), vScale: arena.allocF32(numBlocks * numKvHeads) }
+      : {}),
   };
 }
 
@@ -71,8 +88,17 @@ export function shuffledIds(r: () => number, n: number): number[] {
  * Naive attention of one query vector over contiguous keys/values [t][d] (plain softmax, f64), the independent
  * comparator of the paged kernels. Positions [lo, hi) are attended; ALiBi bias slope·(t − ref).
  */
-export function denseAttention(q: Float32Array, qOff: number, keys: Float64Array[], values: Float64Array[], lo: number,
-  hi: number, scale: number, slope: number, ref: number): Float64Array {
+export function denseAttention(
+  q: Float32Array,
+  qOff: number,
+  keys: Float64Array[],
+  values: Float64Array[],
+  lo: number,
+  hi: number,
+  scale: number,
+  slope: number,
+  ref: number,
+): Float64Array {
   const d = keys.length > 0 ? keys[0].length : 0;
   const out = new Float64Array(d);
   if (hi <= lo) return out;
@@ -100,8 +126,13 @@ export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>, n = a.len
 }
 
 /** Fails (once, with the first offending index) unless |got[i] − want[i]| ≤ tol(i) for all i < n. */
-export function expectClose(got: ArrayLike<number>, want: ArrayLike<number>, tol: (i: number) => number, label: string,
-  n = want.length): void {
+export function expectClose(
+  got: ArrayLike<number>,
+  want: ArrayLike<number>,
+  tol: (i: number) => number,
+  label: string,
+  n = want.length,
+): void {
   for (let i = 0; i < n; i++) {
     const d = Math.abs(got[i] - want[i]);
     if (!(d <= tol(i))) throw new Error(`${label}: [${i}] = ${got[i]}, want ${want[i]} (|diff| ${d} > tol ${tol(i)})`);

@@ -10,7 +10,12 @@ import { dequantize } from '../../src/kernels/ggml-dequant.js';
 import { QUANT_WEIGHT_DTYPES, WEIGHT_LAYOUTS, type QuantWeightDType } from '../../src/kernels/ggml-quant-types.js';
 import { WasmBackend } from '../../src/kernels/wasm-backend.js';
 import {
-  type KernelExports, type SimdFlavor, WEIGHT_CODE, actRowBytes, instantiateKernels, loadKernels,
+  type KernelExports,
+  type SimdFlavor,
+  WEIGHT_CODE,
+  actRowBytes,
+  instantiateKernels,
+  loadKernels,
 } from '../../src/kernels/wasm-module.js';
 import { decodeWeightRow, encodeWeight } from '../../src/kernels/weight-codec.js';
 import { blockCodes, quantizeActRef } from './int8-reference.js';
@@ -21,8 +26,16 @@ const CTL = 4096;
 
 /** Byte offsets of each type's f16 scale fields inside its block (ggml-common.h). */
 const SCALE_FIELDS: Record<QuantWeightDType, number[]> = {
-  q4_0: [0], q4_1: [0, 2], q5_0: [0], q5_1: [0, 2], q8_0: [0],
-  q2_K: [80, 82], q3_K: [108], q4_K: [0, 2], q5_K: [0, 2], q6_K: [208],
+  q4_0: [0],
+  q4_1: [0, 2],
+  q5_0: [0],
+  q5_1: [0, 2],
+  q8_0: [0],
+  q2_K: [80, 82],
+  q3_K: [108],
+  q4_K: [0, 2],
+  q5_K: [0, 2],
+  q6_K: [208],
 };
 
 /** Extreme finite f16 scales: largest, smallest subnormal, smallest normal, zero, one, each sign. */
@@ -40,118 +53,158 @@ async function kernels(flavor: SimdFlavor): Promise<{ k: KernelExports; arena: W
 /** Random block bytes whose f16 scale fields are replaced by finite values (extreme ones half the time). */
 const blockRow = (dtype: QuantWeightDType, blocks: number) => {
   const { blockBytes } = WEIGHT_LAYOUTS[dtype];
-  return fc.tuple(
-    fc.uint8Array({ minLength: blocks * blockBytes, maxLength: blocks * blockBytes }),
-    fc.array(fc.oneof(fc.constantFrom(...EXTREME_F16), fc.integer({ min: 0, max: 0xffff })), {
-      minLength: blocks * 2, maxLength: blocks * 2,
-    }),
-  ).map(([bytes, scales]) => {
-    SCALE_FIELDS[dtype].forEach((off, f) => {
-      for (let b = 0; b < blocks; b++) {
-        let h = scales[b * 2 + f];
-        if (((h >> 10) & 31) === 31) h = EXTREME_F16[h % EXTREME_F16.length]; // no Inf/NaN scales
-        bytes[b * blockBytes + off] = h & 255;
-        bytes[b * blockBytes + off + 1] = h >> 8;
-      }
+  return fc
+    .tuple(
+      fc.uint8Array({ minLength: blocks * blockBytes, maxLength: blocks * blockBytes }),
+      fc.array(fc.oneof(fc.constantFrom(...EXTREME_F16), fc.integer({ min: 0, max: 0xffff })), {
+        minLength: blocks * 2,
+        maxLength: blocks * 2,
+      }),
+    )
+    .map(([bytes, scales]) => {
+      SCALE_FIELDS[dtype].forEach((off, f) => {
+        for (let b = 0; b < blocks; b++) {
+          let h = scales[b * 2 + f];
+          if (((h >> 10) & 31) === 31) h = EXTREME_F16[h % EXTREME_F16.length]; // no Inf/NaN scales
+          bytes[b * blockBytes + off] = h & 255;
+          bytes[b * blockBytes + off + 1] = h >> 8;
+        }
+      });
+      return bytes;
     });
-    return bytes;
-  });
 };
 
 /** Signed activation bytes in [−127, 127], all-extreme rows among them. */
-const actBytes = (n: number) => fc.oneof(
-  fc.array(fc.integer({ min: -127, max: 127 }), { minLength: n, maxLength: n }),
-  fc.array(fc.constantFrom(-127, 127), { minLength: n, maxLength: n }),
-);
+const actBytes = (n: number) =>
+  fc.oneof(
+    fc.array(fc.integer({ min: -127, max: 127 }), { minLength: n, maxLength: n }),
+    fc.array(fc.constantFrom(-127, 127), { minLength: n, maxLength: n }),
+  );
 
 for (const flavor of FLAVORS) {
   describe(`int8 block kernels (${flavor} build)`, () => {
     let env: Awaited<ReturnType<typeof kernels>>;
-    beforeAll(async () => { env = await kernels(flavor); });
+    beforeAll(async () => {
+      env = await kernels(flavor);
+    });
 
     it('passes its own self-test', () => {
       expect(env.k.simd_self_test(16384)).toBe(1);
     });
 
-    it.each(QUANT_WEIGHT_DTYPES.filter((d) => d !== 'q8_0'))('%s: codes, scales and sub-block integer dots are exact', (dtype) => {
-      const qb = WEIGHT_LAYOUTS[dtype].blockValues;
-      const blocks = 2, k = blocks * qb;
-      fc.assert(fc.property(blockRow(dtype, blocks), actBytes(k), (bytes, q) => {
-        const { k: kern, arena } = env;
-        const mark = arena.mark();
-        const w = toArena(arena, bytes), qa = toArena(arena, Int8Array.from(q));
-        const u = arena.allocBytes(k), dsc = arena.allocF32(k / 16), msc = arena.allocF32(k / 16);
-        const sums = arena.allocI32(k / 16), scratch = arena.allocBytes(2 * k);
-        kern.test_unpack_dots(WEIGHT_CODE[dtype]!, w.byteOffset, k, qa.byteOffset, u.byteOffset, dsc.byteOffset,
-          msc.byteOffset, sums.byteOffset, scratch.byteOffset);
-        const values = dequantize(dtype, bytes, k);
-        for (let b = 0; b < blocks; b++) {
-          const ref = blockCodes(dtype, bytes, b * WEIGHT_LAYOUTS[dtype].blockBytes);
-          for (let i = 0; i < qb; i++) {
-            if (u[b * qb + i] !== ref.u[i]) throw new Error(`${dtype} code ${b * qb + i}: ${u[b * qb + i]} ≠ ${ref.u[i]}`);
-          }
-          for (let s = 0; s < qb / 16; s++) {
-            const j = b * (qb / 16) + s;
-            if (!Object.is(dsc[j], ref.dsc[s]) || !Object.is(msc[j], ref.msc[s])) {
-              throw new Error(`${dtype} sub-block ${j}: (${dsc[j]}, ${msc[j]}) ≠ (${ref.dsc[s]}, ${ref.msc[s]})`);
+    it.each(QUANT_WEIGHT_DTYPES.filter((d) => d !== 'q8_0'))(
+      '%s: codes, scales and sub-block integer dots are exact',
+      (dtype) => {
+        const qb = WEIGHT_LAYOUTS[dtype].blockValues;
+        const blocks = 2,
+          k = blocks * qb;
+        fc.assert(
+          fc.property(blockRow(dtype, blocks), actBytes(k), (bytes, q) => {
+            const { k: kern, arena } = env;
+            const mark = arena.mark();
+            const w = toArena(arena, bytes),
+              qa = toArena(arena, Int8Array.from(q));
+            const u = arena.allocBytes(k),
+              dsc = arena.allocF32(k / 16),
+              msc = arena.allocF32(k / 16);
+            const sums = arena.allocI32(k / 16),
+              scratch = arena.allocBytes(2 * k);
+            kern.test_unpack_dots(
+              WEIGHT_CODE[dtype]!,
+              w.byteOffset,
+              k,
+              qa.byteOffset,
+              u.byteOffset,
+              dsc.byteOffset,
+              msc.byteOffset,
+              sums.byteOffset,
+              scratch.byteOffset,
+            );
+            const values = dequantize(dtype, bytes, k);
+            for (let b = 0; b < blocks; b++) {
+              const ref = blockCodes(dtype, bytes, b * WEIGHT_LAYOUTS[dtype].blockBytes);
+              for (let i = 0; i < qb; i++) {
+                if (u[b * qb + i] !== ref.u[i])
+                  throw new Error(`${dtype} code ${b * qb + i}: ${u[b * qb + i]} ≠ ${ref.u[i]}`);
+              }
+              for (let s = 0; s < qb / 16; s++) {
+                const j = b * (qb / 16) + s;
+                if (!Object.is(dsc[j], ref.dsc[s]) || !Object.is(msc[j], ref.msc[s])) {
+                  throw new Error(`${dtype} sub-block ${j}: (${dsc[j]}, ${msc[j]}) ≠ (${ref.dsc[s]}, ${ref.msc[s]})`);
+                }
+                let want = 0;
+                for (let i = 0; i < 16; i++) want += ref.u[16 * s + i] * q[b * qb + 16 * s + i];
+                if (sums[j] !== want) throw new Error(`${dtype} sub-block ${j}: Σu·q = ${sums[j]} ≠ ${want}`);
+              }
             }
-            let want = 0;
-            for (let i = 0; i < 16; i++) want += ref.u[16 * s + i] * q[b * qb + 16 * s + i];
-            if (sums[j] !== want) throw new Error(`${dtype} sub-block ${j}: Σu·q = ${sums[j]} ≠ ${want}`);
-          }
-        }
-        // The codes describe ggml's values: dsc·u − msc equals dequantize_row_* up to the rounding of two products.
-        for (let i = 0; i < k; i++) {
-          const s = i >> 4;
-          const a = Math.fround(dsc[s] * u[i]);
-          const v = a - msc[s];
-          if (!(Math.abs(v - values[i]) <= 2 ** -22 * (Math.abs(a) + Math.abs(msc[s])) + 1e-45)) {
-            throw new Error(`${dtype} value ${i}: ${v} ≠ ggml's ${values[i]}`);
-          }
-        }
-        arena.reset(mark);
-      }), { numRuns: 150 });
-    });
+            // The codes describe ggml's values: dsc·u − msc equals dequantize_row_* up to the rounding of two products.
+            for (let i = 0; i < k; i++) {
+              const s = i >> 4;
+              const a = Math.fround(dsc[s] * u[i]);
+              const v = a - msc[s];
+              if (!(Math.abs(v - values[i]) <= 2 ** -22 * (Math.abs(a) + Math.abs(msc[s])) + 1e-45)) {
+                throw new Error(`${dtype} value ${i}: ${v} ≠ ggml's ${values[i]}`);
+              }
+            }
+            arena.reset(mark);
+          }),
+          { numRuns: 150 },
+        );
+      },
+    );
 
     it('q8_0: block dots of signed weights (−128 included) with split activations are exact', () => {
       const k = 128;
-      fc.assert(fc.property(blockRow('q8_0', k / 32), actBytes(k), (bytes, q) => {
-        const { k: kern, arena, ctl } = env;
-        const mark = arena.mark();
-        for (let b = 0; b < k / 32; b++) if (b % 2 === 0) bytes[b * 34 + 2 + b] = 0x80; // −128 weights
-        const w = toArena(arena, bytes);
-        const x = arena.allocF32(k), act = arena.allocBytes(actRowBytes(k)), sums = arena.allocI32(k / 32);
-        // Activations whose quantization gives exactly q: x = q with one ±127 per 32 (then d = 1).
-        for (let i = 0; i < k; i++) x[i] = i % 32 === 0 ? 127 : q[i];
-        Atomics.store(ctl, 8, 0);
-        kern.quantize_act(x.byteOffset, 1, k, 32, 1, act.byteOffset, 0, 1);
-        kern.test_q8_dots(w.byteOffset, act.byteOffset, k, sums.byteOffset);
-        const wi = new Int8Array(bytes.buffer, bytes.byteOffset, bytes.length);
-        for (let b = 0; b < k / 32; b++) {
-          let want = 0;
-          for (let i = 0; i < 32; i++) want += wi[b * 34 + 2 + i] * x[b * 32 + i];
-          if (sums[b] !== want) throw new Error(`block ${b}: ${sums[b]} ≠ ${want}`);
-        }
-        arena.reset(mark);
-      }), { numRuns: 200 });
+      fc.assert(
+        fc.property(blockRow('q8_0', k / 32), actBytes(k), (bytes, q) => {
+          const { k: kern, arena, ctl } = env;
+          const mark = arena.mark();
+          for (let b = 0; b < k / 32; b++) if (b % 2 === 0) bytes[b * 34 + 2 + b] = 0x80; // −128 weights
+          const w = toArena(arena, bytes);
+          const x = arena.allocF32(k),
+            act = arena.allocBytes(actRowBytes(k)),
+            sums = arena.allocI32(k / 32);
+          // Activations whose quantization gives exactly q: x = q with one ±127 per 32 (then d = 1).
+          for (let i = 0; i < k; i++) x[i] = i % 32 === 0 ? 127 : q[i];
+          Atomics.store(ctl, 8, 0);
+          kern.quantize_act(x.byteOffset, 1, k, 32, 1, act.byteOffset, 0, 1);
+          kern.test_q8_dots(w.byteOffset, act.byteOffset, k, sums.byteOffset);
+          const wi = new Int8Array(bytes.buffer, bytes.byteOffset, bytes.length);
+          for (let b = 0; b < k / 32; b++) {
+            let want = 0;
+            for (let i = 0; i < 32; i++) want += wi[b * 34 + 2 + i] * x[b * 32 + i];
+            if (sums[b] !== want) throw new Error(`block ${b}: ${sums[b]} ≠ ${want}`);
+          }
+          arena.reset(mark);
+        }),
+        { numRuns: 200 },
+      );
     });
 
     it('quantize_act matches the scalar reference byte for byte (q8_0/q8_1 and q8_K groups, signed and split)', () => {
       const r = rng(7);
       const { k: kern, arena, ctl } = env;
-      for (const [k, group, split] of [[64, 32, false], [96, 32, true], [512, 256, false], [256, 32, true]] as const) {
+      for (const [k, group, split] of [
+        [64, 32, false],
+        [96, 32, true],
+        [512, 256, false],
+        [256, 32, true],
+      ] as const) {
         for (let t = 0; t < 20; t++) {
           const mark = arena.mark();
           const xv = randomF32(r, k, t % 3 === 0 ? 1e-30 : t % 3 === 1 ? 5e6 : 3); // f16 scales stay finite
           if (t === 5) xv.fill(0, 0, group); // an all-zero group
-          const x = toArena(arena, xv), act = arena.allocBytes(actRowBytes(k));
+          const x = toArena(arena, xv),
+            act = arena.allocBytes(actRowBytes(k));
           Atomics.store(ctl, 8, 0);
           kern.quantize_act(x.byteOffset, 1, k, group, split ? 1 : 0, act.byteOffset, 0, 1);
           const ref = quantizeActRef(xv, k, group, split);
           const got = new Int8Array(act.buffer, act.byteOffset, 2 * k);
           const dy = new Float32Array(act.buffer, act.byteOffset + 2 * k, k / 16);
           const tail = new Float32Array(act.buffer, act.byteOffset + 2 * k + k / 4, split ? k / 32 : k / 16);
-          expect(Array.from(split ? got : got.subarray(0, k))).toEqual(Array.from(split ? ref.q : ref.q.subarray(0, k)));
+          expect(Array.from(split ? got : got.subarray(0, k))).toEqual(
+            Array.from(split ? ref.q : ref.q.subarray(0, k)),
+          );
           expect(Array.from(dy)).toEqual(Array.from(ref.dy));
           expect(Array.from(tail)).toEqual(Array.from(ref.tail.subarray(0, tail.length)));
           arena.reset(mark);
@@ -167,9 +220,11 @@ for (const flavor of FLAVORS) {
  * dense-ops.test.ts).
  */
 function int8Bound(x: Float32Array, xo: number, row: Float32Array, k: number, group: number): number {
-  let s = 0, r = 0;
+  let s = 0,
+    r = 0;
   for (let g = 0; g < k; g += group) {
-    let amax = 0, wsum = 0;
+    let amax = 0,
+      wsum = 0;
     for (let i = g; i < g + group; i++) {
       amax = Math.max(amax, Math.abs(x[xo + i]));
       wsum += Math.abs(row[i]);
@@ -183,52 +238,71 @@ function int8Bound(x: Float32Array, xo: number, row: Float32Array, k: number, gr
 describe('wasm matmul of quantized weights', () => {
   const ref = createBackend({ kind: 'reference' });
   const backends: WasmBackend[] = [];
-  afterAll(async () => { for (const b of backends) await b.close(); });
-
-  it.each(QUANT_WEIGHT_DTYPES)('%s matches the reference backend, and the relaxed and plain builds agree bit for bit', async (dtype) => {
-    const qb = WEIGHT_LAYOUTS[dtype].blockValues;
-    const group = WEIGHT_LAYOUTS[dtype].vecDotType === 'q8_K' ? 256 : 32;
-    const results: Float32Array[] = [];
-    const r0 = rng(dtype.length * 31 + qb);
-    const shapes: Array<[number, number, number]> = [[1, 7, qb], [3, 33, 2 * qb], [5, 20, 3 * qb], [8, 9, qb], [17, 40, 2 * qb]];
-    if (qb === 32) shapes.push([1, 300, 576], [2, 5, 96]);
-    const cases = shapes.map(([m, n, k]) => {
-      const values = randomF32(r0, n * k, 0.5);
-      return { m, n, k, values, x: randomF32(r0, m * k, 2), bias: r0() < 0.5 ? randomF32(r0, n) : undefined };
-    });
-    for (const [flavor, threads] of [['plain', 1], ['relaxed', 1], ['relaxed', 2]] as const) {
-      const be = await WasmBackend.create({ simd: flavor, threads, participation: 'all' });
-      backends.push(be);
-      expect(be.simd).toBe(flavor);
-      const outs: number[] = [];
-      for (const { m, n, k, values, x, bias } of cases) {
-        const mark = be.arena.mark();
-        const wRef = encodeWeight(values, n, k, dtype);
-        const w = encodeWeight(values, n, k, dtype, be.arena.allocBytes(wRef.data.length));
-        const want = new Float32Array(m * n);
-        (await ref).matmul(want, x, wRef, m, bias);
-        const got = be.arena.allocF32(m * n).fill(NaN);
-        be.matmul(got, toArena(be.arena, x), w, m, bias ? toArena(be.arena, bias) : undefined);
-        const row = new Float32Array(k);
-        for (let j = 0; j < n; j++) {
-          decodeWeightRow(wRef, j, row);
-          for (let i = 0; i < m; i++) {
-            const tol = int8Bound(x, i * k, row, k, group);
-            const d = Math.abs(got[i * n + j] - want[i * n + j]);
-            if (!(d <= tol)) expect.fail(`${dtype} ${flavor} m=${m} n=${n} k=${k}: out[${i},${j}] = ${got[i * n + j]}, want ${want[i * n + j]} (tol ${tol})`);
-          }
-        }
-        outs.push(...got);
-        be.arena.reset(mark);
-      }
-      results.push(Float32Array.from(outs));
-    }
-    for (let t = 1; t < results.length; t++) {
-      for (let i = 0; i < results[0].length; i++) {
-        if (!Object.is(results[t][i], results[0][i])) expect.fail(`${dtype}: run ${t} out ${i} = ${results[t][i]} ≠ ${results[0][i]}`);
-      }
-    }
+  afterAll(async () => {
+    for (const b of backends) await b.close();
   });
+
+  it.each(QUANT_WEIGHT_DTYPES)(
+    '%s matches the reference backend, and the relaxed and plain builds agree bit for bit',
+    async (dtype) => {
+      const qb = WEIGHT_LAYOUTS[dtype].blockValues;
+      const group = WEIGHT_LAYOUTS[dtype].vecDotType === 'q8_K' ? 256 : 32;
+      const results: Float32Array[] = [];
+      const r0 = rng(dtype.length * 31 + qb);
+      const shapes: Array<[number, number, number]> = [
+        [1, 7, qb],
+        [3, 33, 2 * qb],
+        [5, 20, 3 * qb],
+        [8, 9, qb],
+        [17, 40, 2 * qb],
+      ];
+      if (qb === 32) shapes.push([1, 300, 576], [2, 5, 96]);
+      const cases = shapes.map(([m, n, k]) => {
+        const values = randomF32(r0, n * k, 0.5);
+        return { m, n, k, values, x: randomF32(r0, m * k, 2), bias: r0() < 0.5 ? randomF32(r0, n) : undefined };
+      });
+      for (const [flavor, threads] of [
+        ['plain', 1],
+        ['relaxed', 1],
+        ['relaxed', 2],
+      ] as const) {
+        const be = await WasmBackend.create({ simd: flavor, threads, participation: 'all' });
+        backends.push(be);
+        expect(be.simd).toBe(flavor);
+        const outs: number[] = [];
+        for (const { m, n, k, values, x, bias } of cases) {
+          const mark = be.arena.mark();
+          const wRef = encodeWeight(values, n, k, dtype);
+          const w = encodeWeight(values, n, k, dtype, be.arena.allocBytes(wRef.data.length));
+          const want = new Float32Array(m * n);
+          (await ref).matmul(want, x, wRef, m, bias);
+          const got = be.arena.allocF32(m * n).fill(NaN);
+          be.matmul(got, toArena(be.arena, x), w, m, bias ? toArena(be.arena, bias) : undefined);
+          const row = new Float32Array(k);
+          for (let j = 0; j < n; j++) {
+            decodeWeightRow(wRef, j, row);
+            for (let i = 0; i < m; i++) {
+              const tol = int8Bound(x, i * k, row, k, group);
+              const d = Math.abs(got[i * n + j] - want[i * n + j]);
+              if (!(d <= tol))
+                expect.fail(
+                  `${dtype} ${flavor} m=${m} n=${n} k=${k}: out[${i},${j}] = ${got[i * n + j]}, want ${want[i * n + j]} (tol ${tol})`,
+                );
+            }
+          }
+          outs.push(...got);
+          be.arena.reset(mark);
+        }
+        results.push(Float32Array.from(outs));
+      }
+      for (let t = 1; t < results.length; t++) {
+        for (let i = 0; i < results[0].length; i++) {
+          if (!Object.is(results[t][i], results[0][i]))
+            expect.fail(`${dtype}: run ${t} out ${i} = ${results[t][i]} ≠ ${results[0][i]}`);
+        }
+      }
+    },
+  );
 
   it('embedding of quantized tables decodes each row as ggml (within the rounding of dsc·u − msc)', async () => {
     const be = await WasmBackend.create();
@@ -236,7 +310,8 @@ describe('wasm matmul of quantized weights', () => {
     const r = rng(3);
     for (const dtype of QUANT_WEIGHT_DTYPES) {
       const mark = be.arena.mark();
-      const dim = WEIGHT_LAYOUTS[dtype].blockValues * 2, rows = 9;
+      const dim = WEIGHT_LAYOUTS[dtype].blockValues * 2,
+        rows = 9;
       const values = randomF32(r, rows * dim, 1);
       const wRef = encodeWeight(values, rows, dim, dtype);
       const w = encodeWeight(values, rows, dim, dtype, be.arena.allocBytes(wRef.data.length));
@@ -247,7 +322,8 @@ describe('wasm matmul of quantized weights', () => {
       for (let i = 0; i < 4; i++) {
         decodeWeightRow(wRef, ids[i], want);
         for (let c = 0; c < dim; c++) {
-          if (!(Math.abs(out[i * dim + c] - want[c]) <= 2 ** -21 * 8)) expect.fail(`${dtype} row ${ids[i]} col ${c}: ${out[i * dim + c]} ≠ ${want[c]}`);
+          if (!(Math.abs(out[i * dim + c] - want[c]) <= 2 ** -21 * 8))
+            expect.fail(`${dtype} row ${ids[i]} col ${c}: ${out[i * dim + c]} ≠ ${want[c]}`);
         }
       }
       be.arena.reset(mark);

@@ -64,8 +64,14 @@ describe('ThreadPool', () => {
       (pool as unknown as { wakeNs: number }).wakeNs = 1e9; // as after a few very slow futex wake-ups
       const ctl = new Int32Array(memory.buffer, ctlOffset, 16);
       const op = KERNEL_OPS.indexOf('stream_read');
-      const wait = (ms: number) => { const t = performance.now(); while (performance.now() - t < ms) { /* busy */ } };
-      const asleep = async (): Promise<void> => { // until the worker announces its sleep (SLEEPERS, ctl[6])
+      const wait = (ms: number) => {
+        const t = performance.now();
+        while (performance.now() - t < ms) {
+          /* busy */
+        }
+      };
+      const asleep = async (): Promise<void> => {
+        // until the worker announces its sleep (SLEEPERS, ctl[6])
         while (Atomics.load(ctl, 6) < 1) await new Promise((r) => setTimeout(r, 5));
       };
       await asleep();

@@ -21,7 +21,9 @@ describe('convert: stories260K (llama2.c) to GGUF', () => {
     convertToGguf({ inputPath: STORIES_DIR, outPath: q8Path, dtype: 'q8_0' });
     f32Oracle = await LlamaCppOracle.load(f32Path, { contextSize: 128 });
   });
-  afterAll(async () => { await f32Oracle?.dispose(); });
+  afterAll(async () => {
+    await f32Oracle?.dispose();
+  });
 
   it('writes every tensor unchanged under its GGUF name, with no output.weight (tied)', () => {
     const gguf = readModelSourceSync(f32Path);
@@ -46,10 +48,12 @@ describe('convert: stories260K (llama2.c) to GGUF', () => {
     expect(types.slice(259).every((t) => t === 1)).toBe(true);
     expect(tokens[403]).toBe('▁Once');
     expect(file.getArray('tokenizer.ggml.scores')!.slice(259, 262)).toEqual([-0, -1, -2]);
-    expect([file.getNumber('tokenizer.ggml.bos_token_id'), file.getNumber('tokenizer.ggml.eos_token_id')]).toEqual([1, 2]);
+    expect([file.getNumber('tokenizer.ggml.bos_token_id'), file.getNumber('tokenizer.ggml.eos_token_id')]).toEqual([
+      1, 2,
+    ]);
   });
 
-  it('is loaded by llama.cpp, which reproduces the README\'s greedy continuation token for token', async () => {
+  it("is loaded by llama.cpp, which reproduces the README's greedy continuation token for token", async () => {
     expect(f32Oracle.tokenize('Once upon a time')).toEqual(PROMPT.slice(1));
     const generated = await f32Oracle.greedy(PROMPT, 56);
     expect(llama2c.tokenizer.decode(generated)).toBe(STORIES_GOLDEN_TEXT);
@@ -70,13 +74,15 @@ describe('convert: stories260K (llama2.c) to GGUF', () => {
       const range = Math.max(...a) - Math.min(...a);
       // Measured: 0.28 of a 28-wide logit range (llama.cpp also quantises activations to 8 bits for Q8_0 products).
       expect(maxDiff).toBeLessThan(0.02 * range);
-      expect(await q8.greedy(PROMPT, 8)).toEqual((await f32Oracle.greedy(PROMPT, 8)));
+      expect(await q8.greedy(PROMPT, 8)).toEqual(await f32Oracle.greedy(PROMPT, 8));
     } finally {
       await q8.dispose();
     }
   });
 
   it('refuses a GGUF input', () => {
-    expect(() => convertToGguf({ inputPath: f32Path, outPath: join(tmp.dir, 'again.gguf') })).toThrow(UnsupportedModelError);
+    expect(() => convertToGguf({ inputPath: f32Path, outPath: join(tmp.dir, 'again.gguf') })).toThrow(
+      UnsupportedModelError,
+    );
   });
 });

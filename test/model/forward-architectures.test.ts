@@ -34,14 +34,34 @@ const cases: Case[] = [
   {
     name: 'llama tied, half RoPE, Llama-3 scaling f32',
     config: smallConfig({
-      tiedEmbeddings: true, ropeStyle: 'half', ropeTheta: 500000,
-      ropeScaling: { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 64 },
+      tiedEmbeddings: true,
+      ropeStyle: 'half',
+      ropeTheta: 500000,
+      ropeScaling: {
+        type: 'llama3',
+        factor: 8,
+        lowFreqFactor: 1,
+        highFreqFactor: 4,
+        originalMaxPositionEmbeddings: 64,
+      },
     }),
     dtype: 'f32',
   },
-  { name: 'mistral sliding window 5 f32', config: smallConfig({ architecture: 'mistral', slidingWindow: 5 }), dtype: 'f32' },
-  { name: 'qwen2 q/k/v bias, half RoPE f32', config: smallConfig({ architecture: 'qwen2', qkvBias: true, ropeStyle: 'half', tiedEmbeddings: true }), dtype: 'f32' },
-  { name: 'qwen3 q/k norm, MHA, half RoPE f32', config: smallConfig({ architecture: 'qwen3', qkNorm: true, ropeStyle: 'half', numKvHeads: 4, ropeTheta: 1000000 }), dtype: 'f32' },
+  {
+    name: 'mistral sliding window 5 f32',
+    config: smallConfig({ architecture: 'mistral', slidingWindow: 5 }),
+    dtype: 'f32',
+  },
+  {
+    name: 'qwen2 q/k/v bias, half RoPE f32',
+    config: smallConfig({ architecture: 'qwen2', qkvBias: true, ropeStyle: 'half', tiedEmbeddings: true }),
+    dtype: 'f32',
+  },
+  {
+    name: 'qwen3 q/k norm, MHA, half RoPE f32',
+    config: smallConfig({ architecture: 'qwen3', qkNorm: true, ropeStyle: 'half', numKvHeads: 4, ropeTheta: 1000000 }),
+    dtype: 'f32',
+  },
   { name: 'llama GQA 4:1 q8_0', config: smallConfig({ numKvHeads: 1 }), dtype: 'q8_0' },
   { name: 'qwen2 f16', config: smallConfig({ architecture: 'qwen2', qkvBias: true, ropeStyle: 'half' }), dtype: 'f16' },
   { name: 'llama bf16', config: smallConfig(), dtype: 'bf16' },
@@ -51,7 +71,12 @@ const cases: Case[] = [
  * Runs two sequences through a schedule of mixed batches and returns each sequence's logits per position.
  * Steps: [A prefill 7, B prefill 5] → [A prefill 9, B decode] → [B decode, ...]: prefills first in each batch.
  */
-function runInterleaved(model: LlamaModel, kv: TestKvCache, seqs: number[][], schedule: Array<Array<[number, number, boolean]>>): Float32Array[][] {
+function runInterleaved(
+  model: LlamaModel,
+  kv: TestKvCache,
+  seqs: number[][],
+  schedule: Array<Array<[number, number, boolean]>>,
+): Float32Array[][] {
   const vocab = model.config.vocabSize;
   const state = seqs.map(() => ({ seq: kv.newSequence(), next: 0 }));
   const out: Float32Array[][] = seqs.map(() => []);
@@ -73,13 +98,38 @@ function runInterleaved(model: LlamaModel, kv: TestKvCache, seqs: number[][], sc
 }
 
 const schedule: Array<Array<[number, number, boolean]>> = [
-  [[0, 7, true], [1, 5, true]],
-  [[0, 9, true], [1, 1, false]],
-  [[2, 3, true], [1, 1, false], [0, 1, false]],
-  [[2, 6, true], [0, 1, false], [1, 1, false]],
-  [[1, 1, false], [0, 1, false], [2, 1, false]],
-  [[0, 1, false], [2, 1, false], [1, 1, false]],
-  [[1, 4, true], [0, 1, false]],
+  [
+    [0, 7, true],
+    [1, 5, true],
+  ],
+  [
+    [0, 9, true],
+    [1, 1, false],
+  ],
+  [
+    [2, 3, true],
+    [1, 1, false],
+    [0, 1, false],
+  ],
+  [
+    [2, 6, true],
+    [0, 1, false],
+    [1, 1, false],
+  ],
+  [
+    [1, 1, false],
+    [0, 1, false],
+    [2, 1, false],
+  ],
+  [
+    [0, 1, false],
+    [2, 1, false],
+    [1, 1, false],
+  ],
+  [
+    [1, 4, true],
+    [0, 1, false],
+  ],
 ];
 const seqLengths = [21, 14, 11];
 

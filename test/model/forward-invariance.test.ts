@@ -37,7 +37,12 @@ for (const be of backendsUnderTest()) {
     let weights: ModelWeights;
     const rand = mulberry32(3);
     const prompts = [37, 5, 64].map((n) => Array.from({ length: n }, () => Math.floor(rand() * config.vocabSize)));
-    const run = (prompt: number[], blockSize: number, chunkSize?: number, options: LlamaModelOptions = {}): GreedyResult => {
+    const run = (
+      prompt: number[],
+      blockSize: number,
+      chunkSize?: number,
+      options: LlamaModelOptions = {},
+    ): GreedyResult => {
       const mark = backend.arena.mark();
       try {
         const model = new LlamaModel(config, weights, backend, options);
@@ -60,7 +65,8 @@ for (const be of backendsUnderTest()) {
     it('block size 1, 8, 16, 32 give the same logits and tokens', () => {
       for (const prompt of prompts) {
         const base = run(prompt, 16);
-        for (const bs of [1, 8, 32]) expectSame(run(prompt, bs), base, `prompt length ${prompt.length}, block size ${bs}`);
+        for (const bs of [1, 8, 32])
+          expectSame(run(prompt, bs), base, `prompt length ${prompt.length}, block size ${bs}`);
       }
     });
 

@@ -45,14 +45,26 @@ function randomPrompts(seed: number, vocab: number, lengths: number[]): number[]
 function buildModels(): OracleModel[] {
   const storiesPath = join(tmp.dir, 'stories260K-f32.gguf');
   convertToGguf({ inputPath: STORIES_DIR, outPath: storiesPath });
-  const models: OracleModel[] = [{
-    name: 'stories260K (convert)', path: storiesPath, dtype: 'f32',
-    prompts: [[1, 403, 407, 261, 378], [1], ...randomPrompts(1, 512, [9, 40])],
-  }];
+  const models: OracleModel[] = [
+    {
+      name: 'stories260K (convert)',
+      path: storiesPath,
+      dtype: 'f32',
+      prompts: [[1, 403, 407, 261, 378], [1], ...randomPrompts(1, 512, [9, 40])],
+    },
+  ];
   const random: Array<[string, string, Record<string, unknown>]> = [
     ['llama GQA 4:2, tied', 'llama', {}],
-    ['qwen2 bias, untied', 'qwen2', { model_type: 'qwen2', architectures: ['Qwen2ForCausalLM'], tie_word_embeddings: false, num_key_value_heads: 1 }],
-    ['qwen3 q/k norm, head size 32', 'qwen3', { model_type: 'qwen3', architectures: ['Qwen3ForCausalLM'], head_dim: 32, rope_theta: 1000000 }],
+    [
+      'qwen2 bias, untied',
+      'qwen2',
+      { model_type: 'qwen2', architectures: ['Qwen2ForCausalLM'], tie_word_embeddings: false, num_key_value_heads: 1 },
+    ],
+    [
+      'qwen3 q/k norm, head size 32',
+      'qwen3',
+      { model_type: 'qwen3', architectures: ['Qwen3ForCausalLM'], head_dim: 32, rope_theta: 1000000 },
+    ],
   ];
   random.push(['llama GQA 4:2, tied, q8_0', 'llama', { dtype: 'q8_0' }]);
   random.forEach(([name, arch, over0], i) => {
@@ -111,7 +123,9 @@ describe.each(models.filter((m) => m.dtype === 'f32'))('llama.cpp oracle: $name'
           const got = greedyGenerate(loaded.model, kv, prompt, STEPS);
           expect(got.tokens, `prompt ${i} (${prompt.length} tokens)`).toEqual(want[i].tokens);
           const { err, scale } = maxRelErr(want[i].logits, got.logits[0]);
-          expect(err, `prompt ${i}: last-position logits (max |logit| ${scale})`).toBeLessThanOrEqual(LOGIT_TOL * (1 + scale));
+          expect(err, `prompt ${i}: last-position logits (max |logit| ${scale})`).toBeLessThanOrEqual(
+            LOGIT_TOL * (1 + scale),
+          );
         });
       });
     });
@@ -142,7 +156,10 @@ describe.each(models.filter((m) => m.dtype === 'q8_0'))('llama.cpp oracle, teach
         const vocab = source.config.vocabSize;
         sequences.forEach((ids, i) => {
           const kv = new TestKvCache(backend, source.config, 16, 8, i + 1);
-          const logits = model.forward(kv.buildBatch([{ seq: kv.newSequence(), tokens: ids, prefill: true, sample: 'all' }]), kv.layers);
+          const logits = model.forward(
+            kv.buildBatch([{ seq: kv.newSequence(), tokens: ids, prefill: true, sample: 'all' }]),
+            kv.layers,
+          );
           let agree = 0;
           for (let p = 0; p < ids.length; p++) {
             const { err, scale, sameArgmax } = maxRelErr(want[i][p], logits.subarray(p * vocab, (p + 1) * vocab));

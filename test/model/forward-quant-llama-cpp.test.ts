@@ -63,10 +63,18 @@ function randomPrompts(seed: number, vocab: number, lengths: number[]): number[]
 
 function buildCases(): Case[] {
   const cases: Case[] = [];
-  const configPath = writeTinyConfig(tmp.dir, {
-    hidden_size: 256, intermediate_size: 512, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2,
-    tie_word_embeddings: false,
-  }, 'random256-config.json');
+  const configPath = writeTinyConfig(
+    tmp.dir,
+    {
+      hidden_size: 256,
+      intermediate_size: 512,
+      num_hidden_layers: 4,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      tie_word_embeddings: false,
+    },
+    'random256-config.json',
+  );
   for (const dtype of DTYPES) {
     const stories = join(tmp.dir, `stories260K-${dtype}.gguf`);
     convertToGguf({ inputPath: STORIES_DIR, outPath: stories, dtype });
@@ -81,7 +89,10 @@ function buildCases(): Case[] {
 const cases = buildCases();
 
 function compare(ref: Float32Array, got: Float32Array): { err: number; scale: number; sameArgmax: boolean } {
-  let scale = 0, err = 0, a = 0, b = 0;
+  let scale = 0,
+    err = 0,
+    a = 0,
+    b = 0;
   for (let j = 0; j < ref.length; j++) {
     scale = Math.max(scale, Math.abs(ref[j]));
     err = Math.max(err, Math.abs(ref[j] - got[j]));
@@ -143,23 +154,29 @@ describe.each(cases)('llama.cpp oracle, teacher-forced: $model $dtype', (c) => {
     await backend?.close();
   });
 
-  it('loads with every matrix in its file type: the arena holds the file\'s bytes, no dequantized copy', () => {
+  it("loads with every matrix in its file type: the arena holds the file's bytes, no dequantized copy", () => {
     const fileBytes = loaded.source.tensors.reduce((s, t) => s + t.byteLength, 0);
     expect(loaded.weightBytes).toBe(fileBytes);
     const byName = new Map(loaded.source.tensors.map((t) => [t.name, t.dtype]));
     const w = loaded.model.weights;
     expect(w.layers[0].wv.dtype).toBe(byName.get('blk.0.attn_v.weight'));
     expect(w.layers[3].wDown.dtype).toBe(byName.get('blk.3.ffn_down.weight'));
-    expect(w.output.dtype).toBe(byName.get(loaded.source.config.tiedEmbeddings ? 'token_embd.weight' : 'output.weight'));
+    expect(w.output.dtype).toBe(
+      byName.get(loaded.source.config.tiedEmbeddings ? 'token_embd.weight' : 'output.weight'),
+    );
   });
 
-  it('every position\'s logits within the type\'s tolerance, argmax mostly equal', () => {
+  it("every position's logits within the type's tolerance, argmax mostly equal", () => {
     const tol = TOLERANCE[c.model][c.dtype]!;
     const vocab = loaded.source.config.vocabSize;
-    let agree = 0, positions = 0;
+    let agree = 0,
+      positions = 0;
     sequences.forEach((ids, i) => {
       const kv = new TestKvCache(backend, loaded.source.config, 16, 8, i + 1);
-      const logits = loaded.model.forward(kv.buildBatch([{ seq: kv.newSequence(), tokens: ids, prefill: true, sample: 'all' }]), kv.layers);
+      const logits = loaded.model.forward(
+        kv.buildBatch([{ seq: kv.newSequence(), tokens: ids, prefill: true, sample: 'all' }]),
+        kv.layers,
+      );
       let worst = 0;
       for (let p = 0; p < ids.length; p++) {
         const { err, scale, sameArgmax } = compare(want[i][p], logits.subarray(p * vocab, (p + 1) * vocab));

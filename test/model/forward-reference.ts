@@ -26,12 +26,12 @@ export function toHalfBits(x: number): number {
     let h = m >>> shift;
     const rem = m & ((1 << shift) - 1);
     const halfway = 1 << (shift - 1);
-    if (rem > halfway || (rem === halfway && (h & 1))) h++;
+    if (rem > halfway || (rem === halfway && h & 1)) h++;
     return sign | h;
   }
   let h = (e << 10) | (mant >>> 13);
   const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && (h & 1))) h++;
+  if (rem > 0x1000 || (rem === 0x1000 && h & 1)) h++;
   return sign | h;
 }
 
@@ -46,7 +46,11 @@ export function fromHalfBits(h: number): number {
 }
 
 /** Encodes f32 values [rows, cols] as `dtype` bytes; returns the bytes and the values they decode to. */
-export function encodeMatrix(values: Float32Array, cols: number, dtype: WeightDType): { bytes: Uint8Array; decoded: Float32Array } {
+export function encodeMatrix(
+  values: Float32Array,
+  cols: number,
+  dtype: WeightDType,
+): { bytes: Uint8Array; decoded: Float32Array } {
   const n = values.length;
   const decoded = new Float32Array(n);
   if (dtype === 'f32') {
@@ -148,10 +152,14 @@ export function makeRandomModel(config: ModelConfig, dtype: WeightDType, seed: n
   add('output_norm.weight', [dim], 'f32', () => 1 + uni(0.2));
   if (!config.tiedEmbeddings) add('output.weight', [vocabSize, dim], dtype, () => uni(2 / Math.sqrt(dim)));
   return {
-    config, tensors, bytes, dense,
+    config,
+    tensors,
+    bytes,
+    dense,
     read(tensor: TensorInfo, dest: Uint8Array): void {
       const b = bytes.get(tensor.name);
-      if (!b || b.length !== dest.length) throw new Error(`read ${tensor.name}: ${b?.length} bytes into ${dest.length}`);
+      if (!b || b.length !== dest.length)
+        throw new Error(`read ${tensor.name}: ${b?.length} bytes into ${dest.length}`);
       dest.set(b);
     },
   };
@@ -160,9 +168,23 @@ export function makeRandomModel(config: ModelConfig, dtype: WeightDType, seed: n
 /** A small config of the given architecture (override any field). */
 export function smallConfig(over: Partial<ModelConfig> = {}): ModelConfig {
   return {
-    architecture: 'llama', dim: 64, hiddenDim: 96, numLayers: 2, numHeads: 4, numKvHeads: 2, headSize: 16,
-    vocabSize: 80, maxPositionEmbeddings: 256, normEps: 1e-5, ropeTheta: 10000, ropeStyle: 'interleaved',
-    tiedEmbeddings: false, qkvBias: false, qkNorm: false, eosTokenIds: [], ...over,
+    architecture: 'llama',
+    dim: 64,
+    hiddenDim: 96,
+    numLayers: 2,
+    numHeads: 4,
+    numKvHeads: 2,
+    headSize: 16,
+    vocabSize: 80,
+    maxPositionEmbeddings: 256,
+    normEps: 1e-5,
+    ropeTheta: 10000,
+    ropeStyle: 'interleaved',
+    tiedEmbeddings: false,
+    qkvBias: false,
+    qkNorm: false,
+    eosTokenIds: [],
+    ...over,
   };
 }
 
@@ -240,7 +262,8 @@ export function denseHiddenStates(model: DenseModel, tokens: readonly number[]):
     for (let h = 0; h < heads; h++) {
       for (let i = 0; i < hs / 2; i++) {
         const a = pos * freqs[i];
-        const [i0, i1] = c.ropeStyle === 'interleaved' ? [h * hs + 2 * i, h * hs + 2 * i + 1] : [h * hs + i, h * hs + i + hs / 2];
+        const [i0, i1] =
+          c.ropeStyle === 'interleaved' ? [h * hs + 2 * i, h * hs + 2 * i + 1] : [h * hs + i, h * hs + i + hs / 2];
         const x0 = x[i0];
         const x1 = x[i1];
         x[i0] = x0 * Math.cos(a) - x1 * Math.sin(a);
@@ -248,7 +271,9 @@ export function denseHiddenStates(model: DenseModel, tokens: readonly number[]):
       }
     }
   };
-  const xs: Float64Array[] = tokens.map((t) => Float64Array.from(W('token_embd.weight').subarray(t * dim, (t + 1) * dim)));
+  const xs: Float64Array[] = tokens.map((t) =>
+    Float64Array.from(W('token_embd.weight').subarray(t * dim, (t + 1) * dim)),
+  );
   for (let l = 0; l < c.numLayers; l++) {
     const p = `blk.${l}.`;
     const K: Float64Array[] = [];

@@ -17,7 +17,8 @@ import { sharedDir } from '../../src/cli/default-model.js';
 const MODEL_DIR = join(sharedDir(), 'models/stories260K');
 const PROMPT = 'Once upon a time';
 const PROMPT_IDS = [1, 403, 407, 261, 378];
-const README_TEXT = ', there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ' +
+const README_TEXT =
+  ', there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ' +
   'ball. She wanted to play with it, but it was too high';
 /**
  * The README says "55 tokens", but its text needs 56 generated ids: the prompt's 5 positions plus 55 more make the 60
@@ -42,7 +43,14 @@ for (const be of backendsUnderTest()) {
     const run = (blockSize: number, chunkSize?: number, cacheDtype: KvCacheDType = 'fp32'): GreedyResult => {
       const mark = backend.arena.mark();
       try {
-        const kv = new TestKvCache(backend, loaded.source.config, blockSize, Math.ceil(64 / blockSize) + 2, 5, cacheDtype);
+        const kv = new TestKvCache(
+          backend,
+          loaded.source.config,
+          blockSize,
+          Math.ceil(64 / blockSize) + 2,
+          5,
+          cacheDtype,
+        );
         return greedyGenerate(loaded.model, kv, PROMPT_IDS, README_TOKENS, { chunkSize });
       } finally {
         backend.arena.reset(mark);
@@ -53,7 +61,8 @@ for (const be of backendsUnderTest()) {
       backend = await createBackend(be.options);
       let last = 0;
       loaded = await loadModel(join(MODEL_DIR, 'stories260K.bin'), {
-        backend, onProgress: (n) => {
+        backend,
+        onProgress: (n) => {
           last = n;
         },
       });
@@ -77,7 +86,14 @@ for (const be of backendsUnderTest()) {
 
     it('is independent of block size and prefill chunking', () => {
       const base = run(16);
-      const variants: Array<[number, number | undefined]> = [[1, undefined], [8, undefined], [32, undefined], [8, 1], [16, 2], [1, 3]];
+      const variants: Array<[number, number | undefined]> = [
+        [1, undefined],
+        [8, undefined],
+        [32, undefined],
+        [8, 1],
+        [16, 2],
+        [1, 3],
+      ];
       for (const [bs, chunk] of variants) {
         const got = run(bs, chunk);
         expect(got.tokens, `block size ${bs}, chunk ${chunk}`).toEqual(base.tokens);
@@ -95,7 +111,10 @@ for (const be of backendsUnderTest()) {
 
     it('fp16 and int8 KV caches give the same text, logits close to the fp32 cache', () => {
       const base = run(16);
-      for (const [dtype, tol] of [['fp16', 3e-3], ['int8', 0.1]] as const) {
+      for (const [dtype, tol] of [
+        ['fp16', 3e-3],
+        ['int8', 0.1],
+      ] as const) {
         const got = run(16, undefined, dtype);
         expect(loaded.source.tokenizer.decode(got.tokens), dtype).toBe(README_TEXT);
         for (let s = 0; s < base.logits.length; s++) {

@@ -5,10 +5,12 @@ import { TokenizerLoadError } from '../../src/model/errors.js';
 import { HfTokenizer } from '../../src/model/hf-tokenizer.js';
 import { SMOLLM2_DIR, TINY_BPE_DIR } from './model-files.js';
 
-const smol = HfTokenizer.fromFiles(join(SMOLLM2_DIR, 'tokenizer.json'), join(SMOLLM2_DIR, 'tokenizer_config.json'),
-  { bosTokenId: 1, eosTokenIds: [2] });
+const smol = HfTokenizer.fromFiles(join(SMOLLM2_DIR, 'tokenizer.json'), join(SMOLLM2_DIR, 'tokenizer_config.json'), {
+  bosTokenId: 1,
+  eosTokenIds: [2],
+});
 
-describe('HfTokenizer on SmolLM2-135M-Instruct\'s tokenizer.json', () => {
+describe("HfTokenizer on SmolLM2-135M-Instruct's tokenizer.json", () => {
   it('maps the chat special tokens to their ids and adds no BOS', () => {
     expect(smol.encode('<|im_start|>')).toEqual([1]);
     expect(smol.encode('<|im_end|>')).toEqual([2]);
@@ -24,9 +26,12 @@ describe('HfTokenizer on SmolLM2-135M-Instruct\'s tokenizer.json', () => {
   });
 
   it('decodes losslessly (byte-level BPE) and never cleans up spaces before punctuation', () => {
-    fc.assert(fc.property(fc.string({ unit: 'grapheme', maxLength: 40 }), (s) => {
-      expect(smol.decode(smol.encode(s))).toBe(s);
-    }), { numRuns: 200 });
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 40 }), (s) => {
+        expect(smol.decode(smol.encode(s))).toBe(s);
+      }),
+      { numRuns: 200 },
+    );
     expect(smol.decode(smol.encode('is it ? yes , no .'))).toBe('is it ? yes , no .');
   });
 
@@ -44,9 +49,13 @@ describe('HfTokenizer on SmolLM2-135M-Instruct\'s tokenizer.json', () => {
   });
 
   it('reads BOS/EOS from tokenizer_config.json and names a token that is not in the vocabulary', () => {
-    const tiny = HfTokenizer.fromFiles(join(TINY_BPE_DIR, 'tokenizer.json'), join(TINY_BPE_DIR, 'tokenizer_config.json'));
+    const tiny = HfTokenizer.fromFiles(
+      join(TINY_BPE_DIR, 'tokenizer.json'),
+      join(TINY_BPE_DIR, 'tokenizer_config.json'),
+    );
     expect([tiny.bosTokenId, tiny.eosTokenIds, tiny.vocabSize]).toEqual([1, [2], 1024]);
-    expect(() => new HfTokenizer(tiny.json, { tokenizerConfig: { eos_token: '<nope>' }, source: 'x.json' }))
-      .toThrow(TokenizerLoadError);
+    expect(() => new HfTokenizer(tiny.json, { tokenizerConfig: { eos_token: '<nope>' }, source: 'x.json' })).toThrow(
+      TokenizerLoadError,
+    );
   });
 });

@@ -45,8 +45,10 @@ for (const be of backendsUnderTest()) {
       const owner = (r: number): [number, number] => (r < 9 ? [0, r] : r < 15 ? [1, r - 9] : [2, 3]);
       const plain = model.forward(batch, kv.layers).slice();
       // Rerunning a batch rewrites its tokens' K/V with the same values, so both passes see the same cache.
-      const { logits, hiddenStates } = model.forwardWithHiddenStates({ ...batch, hiddenStateIndices: Int32Array.from(rows) },
-        kv.layers);
+      const { logits, hiddenStates } = model.forwardWithHiddenStates(
+        { ...batch, hiddenStateIndices: Int32Array.from(rows) },
+        kv.layers,
+      );
       expect(Array.from(logits)).toEqual(Array.from(plain));
       expect(hiddenStates.length).toBe(rows.length * config.dim);
       const want = seqs.map((s) => denseHiddenStates(rm, s));
@@ -56,11 +58,12 @@ for (const be of backendsUnderTest()) {
         expect(maxAbsDiff(got, want[s][p]), `row ${r}`).toBeLessThan(1e-4);
       });
       expect(model.forwardWithHiddenStates(batch, kv.layers).hiddenStates.length).toBe(0);
-      expect(() => model.forwardWithHiddenStates({ ...batch, hiddenStateIndices: Int32Array.from([16]) }, kv.layers))
-        .toThrow(ForwardBatchError);
-      expect(() => model.forwardWithHiddenStates({ ...batch, hiddenStateIndices: Int32Array.from([16]) }, kv.layers))
-        .toThrow(/hiddenStateIndices\[0\] = 16 is outside \[0, numTokens=16\)/);
+      expect(() =>
+        model.forwardWithHiddenStates({ ...batch, hiddenStateIndices: Int32Array.from([16]) }, kv.layers),
+      ).toThrow(ForwardBatchError);
+      expect(() =>
+        model.forwardWithHiddenStates({ ...batch, hiddenStateIndices: Int32Array.from([16]) }, kv.layers),
+      ).toThrow(/hiddenStateIndices\[0\] = 16 is outside \[0, numTokens=16\)/);
     });
   });
 }
-

@@ -10,7 +10,8 @@ import { SMOLLM2_DIR, STORIES_TOKENIZER } from './model-files.js';
 const spm = loadLlama2cTokenizer(STORIES_TOKENIZER);
 const bpe = HfTokenizer.fromFiles(join(SMOLLM2_DIR, 'tokenizer.json'));
 
-const isWellFormed = (s: string): boolean => !/\uFFFD/.test(s) && !/[\uD800-\uDFFF]/.test(s.replace(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g, ''));
+const isWellFormed = (s: string): boolean =>
+  !/\uFFFD/.test(s) && !/[\uD800-\uDFFF]/.test(s.replace(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g, ''));
 
 /** Streams `ids` after `prompt` and checks every delta is whole characters and all deltas make the full decode. */
 function stream(tok: Tokenizer, prompt: number[], ids: number[]): string[] {
@@ -26,10 +27,14 @@ function stream(tok: Tokenizer, prompt: number[], ids: number[]): string[] {
   return deltas;
 }
 
-const text = fc.string({ unit: fc.oneof(
-  { arbitrary: fc.constantFrom(...'abc xyz,.!\n'), weight: 4 },
-  { arbitrary: fc.constantFrom('😀', '世', '界', 'é', '👩‍👩‍👧', '𝔘', 'ß', '₂'), weight: 2 },
-), minLength: 1, maxLength: 30 });
+const text = fc.string({
+  unit: fc.oneof(
+    { arbitrary: fc.constantFrom(...'abc xyz,.!\n'), weight: 4 },
+    { arbitrary: fc.constantFrom('😀', '世', '界', 'é', '👩‍👩‍👧', '𝔘', 'ß', '₂'), weight: 2 },
+  ),
+  minLength: 1,
+  maxLength: 30,
+});
 
 describe('IncrementalDetokenizer', () => {
   it('holds back byte-fallback tokens until a character is complete (emoji, CJK)', () => {
@@ -43,15 +48,18 @@ describe('IncrementalDetokenizer', () => {
   });
 
   it('streams exactly the full decode on random text (SentencePiece with byte fallback, byte-level BPE)', () => {
-    fc.assert(fc.property(text, text, (prompt, gen) => {
-      for (const tok of [spm, bpe]) {
-        const p = tok.encode(prompt);
-        const all = tok.encode(prompt + gen);
-        if (all.slice(0, p.length).join() !== p.join()) continue;
-        stream(tok, p, all.slice(p.length));
-        stream(tok, [], tok.encode(gen));
-      }
-    }), { numRuns: 150 });
+    fc.assert(
+      fc.property(text, text, (prompt, gen) => {
+        for (const tok of [spm, bpe]) {
+          const p = tok.encode(prompt);
+          const all = tok.encode(prompt + gen);
+          if (all.slice(0, p.length).join() !== p.join()) continue;
+          stream(tok, p, all.slice(p.length));
+          stream(tok, [], tok.encode(gen));
+        }
+      }),
+      { numRuns: 150 },
+    );
   });
 
   it('keeps the space the first generated token carries after a prompt', () => {

@@ -8,7 +8,12 @@
  * threads even on 2 cores and runs ~40x slower), one sequence, no token prediction.
  */
 import {
-  LlamaLogLevel, getLlama, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel,
+  LlamaLogLevel,
+  getLlama,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
 } from 'node-llama-cpp';
 
 let llamaPromise: Promise<Llama> | undefined;
@@ -16,7 +21,11 @@ let llamaPromise: Promise<Llama> | undefined;
 /** The process-wide llama.cpp binding (CPU only, prebuilt binary, never built from source). */
 export function getLlamaCpu(): Promise<Llama> {
   llamaPromise ??= getLlama({
-    gpu: false, build: 'never', skipDownload: true, progressLogs: false, logLevel: LlamaLogLevel.error,
+    gpu: false,
+    build: 'never',
+    skipDownload: true,
+    progressLogs: false,
+    logLevel: LlamaLogLevel.error,
   });
   return llamaPromise;
 }
@@ -65,7 +74,8 @@ export class LlamaCppOracle {
     let input: number[] = [...promptIds];
     for (let i = 0; i < n; i++) {
       const res = await this.sequence.controlledEvaluate(
-        input.map((t, j) => (j === input.length - 1 ? [t, { generateNext: { token: true } }] : t)) as never);
+        input.map((t, j) => (j === input.length - 1 ? [t, { generateNext: { token: true } }] : t)) as never,
+      );
       const next = res[input.length - 1]?.next.token;
       if (next === undefined || next === null) throw new Error(`llama.cpp produced no token at step ${i}`);
       out.push(Number(next));
@@ -80,8 +90,9 @@ export class LlamaCppOracle {
    */
   async logitsPerPosition(ids: readonly number[], onlyLast = false): Promise<Float32Array[]> {
     await this.sequence.clearHistory();
-    const res = await this.sequence.controlledEvaluate(ids.map((t, i) =>
-      (!onlyLast || i === ids.length - 1 ? [t, { generateNext: { logits: true } }] : t)) as never);
+    const res = await this.sequence.controlledEvaluate(
+      ids.map((t, i) => (!onlyLast || i === ids.length - 1 ? [t, { generateNext: { logits: true } }] : t)) as never,
+    );
     return ids.map((_, i) => {
       if (onlyLast && i < ids.length - 1) return new Float32Array(0);
       const map = res[i]?.next.logits;

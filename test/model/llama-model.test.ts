@@ -26,7 +26,9 @@ describe('LlamaModel', () => {
     const model = new LlamaModel(config, weights, backend, { maxNumTokens: 2, maxNumSampled: 1 });
     const kvA = new TestKvCache(backend, config, 4, 16);
     const tokens = [3, 9, 27, 41, 5];
-    const all = model.forward(kvA.buildBatch([{ seq: kvA.newSequence(), tokens, prefill: true, sample: 'all' }]), kvA.layers).slice();
+    const all = model
+      .forward(kvA.buildBatch([{ seq: kvA.newSequence(), tokens, prefill: true, sample: 'all' }]), kvA.layers)
+      .slice();
     expect(all.length).toBe(5 * config.vocabSize);
     expect(model.capacityTokens).toBe(5);
     const kvB = new TestKvCache(backend, config, 4, 16);
@@ -36,7 +38,10 @@ describe('LlamaModel', () => {
     const V = config.vocabSize;
     expect(Array.from(picked.subarray(0, V))).toEqual(Array.from(all.subarray(4 * V, 5 * V)));
     expect(Array.from(picked.subarray(V, 2 * V))).toEqual(Array.from(all.subarray(1 * V, 2 * V)));
-    const none = model.forward(kvB.buildBatch([{ seq: kvB.newSequence(), tokens: [1, 2], prefill: true, sample: false }]), kvB.layers);
+    const none = model.forward(
+      kvB.buildBatch([{ seq: kvB.newSequence(), tokens: [1, 2], prefill: true, sample: false }]),
+      kvB.layers,
+    );
     expect(none.length).toBe(0);
   });
 
@@ -50,8 +55,12 @@ describe('LlamaModel', () => {
   });
 
   it('rejects an architecture it does not implement', () => {
-    expect(() => new LlamaModel({ ...config, architecture: 'gpt2' as never }, weights, backend)).toThrow(UnsupportedArchitectureError);
-    expect(() => new LlamaModel({ ...config, numKvHeads: 3 }, weights, backend)).toThrow(/not a multiple of numKvHeads/);
+    expect(() => new LlamaModel({ ...config, architecture: 'gpt2' as never }, weights, backend)).toThrow(
+      UnsupportedArchitectureError,
+    );
+    expect(() => new LlamaModel({ ...config, numKvHeads: 3 }, weights, backend)).toThrow(
+      /not a multiple of numKvHeads/,
+    );
   });
 
   describe('rejects inconsistent batches with ForwardBatchError', () => {
@@ -64,19 +73,54 @@ describe('LlamaModel', () => {
       const a = kv.newSequence();
       const b = kv.newSequence();
       kv.buildBatch([{ seq: b, tokens: [1, 2, 3], prefill: true }]);
-      good = kv.buildBatch([{ seq: a, tokens: [5, 6], prefill: true }, { seq: b, tokens: [7], prefill: false }]);
+      good = kv.buildBatch([
+        { seq: a, tokens: [5, 6], prefill: true },
+        { seq: b, tokens: [7], prefill: false },
+      ]);
     });
     const bad: Array<[string, (b: ForwardBatch) => Partial<ForwardBatch>, RegExp]> = [
-      ['token outside the vocabulary', () => ({ tokenIds: Int32Array.from([5, 80, 7]) }), /id 80 is outside the vocabulary \[0, 80\)/],
+      [
+        'token outside the vocabulary',
+        () => ({ tokenIds: Int32Array.from([5, 80, 7]) }),
+        /id 80 is outside the vocabulary \[0, 80\)/,
+      ],
       ['negative token', () => ({ tokenIds: Int32Array.from([5, -1, 7]) }), /id -1/],
-      ['position not matching the sequence', () => ({ positions: Int32Array.from([0, 2, 3]) }), /token 1 .* has position 2, its place in the sequence is 1/],
-      ['slot outside the cache', () => ({ slotMapping: Int32Array.from([0, 1, 32]) }), /slot 32 is outside the cache's 32 slots/],
-      ['block id outside the cache', (b) => ({ blockTables: Int32Array.from(b.blockTables, (x, i) => (i === 0 ? 8 : x)) }), /block table entry 0 is 8/],
+      [
+        'position not matching the sequence',
+        () => ({ positions: Int32Array.from([0, 2, 3]) }),
+        /token 1 .* has position 2, its place in the sequence is 1/,
+      ],
+      [
+        'slot outside the cache',
+        () => ({ slotMapping: Int32Array.from([0, 1, 32]) }),
+        /slot 32 is outside the cache's 32 slots/,
+      ],
+      [
+        'block id outside the cache',
+        (b) => ({ blockTables: Int32Array.from(b.blockTables, (x, i) => (i === 0 ? 8 : x)) }),
+        /block table entry 0 is 8/,
+      ],
       ['decode with two tokens', () => ({ numPrefills: 0 }), /sequence 0 is a decode but has 2 new tokens/],
-      ['queryStartLoc not ending at numTokens', () => ({ numTokens: 4 }), /tokenIds has 3 entries|queryStartLoc\[numSeqs\]/],
-      ['queryStartLoc not increasing', () => ({ queryStartLoc: Int32Array.from([0, 0, 3]) }), /sequence 0 has 0 new tokens/],
-      ['seqLens shorter than the new tokens', () => ({ seqLens: Int32Array.from([1, 4]) }), /seqLens 1 is shorter than its 2 new tokens/],
-      ['seqLens beyond the block table', () => ({ seqLens: Int32Array.from([2, 9]) }), /seqLens 9 does not fit 1 blocks of 4/],
+      [
+        'queryStartLoc not ending at numTokens',
+        () => ({ numTokens: 4 }),
+        /tokenIds has 3 entries|queryStartLoc\[numSeqs\]/,
+      ],
+      [
+        'queryStartLoc not increasing',
+        () => ({ queryStartLoc: Int32Array.from([0, 0, 3]) }),
+        /sequence 0 has 0 new tokens/,
+      ],
+      [
+        'seqLens shorter than the new tokens',
+        () => ({ seqLens: Int32Array.from([1, 4]) }),
+        /seqLens 1 is shorter than its 2 new tokens/,
+      ],
+      [
+        'seqLens beyond the block table',
+        () => ({ seqLens: Int32Array.from([2, 9]) }),
+        /seqLens 9 does not fit 1 blocks of 4/,
+      ],
       ['sample index outside the batch', () => ({ sampleIndices: Int32Array.from([3]) }), /sampleIndices\[0\] = 3/],
       ['too few block-table entries', () => ({ blockTables: new Int32Array(1) }), /blockTables has 1 entries/],
       ['empty batch', () => ({ numTokens: 0 }), /numTokens must be a positive integer/],

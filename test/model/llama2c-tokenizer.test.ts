@@ -13,7 +13,9 @@ import { STORIES_TOKENIZER, makeTempDir } from './model-files.js';
  */
 function llama2cEncode(vocab: Llama2cVocab, text: string): number[] {
   const ids = new Map<string, number>();
-  vocab.pieces.forEach((p, i) => { if (!ids.has(p)) ids.set(p, i); });
+  vocab.pieces.forEach((p, i) => {
+    if (!ids.has(p)) ids.set(p, i);
+  });
   const tokens: number[] = [1];
   const bytes = Buffer.from(text.length > 0 ? ` ${text}` : '', 'utf8');
   let i = 0;
@@ -49,10 +51,15 @@ const vocab = readLlama2cVocab(STORIES_TOKENIZER);
 const tmp = makeTempDir('l2ctok');
 afterAll(tmp.cleanup);
 
-const text = fc.string({ unit: fc.oneof(
-  { arbitrary: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz ABCLOST.,!?\'"-\n\t0123456789'), weight: 8 },
-  { arbitrary: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 1 }), weight: 1 },
-), maxLength: 60 }).filter((s) => !/<s>|<\/s>|<unk>|\u2581/.test(s));
+const text = fc
+  .string({
+    unit: fc.oneof(
+      { arbitrary: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz ABCLOST.,!?\'"-\n\t0123456789'), weight: 8 },
+      { arbitrary: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 1 }), weight: 1 },
+    ),
+    maxLength: 60,
+  })
+  .filter((s) => !/<s>|<\/s>|<unk>|\u2581/.test(s));
 
 describe('llama2.c tokenizer (tok512.bin)', () => {
   it('encodes the golden prompt', () => {
@@ -61,19 +68,25 @@ describe('llama2.c tokenizer (tok512.bin)', () => {
     expect([tok.vocabSize, tok.bosTokenId, tok.eosTokenIds]).toEqual([512, 1, [2]]);
   });
 
-  it('matches an independent port of llama2.c\'s encoder on random text, including byte fallback', () => {
+  it("matches an independent port of llama2.c's encoder on random text, including byte fallback", () => {
     for (const s of ['', ' ', 'Hello 😀 世界!', '  two  spaces ', 'a\nb\tc', 'Lily\'s "big" ball.']) {
       expect(tok.encode(s), JSON.stringify(s)).toEqual(llama2cEncode(vocab, s));
     }
-    fc.assert(fc.property(text, (s) => {
-      expect(tok.encode(s)).toEqual(llama2cEncode(vocab, s));
-    }), { numRuns: 500 });
+    fc.assert(
+      fc.property(text, (s) => {
+        expect(tok.encode(s)).toEqual(llama2cEncode(vocab, s));
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it('decodes back to the exact text (byte-fallback characters reassembled)', () => {
-    fc.assert(fc.property(text, (s) => {
-      expect(tok.decode(tok.encode(s))).toBe(s);
-    }), { numRuns: 300 });
+    fc.assert(
+      fc.property(text, (s) => {
+        expect(tok.decode(tok.encode(s))).toBe(s);
+      }),
+      { numRuns: 300 },
+    );
     expect(tok.decode([1, 403, 407, 261, 378, 2])).toBe('Once upon a time');
     expect(tok.decode([])).toBe('');
     expect(tok.idToToken(403)).toBe('▁Once');

@@ -12,28 +12,50 @@ afterAll(tmp.cleanup);
 describe('llama2.c checkpoints', () => {
   const source = readLlama2cModel(STORIES_BIN, STORIES_TOKENIZER);
 
-  it('read stories260K\'s header into a llama config (interleaved RoPE, tied embeddings, BOS 1, EOS 2)', () => {
+  it("read stories260K's header into a llama config (interleaved RoPE, tied embeddings, BOS 1, EOS 2)", () => {
     expect(source.format).toBe('llama2c');
     expect(source.config).toEqual({
-      architecture: 'llama', dim: 64, hiddenDim: 172, numLayers: 5, numHeads: 8, numKvHeads: 4, headSize: 8,
-      vocabSize: 512, maxPositionEmbeddings: 512, normEps: 1e-5, ropeTheta: 10000, ropeStyle: 'interleaved',
-      tiedEmbeddings: true, qkvBias: false, qkNorm: false, bosTokenId: 1, eosTokenIds: [2],
+      architecture: 'llama',
+      dim: 64,
+      hiddenDim: 172,
+      numLayers: 5,
+      numHeads: 8,
+      numKvHeads: 4,
+      headSize: 8,
+      vocabSize: 512,
+      maxPositionEmbeddings: 512,
+      normEps: 1e-5,
+      ropeTheta: 10000,
+      ropeStyle: 'interleaved',
+      tiedEmbeddings: true,
+      qkvBias: false,
+      qkNorm: false,
+      bosTokenId: 1,
+      eosTokenIds: [2],
     });
     expect(source.chatTemplate).toBeUndefined();
   });
 
   it('locates every tensor under its GGUF name; the tensors and RoPE tables tile the file exactly', () => {
     const byName = new Map(source.tensors.map((t) => [t.name, t]));
-    expect(byName.get('token_embd.weight')).toMatchObject({ shape: [512, 64], offset: 28, byteLength: 512 * 64 * 4, dtype: 'f32' });
+    expect(byName.get('token_embd.weight')).toMatchObject({
+      shape: [512, 64],
+      offset: 28,
+      byteLength: 512 * 64 * 4,
+      dtype: 'f32',
+    });
     expect(byName.get('blk.0.attn_k.weight')!.shape).toEqual([32, 64]);
     expect(byName.get('blk.4.ffn_down.weight')!.shape).toEqual([64, 172]);
     expect(byName.has('output.weight')).toBe(false);
     const sorted = [...source.tensors].sort((a, b) => a.offset - b.offset);
-    for (let i = 1; i < sorted.length; i++) expect(sorted[i].offset).toBe(sorted[i - 1].offset + sorted[i - 1].byteLength);
+    for (let i = 1; i < sorted.length; i++)
+      expect(sorted[i].offset).toBe(sorted[i - 1].offset + sorted[i - 1].byteLength);
     const end = sorted[sorted.length - 1].offset + sorted[sorted.length - 1].byteLength;
     expect(end + 2 * 512 * 4 * 4).toBe(statSync(STORIES_BIN).size);
     // Order in the file: w1 (gate), w2 (down), w3 (up), each stacked over layers.
-    expect(byName.get('blk.0.ffn_down.weight')!.offset).toBe(byName.get('blk.4.ffn_gate.weight')!.offset + 172 * 64 * 4);
+    expect(byName.get('blk.0.ffn_down.weight')!.offset).toBe(
+      byName.get('blk.4.ffn_gate.weight')!.offset + 172 * 64 * 4,
+    );
     expect(byName.get('blk.0.ffn_up.weight')!.offset).toBe(byName.get('blk.4.ffn_down.weight')!.offset + 172 * 64 * 4);
   });
 
@@ -50,7 +72,10 @@ describe('llama2.c checkpoints', () => {
     const out = readTensorF32(s.tensors.find((t) => t.name === 'output.weight')!);
     const start = floats.length - 24;
     expect([...out]).toEqual([...floats.subarray(start)]);
-    expect([...readTensorF32(s.tensors.find((t) => t.name === 'blk.0.attn_k.weight')!)]).toEqual([24 + 4 + 16, ...Array.from({ length: 7 }, (_, i) => 45 + i)]);
+    expect([...readTensorF32(s.tensors.find((t) => t.name === 'blk.0.attn_k.weight')!)]).toEqual([
+      24 + 4 + 16,
+      ...Array.from({ length: 7 }, (_, i) => 45 + i),
+    ]);
   });
 
   it('names the tensor a truncated checkpoint cuts through, and refuses newer export versions', () => {
@@ -58,7 +83,9 @@ describe('llama2.c checkpoints', () => {
     const whole = readFileSync(STORIES_BIN);
     writeFileSync(p, whole.subarray(0, 600_000));
     expect(() => readLlama2cModel(p, STORIES_TOKENIZER)).toThrow(TruncatedFileError);
-    expect(() => readLlama2cModel(p, STORIES_TOKENIZER)).toThrow(/cut\.bin: tensor blk\.\d\.ffn_\w+\.weight: field data: file is truncated/);
+    expect(() => readLlama2cModel(p, STORIES_TOKENIZER)).toThrow(
+      /cut\.bin: tensor blk\.\d\.ffn_\w+\.weight: field data: file is truncated/,
+    );
     writeFileSync(p, whole.subarray(0, 20));
     expect(() => readLlama2cHeader(p)).toThrow(TruncatedFileError);
     const v1 = Buffer.alloc(256);

@@ -18,7 +18,8 @@ export const TINY_BPE_DIR = join(REPO_ROOT, 'test/fixtures/tiny-bpe');
 export const TINY_BPE_TOKENIZER = join(TINY_BPE_DIR, 'tokenizer.json');
 
 /** The greedy continuation of `Once upon a time` in stories260K's README (56 generated tokens). */
-export const STORIES_GOLDEN_TEXT = ', there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ' +
+export const STORIES_GOLDEN_TEXT =
+  ', there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ' +
   'ball. She wanted to play with it, but it was too high';
 
 /** A temporary folder removed by the returned cleanup function. */
@@ -30,11 +31,26 @@ export function makeTempDir(prefix: string): { dir: string; cleanup: () => void 
 /** Writes a small Hugging Face config.json (dim 64, 2 layers, 4 heads, 2 KV heads, hidden 128) with overrides. */
 export function writeTinyConfig(dir: string, overrides: Record<string, unknown> = {}, name = 'config.json'): string {
   const path = join(dir, name);
-  writeFileSync(path, JSON.stringify({
-    architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 64, intermediate_size: 128,
-    num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1024,
-    max_position_embeddings: 512, rms_norm_eps: 1e-5, rope_theta: 10000, tie_word_embeddings: true,
-    hidden_act: 'silu', bos_token_id: 1, eos_token_id: 2, ...overrides,
-  }));
+  writeFileSync(
+    path,
+    JSON.stringify({
+      architectures: ['LlamaForCausalLM'],
+      model_type: 'llama',
+      hidden_size: 64,
+      intermediate_size: 128,
+      num_hidden_layers: 2,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      vocab_size: 1024,
+      max_position_embeddings: 512,
+      rms_norm_eps: 1e-5,
+      rope_theta: 10000,
+      tie_word_embeddings: true,
+      hidden_act: 'silu',
+      bos_token_id: 1,
+      eos_token_id: 2,
+      ...overrides,
+    }),
+  );
   return path;
 }

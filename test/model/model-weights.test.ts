@@ -79,31 +79,41 @@ describe('loadModelWeights', () => {
     it('missing tensor', async () => {
       const missing = rm.tensors.filter((t) => t.name !== 'blk.0.attn_v.weight');
       await expect(load(missing)).rejects.toBeInstanceOf(MissingTensorError);
-      await expect(load(missing)).rejects.toThrow(/^m\.gguf: tensor blk\.0\.attn_v\.weight: required tensor is missing$/);
+      await expect(load(missing)).rejects.toThrow(
+        /^m\.gguf: tensor blk\.0\.attn_v\.weight: required tensor is missing$/,
+      );
     });
     it('wrong shape', async () => {
       const bad = replace('blk.0.ffn_down.weight', (t) => ({ ...t, shape: [96, 64] }));
       await expect(load(bad)).rejects.toBeInstanceOf(TensorShapeError);
-      await expect(load(bad)).rejects.toThrow(/tensor blk\.0\.ffn_down\.weight: field shape: expected \[64, 96\], found \[96, 64\]/);
+      await expect(load(bad)).rejects.toThrow(
+        /tensor blk\.0\.ffn_down\.weight: field shape: expected \[64, 96\], found \[96, 64\]/,
+      );
     });
     it('wrong byte length', async () => {
-      await expect(load(replace('output_norm.weight', (t) => ({ ...t, byteLength: 100 }))))
-        .rejects.toThrow(/tensor output_norm\.weight: field byteLength: 100 bytes, but f32 \[64\] takes 256/);
+      await expect(load(replace('output_norm.weight', (t) => ({ ...t, byteLength: 100 })))).rejects.toThrow(
+        /tensor output_norm\.weight: field byteLength: 100 bytes, but f32 \[64\] takes 256/,
+      );
     });
     it('unexpected tensor', async () => {
       const extra = { ...rm.tensors[1], name: 'blk.1.attn_norm.weight' };
       await expect(load([...rm.tensors, extra])).rejects.toBeInstanceOf(ModelFormatError);
-      await expect(load([...rm.tensors, extra])).rejects.toThrow(/tensor blk\.1\.attn_norm\.weight: unexpected for a llama model with 1 layers/);
+      await expect(load([...rm.tensors, extra])).rejects.toThrow(
+        /tensor blk\.1\.attn_norm\.weight: unexpected for a llama model with 1 layers/,
+      );
     });
     it('output.weight present although tied', async () => {
-      await expect(load(rm.tensors, { ...config, tiedEmbeddings: true })).rejects.toThrow(/tensor output\.weight: present, but the config says embeddings are tied/);
+      await expect(load(rm.tensors, { ...config, tiedEmbeddings: true })).rejects.toThrow(
+        /tensor output\.weight: present, but the config says embeddings are tied/,
+      );
     });
     it('q8_0 rows not a multiple of 32', async () => {
       const c48 = smallConfig({ numLayers: 1, dim: 48, headSize: 12 });
       const rm48 = makeRandomModel(c48, 'f32', 8);
       const tensors = rm48.tensors.map((t) => (t.name === 'token_embd.weight' ? { ...t, dtype: 'q8_0' as const } : t));
-      await expect(loadModelWeights(c48, tensors, backend.arena, (t, d) => rm48.read(t, d)))
-        .rejects.toThrow(/tensor token_embd\.weight: field dtype: q8_0 needs rows of whole 32-value blocks, but the row length is 48/);
+      await expect(loadModelWeights(c48, tensors, backend.arena, (t, d) => rm48.read(t, d))).rejects.toThrow(
+        /tensor token_embd\.weight: field dtype: q8_0 needs rows of whole 32-value blocks, but the row length is 48/,
+      );
     });
     it('duplicate tensor', async () => {
       await expect(load([...rm.tensors, rm.tensors[0]])).rejects.toThrow(/appears twice/);

@@ -7,10 +7,16 @@ import { STORIES_DIR } from '../server/server-fixture.js';
 
 /** The error a promise rejects with (fails the test if it resolves). */
 async function rejection(p: Promise<unknown>): Promise<Error> {
-  return p.then((v) => { throw new Error(`expected a rejection, got ${JSON.stringify(v)}`); }, (e: Error) => e);
+  return p.then(
+    (v) => {
+      throw new Error(`expected a rejection, got ${JSON.stringify(v)}`);
+    },
+    (e: Error) => e,
+  );
 }
 
-const DOUBLING = "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}";
+const DOUBLING =
+  "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}";
 
 let pool: PreprocessPool;
 beforeAll(async () => {
@@ -22,10 +28,14 @@ afterAll(async () => {
 
 describe('PreprocessPool', () => {
   it('renders exactly as the in-process ChatTemplate does', async () => {
-    const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi <there>' }];
+    const messages = [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Hi <there>' },
+    ];
     const context = { messages, add_generation_prompt: true, bos_token: '<s>', eos_token: '</s>' };
-    expect(await pool.render(CHATML_TEMPLATE, context, 10_000))
-      .toBe(new ChatTemplate(CHATML_TEMPLATE).render(messages, { addGenerationPrompt: true }));
+    expect(await pool.render(CHATML_TEMPLATE, context, 10_000)).toBe(
+      new ChatTemplate(CHATML_TEMPLATE).render(messages, { addGenerationPrompt: true }),
+    );
   });
 
   it('refuses range(10**9) and a 10**6-item loop before allocating them (items limit)', async () => {
@@ -44,7 +54,9 @@ describe('PreprocessPool', () => {
   });
 
   it('terminates a render past its time limit and replaces the thread', async () => {
-    const e = await rejection(pool.render('{% for i in range(90000) %}{% for j in range(90000) %}{% endfor %}{% endfor %}', {}, 100));
+    const e = await rejection(
+      pool.render('{% for i in range(90000) %}{% for j in range(90000) %}{% endfor %}{% endfor %}', {}, 100),
+    );
     expect(e).toBeInstanceOf(ChatTemplateLimitError);
     expect((e as ChatTemplateLimitError).limit).toBe('time');
     expect(e.message).toMatch(/within its time limit of 1500 ms/);

@@ -3,7 +3,11 @@
 import { describe, expect, it } from 'vitest';
 import { mixtureType, type MixtureTensor } from '../../src/model/quant-mixture.js';
 
-const mat = (name: string, rows: number, cols: number): MixtureTensor => ({ name, shape: [rows, cols], kind: 'matrix' });
+const mat = (name: string, rows: number, cols: number): MixtureTensor => ({
+  name,
+  shape: [rows, cols],
+  kind: 'matrix',
+});
 
 describe('mixtureType', () => {
   it('Q4_K_M on a 32-layer Llama (4096 wide): attn_v and ffn_down in q6_K in the first and last eighth and every third layer', () => {
@@ -16,10 +20,12 @@ describe('mixtureType', () => {
     }
     expect(mixtureType(mat('output.weight', 128256, 4096), 'q4_k_m', 32, false)).toBe('q6_K');
     expect(mixtureType(mat('token_embd.weight', 128256, 4096), 'q4_k_m', 32, false)).toBe('q4_K');
-    expect(mixtureType({ name: 'blk.0.attn_norm.weight', shape: [4096], kind: 'vector' }, 'q4_k_m', 32, false)).toBe('f32');
+    expect(mixtureType({ name: 'blk.0.attn_norm.weight', shape: [4096], kind: 'vector' }, 'q4_k_m', 32, false)).toBe(
+      'f32',
+    );
   });
 
-  it('tied embeddings take the LM head\'s type; plain types keep theirs apart from the LM head', () => {
+  it("tied embeddings take the LM head's type; plain types keep theirs apart from the LM head", () => {
     expect(mixtureType(mat('token_embd.weight', 151936, 1024), 'q4_k_m', 28, true)).toBe('q6_K');
     expect(mixtureType(mat('token_embd.weight', 151936, 1024), 'q4_0', 28, true)).toBe('q6_K');
     expect(mixtureType(mat('token_embd.weight', 151936, 1024), 'q8_0', 28, true)).toBe('q8_0');

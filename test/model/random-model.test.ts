@@ -15,12 +15,26 @@ afterAll(tmp.cleanup);
 const config = writeTinyConfig(tmp.dir);
 
 describe('createRandomModel', () => {
-  it('maps SmolLM2-135M\'s config.json to its shape', () => {
+  it("maps SmolLM2-135M's config.json to its shape", () => {
     const path = join(SMOLLM2_DIR, 'config.json');
     expect(modelConfigFromHfConfig(readHfConfig(path), path)).toEqual({
-      architecture: 'llama', dim: 576, hiddenDim: 1536, numLayers: 30, numHeads: 9, numKvHeads: 3, headSize: 64,
-      vocabSize: 49152, maxPositionEmbeddings: 8192, normEps: 1e-5, ropeTheta: 100000, ropeStyle: 'half',
-      tiedEmbeddings: true, qkvBias: false, qkNorm: false, bosTokenId: 1, eosTokenIds: [2],
+      architecture: 'llama',
+      dim: 576,
+      hiddenDim: 1536,
+      numLayers: 30,
+      numHeads: 9,
+      numKvHeads: 3,
+      headSize: 64,
+      vocabSize: 49152,
+      maxPositionEmbeddings: 8192,
+      normEps: 1e-5,
+      ropeTheta: 100000,
+      ropeStyle: 'half',
+      tiedEmbeddings: true,
+      qkvBias: false,
+      qkNorm: false,
+      bosTokenId: 1,
+      eosTokenIds: [2],
     });
   });
 
@@ -41,13 +55,19 @@ describe('createRandomModel', () => {
     expect(norm.every((v) => v === 1)).toBe(true);
     const q = readTensorF32(source.tensors.find((t) => t.name === 'blk.0.attn_q.weight')!);
     const std = Math.sqrt(q.reduce((s, v) => s + v * v, 0) / q.length);
-    expect(std).toBeGreaterThan(0.9 * 2 / 8);
-    expect(std).toBeLessThan(1.1 * 2 / 8);
+    expect(std).toBeGreaterThan((0.9 * 2) / 8);
+    expect(std).toBeLessThan((1.1 * 2) / 8);
   });
 
-  it('embeds SmolLM2\'s real tokenizer.json as a gpt2 vocabulary', () => {
+  it("embeds SmolLM2's real tokenizer.json as a gpt2 vocabulary", () => {
     const out = join(tmp.dir, 'smol-vocab.gguf');
-    createRandomModel({ configPath: config, tokenizerPath: join(SMOLLM2_DIR, 'tokenizer.json'), dtype: 'q8_0', seed: 1, outPath: out });
+    createRandomModel({
+      configPath: config,
+      tokenizerPath: join(SMOLLM2_DIR, 'tokenizer.json'),
+      dtype: 'q8_0',
+      seed: 1,
+      outPath: out,
+    });
     const source = readModelSourceSync(out);
     expect(source.config.vocabSize).toBe(49152);
     expect(source.tokenizer.encode('<|im_start|>user')[0]).toBe(1);
@@ -58,17 +78,62 @@ describe('createRandomModel', () => {
   it('gives each architecture its tensors and RoPE convention', () => {
     const shapes = (arch: 'llama' | 'mistral' | 'qwen2' | 'qwen3'): Record<string, unknown> => {
       const out = join(tmp.dir, `${arch}.gguf`);
-      createRandomModel({ configPath: writeTinyConfig(tmp.dir, { sliding_window: 32 }, `${arch}.json`), tokenizerPath: STORIES_TOKENIZER,
-        dtype: 'f32', seed: 1, outPath: out, architecture: arch });
+      createRandomModel({
+        configPath: writeTinyConfig(tmp.dir, { sliding_window: 32 }, `${arch}.json`),
+        tokenizerPath: STORIES_TOKENIZER,
+        dtype: 'f32',
+        seed: 1,
+        outPath: out,
+        architecture: arch,
+      });
       const s = readModelSourceSync(out);
       const names = new Set(s.tensors.map((t) => t.name));
-      return { style: s.config.ropeStyle, bias: names.has('blk.1.attn_v.bias'), norm: names.has('blk.1.attn_k_norm.weight'),
-        arch: s.config.architecture, window: s.config.slidingWindow, qkvBias: s.config.qkvBias, qkNorm: s.config.qkNorm };
+      return {
+        style: s.config.ropeStyle,
+        bias: names.has('blk.1.attn_v.bias'),
+        norm: names.has('blk.1.attn_k_norm.weight'),
+        arch: s.config.architecture,
+        window: s.config.slidingWindow,
+        qkvBias: s.config.qkvBias,
+        qkNorm: s.config.qkNorm,
+      };
     };
-    expect(shapes('llama')).toEqual({ style: 'interleaved', bias: false, norm: false, arch: 'llama', window: undefined, qkvBias: false, qkNorm: false });
-    expect(shapes('mistral')).toEqual({ style: 'interleaved', bias: false, norm: false, arch: 'mistral', window: 32, qkvBias: false, qkNorm: false });
-    expect(shapes('qwen2')).toEqual({ style: 'half', bias: true, norm: false, arch: 'qwen2', window: undefined, qkvBias: true, qkNorm: false });
-    expect(shapes('qwen3')).toEqual({ style: 'half', bias: false, norm: true, arch: 'qwen3', window: undefined, qkvBias: false, qkNorm: true });
+    expect(shapes('llama')).toEqual({
+      style: 'interleaved',
+      bias: false,
+      norm: false,
+      arch: 'llama',
+      window: undefined,
+      qkvBias: false,
+      qkNorm: false,
+    });
+    expect(shapes('mistral')).toEqual({
+      style: 'interleaved',
+      bias: false,
+      norm: false,
+      arch: 'mistral',
+      window: 32,
+      qkvBias: false,
+      qkNorm: false,
+    });
+    expect(shapes('qwen2')).toEqual({
+      style: 'half',
+      bias: true,
+      norm: false,
+      arch: 'qwen2',
+      window: undefined,
+      qkvBias: true,
+      qkNorm: false,
+    });
+    expect(shapes('qwen3')).toEqual({
+      style: 'half',
+      bias: false,
+      norm: true,
+      arch: 'qwen3',
+      window: undefined,
+      qkvBias: false,
+      qkNorm: true,
+    });
   });
 
   it('draws normals with the right moments from SeededNormal', () => {
@@ -85,14 +150,27 @@ describe('random models in llama.cpp', () => {
     it(`${arch}: loads, generates varied tokens, and its Q8_0 file matches the dequantised f32 file`, async () => {
       const q8 = join(tmp.dir, `${arch}-q8.gguf`);
       const deq = join(tmp.dir, `${arch}-deq.gguf`);
-      createRandomModel({ configPath: config, tokenizerPath: TINY_BPE_TOKENIZER, dtype: 'q8_0', seed: 11, outPath: q8, architecture: arch });
+      createRandomModel({
+        configPath: config,
+        tokenizerPath: TINY_BPE_TOKENIZER,
+        dtype: 'q8_0',
+        seed: 11,
+        outPath: q8,
+        architecture: arch,
+      });
       // The same weights, dequantised by pagellm and stored as f32: llama.cpp must compute nearly the same logits
       // from both, which holds only if the Q8_0 bytes are laid out as llama.cpp reads them.
       const src = readModelSourceSync(q8);
       const file = readGguf(q8);
       const byName = new Map(src.tensors.map((t) => [t.name, t]));
       const metadata = [...file.metadata].filter(([k]) => k !== 'general.file_type');
-      writeModelGguf(deq, src.config, metadata, expectedTensors(src.config).map((e) => ({ ...e, values: () => readTensorF32(byName.get(e.name)!) })), 'f32');
+      writeModelGguf(
+        deq,
+        src.config,
+        metadata,
+        expectedTensors(src.config).map((e) => ({ ...e, values: () => readTensorF32(byName.get(e.name)!) })),
+        'f32',
+      );
       const a = await LlamaCppOracle.load(q8, { contextSize: 96 });
       const b = await LlamaCppOracle.load(deq, { contextSize: 96 });
       try {

@@ -4,16 +4,33 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { TruncatedFileError, UnknownModelFormatError } from '../../src/model/errors.js';
 import { createRandomModel } from '../../src/model/random-model.js';
 import {
-  readModelSource, readModelSourceSync, readTensorBytes, readTensorInto, totalTensorBytes,
+  readModelSource,
+  readModelSourceSync,
+  readTensorBytes,
+  readTensorInto,
+  totalTensorBytes,
 } from '../../src/model/read-model-source.js';
-import { STORIES_BIN, STORIES_DIR, STORIES_TOKENIZER, TINY_BPE_TOKENIZER, makeTempDir, writeTinyConfig } from './model-files.js';
+import {
+  STORIES_BIN,
+  STORIES_DIR,
+  STORIES_TOKENIZER,
+  TINY_BPE_TOKENIZER,
+  makeTempDir,
+  writeTinyConfig,
+} from './model-files.js';
 
 const tmp = makeTempDir('rms');
 afterAll(tmp.cleanup);
 
 describe('readModelSource', () => {
   const gguf = join(tmp.dir, 'model.gguf');
-  createRandomModel({ configPath: writeTinyConfig(tmp.dir), tokenizerPath: TINY_BPE_TOKENIZER, dtype: 'q8_0', seed: 5, outPath: gguf });
+  createRandomModel({
+    configPath: writeTinyConfig(tmp.dir),
+    tokenizerPath: TINY_BPE_TOKENIZER,
+    dtype: 'q8_0',
+    seed: 5,
+    outPath: gguf,
+  });
 
   it('detects llama2.c folders and files, GGUF files and folders holding one GGUF', async () => {
     const folder = await readModelSource(STORIES_DIR);
@@ -51,13 +68,21 @@ describe('readTensorInto', () => {
   const source = readModelSourceSync(STORIES_DIR);
   const file = readFileSync(STORIES_BIN);
 
-  it('reads each tensor\'s bytes in chunks straight into the destination, reporting progress', () => {
+  it("reads each tensor's bytes in chunks straight into the destination, reporting progress", () => {
     let reported = 0;
     for (const t of source.tensors) {
       const dest = new Uint8Array(t.byteLength + 8).fill(0xab);
       let calls = 0;
-      readTensorInto(t, dest, { chunkBytes: 4096, onProgress: (n) => { reported += n; calls++; } });
-      expect(Buffer.from(dest.subarray(0, t.byteLength)).equals(file.subarray(t.offset, t.offset + t.byteLength))).toBe(true);
+      readTensorInto(t, dest, {
+        chunkBytes: 4096,
+        onProgress: (n) => {
+          reported += n;
+          calls++;
+        },
+      });
+      expect(Buffer.from(dest.subarray(0, t.byteLength)).equals(file.subarray(t.offset, t.offset + t.byteLength))).toBe(
+        true,
+      );
       expect(dest.subarray(t.byteLength).every((b) => b === 0xab)).toBe(true);
       expect(calls).toBe(Math.ceil(t.byteLength / 4096));
     }

@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { RopeCache, RopeConfigError, ropeInvFrequencies } from '../../src/model/rope-cache.js';
 
-const llama31 = { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 } as const;
+const llama31 = {
+  type: 'llama3',
+  factor: 8,
+  lowFreqFactor: 1,
+  highFreqFactor: 4,
+  originalMaxPositionEmbeddings: 8192,
+} as const;
 
 describe('ropeInvFrequencies', () => {
   it('is theta^(-2i/d) without scaling', () => {

@@ -12,7 +12,11 @@ export interface SafetensorsTensor {
 }
 
 /** Writes `tensors` to `path` in the given order; the header is padded with spaces to a multiple of 8 bytes. */
-export function writeSafetensors(path: string, tensors: readonly SafetensorsTensor[], metadata: Record<string, string> = {}): void {
+export function writeSafetensors(
+  path: string,
+  tensors: readonly SafetensorsTensor[],
+  metadata: Record<string, string> = {},
+): void {
   const header: Record<string, unknown> = { __metadata__: metadata };
   let offset = 0;
   for (const t of tensors) {

@@ -35,11 +35,19 @@ export class TestKvCache {
   readonly layers: readonly KvCacheLayer[];
   private readonly free: number[];
 
-  constructor(backend: KernelBackend, config: ModelConfig, readonly blockSize: number, readonly numBlocks: number, seed = 1,
-    cacheDtype: KvCacheDType = 'fp32') {
+  constructor(
+    backend: KernelBackend,
+    config: ModelConfig,
+    readonly blockSize: number,
+    readonly numBlocks: number,
+    seed = 1,
+    cacheDtype: KvCacheDType = 'fp32',
+  ) {
     const engine = new CacheEngine(
       { numLayers: config.numLayers, numKvHeads: config.numKvHeads, headSize: config.headSize, blockSize, cacheDtype },
-      backend, { numGpuBlocks: numBlocks, numCpuBlocks: 0 });
+      backend,
+      { numGpuBlocks: numBlocks, numCpuBlocks: 0 },
+    );
     this.layers = engine.gpuCache;
     const rand = mulberry32(seed);
     this.free = Array.from({ length: numBlocks }, (_, i) => i);
@@ -107,8 +115,17 @@ export class TestKvCache {
     const blockTables = new Int32Array(numSeqs * maxBlocksPerSeq);
     entries.forEach((e, s) => blockTables.set(e.seq.blocks, s * maxBlocksPerSeq));
     return {
-      tokenIds, positions, slotMapping, numTokens, numSeqs, numPrefills, queryStartLoc, seqLens, blockTables,
-      maxBlocksPerSeq, sampleIndices: Int32Array.from(samples),
+      tokenIds,
+      positions,
+      slotMapping,
+      numTokens,
+      numSeqs,
+      numPrefills,
+      queryStartLoc,
+      seqLens,
+      blockTables,
+      maxBlocksPerSeq,
+      sampleIndices: Int32Array.from(samples),
     };
   }
 }
@@ -131,7 +148,10 @@ export interface GreedyResult {
  * `steps − 1` decodes; returns `steps` generated ids. Stops early at any id in `stopIds`.
  */
 export function greedyGenerate(
-  model: CausalLM, kv: TestKvCache, prompt: readonly number[], steps: number,
+  model: CausalLM,
+  kv: TestKvCache,
+  prompt: readonly number[],
+  steps: number,
   options: { chunkSize?: number; stopIds?: readonly number[] } = {},
 ): GreedyResult {
   const vocab = model.config.vocabSize;

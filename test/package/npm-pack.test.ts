@@ -74,8 +74,12 @@ describe('the npm package', () => {
     const packed = JSON.parse(packOutput) as Array<{ filename: string; files: Array<{ path: string }> }>;
     packedFiles = packed[0].files.map((f) => f.path);
     writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'pagellm-user', private: true, type: 'module' }));
-    await run(NPM, ['install', '--prefer-offline', '--no-audit', '--no-fund', join(dir, packed[0].filename)], dir,
-      SETUP_TIMEOUT_MS);
+    await run(
+      NPM,
+      ['install', '--prefer-offline', '--no-audit', '--no-fund', join(dir, packed[0].filename)],
+      dir,
+      SETUP_TIMEOUT_MS,
+    );
   }, SETUP_TIMEOUT_MS * 2);
 
   afterAll(() => {
@@ -85,75 +89,137 @@ describe('the npm package', () => {
   });
 
   it('packs dist/, the kernels, the command and the README, and nothing of the sources, tests or benchmarks', () => {
-    for (const path of ['package.json', 'README.md', 'bin/pagellm.mjs', 'build/kernels.wasm', 'build/kernels-relaxed.wasm', 'dist/index.js',
-      'dist/index.d.ts', 'dist/server/index.js', 'dist/server/index.d.ts', 'dist/core/index.js', 'dist/core/index.d.ts',
-      'dist/cli/main.js', 'dist/kernels/kernel-worker.mjs', 'dist/web/assets/index.html', 'dist/web/assets/dashboard.js']) {
+    for (const path of [
+      'package.json',
+      'README.md',
+      'bin/pagellm.mjs',
+      'build/kernels.wasm',
+      'build/kernels-relaxed.wasm',
+      'dist/index.js',
+      'dist/index.d.ts',
+      'dist/server/index.js',
+      'dist/server/index.d.ts',
+      'dist/core/index.js',
+      'dist/core/index.d.ts',
+      'dist/cli/main.js',
+      'dist/kernels/kernel-worker.mjs',
+      'dist/web/assets/index.html',
+      'dist/web/assets/dashboard.js',
+    ]) {
       expect(packedFiles).toContain(path);
     }
-    expect(packedFiles.filter((p) => /^(src|test|bench|scripts|assembly|docs)\//.test(p) || p.endsWith('.tsbuildinfo')))
-      .toEqual([]);
+    expect(
+      packedFiles.filter((p) => /^(src|test|bench|scripts|assembly|docs)\//.test(p) || p.endsWith('.tsbuildinfo')),
+    ).toEqual([]);
   });
 
-  it('runs the README\'s library example (import { LLM } from \'pagellm\'): the golden greedy text', async () => {
-    const example = readmeLibraryExample();
-    expect(example).toContain("import { LLM } from 'pagellm';");
-    expect(example).toContain(JSON.stringify(STORIES_DIR));
-    expect(example.trim().split('\n').length).toBeLessThanOrEqual(10);
-    writeFileSync(join(dir, 'example.mjs'), example);
-    expect(await run(process.execPath, ['example.mjs'], dir)).toBe(`${golden.text}\n`);
-  }, RUN_TIMEOUT_MS);
+  it(
+    "runs the README's library example (import { LLM } from 'pagellm'): the golden greedy text",
+    async () => {
+      const example = readmeLibraryExample();
+      expect(example).toContain("import { LLM } from 'pagellm';");
+      expect(example).toContain(JSON.stringify(STORIES_DIR));
+      expect(example.trim().split('\n').length).toBeLessThanOrEqual(10);
+      writeFileSync(join(dir, 'example.mjs'), example);
+      expect(await run(process.execPath, ['example.mjs'], dir)).toBe(`${golden.text}\n`);
+    },
+    RUN_TIMEOUT_MS,
+  );
 
-  it('exports pagellm/server and pagellm/core, with the types of all three entry points', async () => {
-    const loaded = await run(process.execPath, ['--input-type=module', '-e', "const s = await import('pagellm/server'); " +
-      "const c = await import('pagellm/core'); console.log(typeof s.startServer, typeof c.BlockSpaceManager);"], dir);
-    expect(loaded).toBe('function function\n');
-    writeFileSync(join(dir, 'consumer.mts'), TYPED_CONSUMER);
-    const tsc = join(REPO_ROOT, 'node_modules/typescript/bin/tsc');
-    await run(process.execPath, [tsc, '--noEmit', '--strict', '--target', 'es2022', '--module', 'nodenext',
-      '--moduleResolution', 'nodenext', '--skipLibCheck', 'consumer.mts'], dir);
-  }, RUN_TIMEOUT_MS);
+  it(
+    'exports pagellm/server and pagellm/core, with the types of all three entry points',
+    async () => {
+      const loaded = await run(
+        process.execPath,
+        [
+          '--input-type=module',
+          '-e',
+          "const s = await import('pagellm/server'); " +
+            "const c = await import('pagellm/core'); console.log(typeof s.startServer, typeof c.BlockSpaceManager);",
+        ],
+        dir,
+      );
+      expect(loaded).toBe('function function\n');
+      writeFileSync(join(dir, 'consumer.mts'), TYPED_CONSUMER);
+      const tsc = join(REPO_ROOT, 'node_modules/typescript/bin/tsc');
+      await run(
+        process.execPath,
+        [
+          tsc,
+          '--noEmit',
+          '--strict',
+          '--target',
+          'es2022',
+          '--module',
+          'nodenext',
+          '--moduleResolution',
+          'nodenext',
+          '--skipLibCheck',
+          'consumer.mts',
+        ],
+        dir,
+      );
+    },
+    RUN_TIMEOUT_MS,
+  );
 
-  it('runs `npx pagellm --help` from the installed package', async () => {
-    const help = await run(NPX, ['pagellm', '--help'], dir);
-    expect(help).toMatch(/^Usage: pagellm \[options\] \[command\]/);
-    expect(help).toMatch(/\n {2}serve /);
-  }, RUN_TIMEOUT_MS);
+  it(
+    'runs `npx pagellm --help` from the installed package',
+    async () => {
+      const help = await run(NPX, ['pagellm', '--help'], dir);
+      expect(help).toMatch(/^Usage: pagellm \[options\] \[command\]/);
+      expect(help).toMatch(/\n {2}serve /);
+    },
+    RUN_TIMEOUT_MS,
+  );
 
-  it('serves with `npx pagellm serve` (health, dashboard, a completion) and stops on SIGTERM', async () => {
-    // Its own process group (npx → sh → node), signalled as a terminal signals the foreground job.
-    const proc = spawn(NPX, ['pagellm', 'serve', '--model', STORIES_DIR, '--port', '0', '--threads', '2',
-      '--kv-cache-memory', '8MiB'], { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-    server = proc;
-    let log = '';
-    proc.stdout.on('data', (d: Buffer) => { log += d.toString(); });
-    proc.stderr.on('data', (d: Buffer) => { log += d.toString(); });
-    const closed = once(proc, 'close');
-    const url = await new Promise<string>((resolve, reject) => {
-      const check = (): void => {
-        const m = /Serving the OpenAI-compatible API at (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(log);
-        if (m !== null) resolve(m[1]);
-      };
-      proc.stdout.on('data', check);
-      proc.on('exit', () => reject(new Error(`npx pagellm serve exited before serving:\n${log}`)));
-    });
+  it(
+    'serves with `npx pagellm serve` (health, dashboard, a completion) and stops on SIGTERM',
+    async () => {
+      // Its own process group (npx → sh → node), signalled as a terminal signals the foreground job.
+      const proc = spawn(
+        NPX,
+        ['pagellm', 'serve', '--model', STORIES_DIR, '--port', '0', '--threads', '2', '--kv-cache-memory', '8MiB'],
+        { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      server = proc;
+      let log = '';
+      proc.stdout.on('data', (d: Buffer) => {
+        log += d.toString();
+      });
+      proc.stderr.on('data', (d: Buffer) => {
+        log += d.toString();
+      });
+      const closed = once(proc, 'close');
+      const url = await new Promise<string>((resolve, reject) => {
+        const check = (): void => {
+          const m = /Serving the OpenAI-compatible API at (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(log);
+          if (m !== null) resolve(m[1]);
+        };
+        proc.stdout.on('data', check);
+        proc.on('exit', () => reject(new Error(`npx pagellm serve exited before serving:\n${log}`)));
+      });
 
-    const health = await fetch(`${url}/health`);
-    expect(health.status).toBe(200);
-    const page = await fetch(`${url}/`);
-    expect(page.status).toBe(200);
-    expect(await page.text()).toMatch(/<html/i);
-    const res = await fetch(`${url}/v1/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ prompt: golden.prompt, max_tokens: golden.tokens, temperature: 0 }),
-    });
-    expect(res.status).toBe(200);
-    expect(((await res.json()) as { choices: Array<{ text: string }> }).choices[0].text).toBe(golden.text);
+      const health = await fetch(`${url}/health`);
+      expect(health.status).toBe(200);
+      const page = await fetch(`${url}/`);
+      expect(page.status).toBe(200);
+      expect(await page.text()).toMatch(/<html/i);
+      const res = await fetch(`${url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ prompt: golden.prompt, max_tokens: golden.tokens, temperature: 0 }),
+      });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { choices: Array<{ text: string }> }).choices[0].text).toBe(golden.text);
 
-    process.kill(-proc.pid!, 'SIGTERM');
-    await closed; // every holder of its output pipes (npm, sh, node) has exited
-    expect(log).toMatch(/received SIGTERM: shutting down/);
-    expect(log).toMatch(/shutdown complete/);
-    // Nothing left in its process group (the last members may still be in the middle of exiting).
-    await waitFor(async () => !groupAlive(proc.pid!), 60_000, 'the npx pagellm serve process group to exit');
-  }, RUN_TIMEOUT_MS);
+      process.kill(-proc.pid!, 'SIGTERM');
+      await closed; // every holder of its output pipes (npm, sh, node) has exited
+      expect(log).toMatch(/received SIGTERM: shutting down/);
+      expect(log).toMatch(/shutdown complete/);
+      // Nothing left in its process group (the last members may still be in the middle of exiting).
+      await waitFor(async () => !groupAlive(proc.pid!), 60_000, 'the npx pagellm serve process group to exit');
+    },
+    RUN_TIMEOUT_MS,
+  );
 });

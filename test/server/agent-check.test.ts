@@ -39,19 +39,35 @@ it('a server with agentCheckPort answers the agent and /load from its live load,
   expect(await readAgent(port)).toBe('up ready 100%\n');
   expect((await fetch(`${server.url}/load`)).status).toBe(401);
   expect(await getLoad()).toEqual({
-    num_requests_running: 0, num_requests_waiting: 0, num_requests_swapped: 0, max_num_seqs: 4, kv_cache_usage: 0,
-    load: 0, weight_percent: 100, draining: false, agent_response: 'up ready 100%',
+    num_requests_running: 0,
+    num_requests_waiting: 0,
+    num_requests_swapped: 0,
+    max_num_seqs: 4,
+    kv_cache_usage: 0,
+    load: 0,
+    weight_percent: 100,
+    draining: false,
+    agent_response: 'up ready 100%',
   });
 
   // Hold the engine between steps so one request stays in the scheduler: 1 of 4 sequences → load 0.25 → 80 %.
   const engine = server.handle.engine;
   const step = engine.step;
   engine.step = () => [];
-  const pending = server.client.completions.create({ model: 'stories260K', prompt: golden.prompt, max_tokens: 8, temperature: 0 });
-  await waitFor(async () => {
-    const load = await getLoad();
-    return (load.num_requests_running as number) + (load.num_requests_waiting as number) === 1;
-  }, 60_000, 'the request to reach the scheduler');
+  const pending = server.client.completions.create({
+    model: 'stories260K',
+    prompt: golden.prompt,
+    max_tokens: 8,
+    temperature: 0,
+  });
+  await waitFor(
+    async () => {
+      const load = await getLoad();
+      return (load.num_requests_running as number) + (load.num_requests_waiting as number) === 1;
+    },
+    60_000,
+    'the request to reach the scheduler',
+  );
   const busy = await getLoad();
   expect(busy).toMatchObject({ load: 0.25, weight_percent: 80, agent_response: 'up ready 80%' });
   expect(await readAgent(port)).toBe('up ready 80%\n');

@@ -14,7 +14,7 @@ afterAll(async () => {
 const MULTIBYTE = ['é', '😀', '世'];
 
 describe('GET /v1/models/{id}', () => {
-  it('answers the served model and 404 in OpenAI\'s shape for another id', async () => {
+  it("answers the served model and 404 in OpenAI's shape for another id", async () => {
     const model = await server.client.models.retrieve('stories260K');
     expect(model).toMatchObject({ id: 'stories260K', object: 'model', owned_by: 'pagellm', max_model_len: 512 });
     const list = await server.client.models.list();
@@ -36,18 +36,26 @@ describe('system_fingerprint', () => {
     const c = await server.client.completions.create({ model: 'stories260K', prompt: 'Hi', max_tokens: 3 });
     expect(c.system_fingerprint).toBe(fp);
     const chat = await server.client.chat.completions.create({
-      model: 'stories260K', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 3,
+      model: 'stories260K',
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 3,
     });
     expect(chat.system_fingerprint).toBe(fp);
     let chunks = 0;
     for await (const chunk of await server.client.chat.completions.create({
-      model: 'stories260K', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 3, stream: true,
+      model: 'stories260K',
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 3,
+      stream: true,
     })) {
       expect(chunk.system_fingerprint).toBe(fp);
       chunks++;
     }
     for await (const chunk of await server.client.completions.create({
-      model: 'stories260K', prompt: 'Hi', max_tokens: 3, stream: true,
+      model: 'stories260K',
+      prompt: 'Hi',
+      max_tokens: 3,
+      stream: true,
     })) {
       expect(chunk.system_fingerprint).toBe(fp);
       chunks++;
@@ -70,13 +78,22 @@ describe('streams hold incomplete UTF-8', () => {
   it('sends no empty text delta mid-stream; the logprobs of held tokens come with the next delta', async () => {
     const choice = [MULTIBYTE.join('')];
     const whole = await server.client.completions.create({
-      model: 'stories260K', prompt: 'Once', max_tokens: 40, guided_choice: choice, logprobs: 1,
+      model: 'stories260K',
+      prompt: 'Once',
+      max_tokens: 40,
+      guided_choice: choice,
+      logprobs: 1,
     } as OpenAI.CompletionCreateParamsNonStreaming);
     expect(whole.choices[0].text).toBe(choice[0]);
     const tokens = whole.usage!.completion_tokens;
     expect(tokens).toBeGreaterThan(MULTIBYTE.length); // several byte tokens per character
     const stream = await server.client.completions.create({
-      model: 'stories260K', prompt: 'Once', max_tokens: 40, guided_choice: choice, logprobs: 1, stream: true,
+      model: 'stories260K',
+      prompt: 'Once',
+      max_tokens: 40,
+      guided_choice: choice,
+      logprobs: 1,
+      stream: true,
     } as OpenAI.CompletionCreateParamsStreaming);
     let text = '';
     let logprobTokens = 0;
@@ -95,8 +112,12 @@ describe('streams hold incomplete UTF-8', () => {
     expect(logprobTokens).toBe(tokens);
 
     const chat = await server.client.chat.completions.create({
-      model: 'stories260K', messages: [{ role: 'user', content: 'Once' }], max_tokens: 40, stream: true,
-      logprobs: true, guided_choice: choice,
+      model: 'stories260K',
+      messages: [{ role: 'user', content: 'Once' }],
+      max_tokens: 40,
+      stream: true,
+      logprobs: true,
+      guided_choice: choice,
     } as OpenAI.ChatCompletionCreateParamsStreaming);
     let content = '';
     let chatLogprobs = 0;

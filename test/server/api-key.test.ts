@@ -25,8 +25,12 @@ const json = (body: unknown): string => JSON.stringify(body);
 
 /** A raw POST of JSON with an exact request target. */
 function rawPost(port: number, target: string, body: string, extra = ''): ReturnType<typeof rawRequest> {
-  return rawRequest(port, `POST ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}${extra}`, body);
+  return rawRequest(
+    port,
+    `POST ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}${extra}`,
+    body,
+  );
 }
 
 describe('the key is checked on the matched route', () => {
@@ -38,8 +42,9 @@ describe('the key is checked on the matched route', () => {
     expect(openAIError(denied).code).toBe('invalid_api_key');
     const allowed = await rawPost(port, '/%76%31/completions', body, `\r\nAuthorization: Bearer ${KEY}`);
     expect(allowed.status).toBe(200);
-    expect((JSON.parse(allowed.body) as { choices: Array<{ text: string }> }).choices[0].text)
-      .toBe(golden.text.slice(0, (JSON.parse(allowed.body) as { choices: Array<{ text: string }> }).choices[0].text.length));
+    expect((JSON.parse(allowed.body) as { choices: Array<{ text: string }> }).choices[0].text).toBe(
+      golden.text.slice(0, (JSON.parse(allowed.body) as { choices: Array<{ text: string }> }).choices[0].text.length),
+    );
     const encodedModels = await rawRequest(port, `GET /v1/%6dodels HTTP/1.1\r\nHost: 127.0.0.1:${port}`);
     expect(encodedModels.status).toBe(401);
   });
@@ -52,10 +57,15 @@ describe('the key is checked on the matched route', () => {
     expect(other.status).toBe(403);
     expect(openAIError(other).code).toBe('host_not_allowed');
     // With the Host check off, the absolute-form target still meets the key.
-    const anyHost = await rawRequest(open.handle.port, `GET http://x/v1/models HTTP/1.1\r\nHost: 127.0.0.1:${open.handle.port}`);
+    const anyHost = await rawRequest(
+      open.handle.port,
+      `GET http://x/v1/models HTTP/1.1\r\nHost: 127.0.0.1:${open.handle.port}`,
+    );
     expect(anyHost.status).toBe(401);
-    const withKey = await rawRequest(open.handle.port,
-      `GET http://x/v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}`);
+    const withKey = await rawRequest(
+      open.handle.port,
+      `GET http://x/v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}`,
+    );
     expect(withKey.status).toBe(200);
     expect((JSON.parse(withKey.body) as { data: Array<{ id: string }> }).data[0].id).toBe('stories260K');
   });
@@ -67,7 +77,11 @@ describe('every route but /health needs the key', () => {
     { method: 'GET', path: '/version' },
     { method: 'GET', path: '/metrics' },
     { method: 'POST', path: '/v1/completions', body: { prompt: golden.prompt, max_tokens: 2 } },
-    { method: 'POST', path: '/v1/chat/completions', body: { messages: [{ role: 'user', content: golden.prompt }], max_tokens: 2 } },
+    {
+      method: 'POST',
+      path: '/v1/chat/completions',
+      body: { messages: [{ role: 'user', content: golden.prompt }], max_tokens: 2 },
+    },
     { method: 'POST', path: '/tokenize', body: { prompt: golden.prompt } },
     { method: 'POST', path: '/tokenize', body: { messages: [{ role: 'user', content: golden.prompt }] } },
     { method: 'POST', path: '/detokenize', body: { tokens: golden.promptIds } },
@@ -79,10 +93,12 @@ describe('every route but /health needs the key', () => {
 
   for (const r of routes) {
     it(`${r.method} ${r.path}${r.body !== undefined && 'messages' in (r.body as object) ? ' (messages)' : ''}: 401 without the key, 200 with it`, async () => {
-      const send = (headers: Record<string, string>): Promise<Response> => fetch(`${secured.url}${r.path}`, {
-        method: r.method, headers: { 'content-type': 'application/json', ...headers },
-        body: r.body === undefined ? undefined : json(r.body),
-      });
+      const send = (headers: Record<string, string>): Promise<Response> =>
+        fetch(`${secured.url}${r.path}`, {
+          method: r.method,
+          headers: { 'content-type': 'application/json', ...headers },
+          body: r.body === undefined ? undefined : json(r.body),
+        });
       const without = await send({});
       expect(without.status).toBe(401);
       const err = (await without.json()) as { error: { type: string; code: string } };
@@ -97,7 +113,10 @@ describe('every route but /health needs the key', () => {
   it('the dashboard event stream: 401 without the key, a stream with it', async () => {
     expect((await fetch(`${secured.url}/dashboard/api/events`)).status).toBe(401);
     const ctl = new AbortController();
-    const res = await fetch(`${secured.url}/dashboard/api/events`, { headers: { authorization: `Bearer ${KEY}` }, signal: ctl.signal });
+    const res = await fetch(`${secured.url}/dashboard/api/events`, {
+      headers: { authorization: `Bearer ${KEY}` },
+      signal: ctl.signal,
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/text\/event-stream/);
     ctl.abort();
@@ -105,7 +124,14 @@ describe('every route but /health needs the key', () => {
 
   it('an unknown route answers 401 without the key (no route listing), 404 with it', async () => {
     expect((await fetch(`${secured.url}/v1/audio/transcriptions`, { method: 'POST' })).status).toBe(401);
-    expect((await fetch(`${secured.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${KEY}` } })).status).toBe(404);
+    expect(
+      (
+        await fetch(`${secured.url}/v1/audio/transcriptions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${KEY}` },
+        })
+      ).status,
+    ).toBe(404);
   });
 
   it('/health needs no key; --metrics-public opens /metrics and nothing else', async () => {
@@ -157,6 +183,8 @@ describe('the dashboard asks for the key once', () => {
     // The cookie opens the dashboard only, and a forged one opens nothing.
     expect((await fetch(`${secured.url}/v1/models`, { headers: { cookie } })).status).toBe(401);
     expect((await fetch(`${secured.url}/metrics`, { headers: { cookie } })).status).toBe(401);
-    expect((await fetch(`${secured.url}/dashboard/api/snapshot`, { headers: { cookie: `pagellm_session=${KEY}` } })).status).toBe(401);
+    expect(
+      (await fetch(`${secured.url}/dashboard/api/snapshot`, { headers: { cookie: `pagellm_session=${KEY}` } })).status,
+    ).toBe(401);
   });
 });

@@ -14,11 +14,18 @@ afterAll(async () => {
 /** Waits until the engine has nothing running, waiting or swapped (as /metrics reports it). */
 async function waitIdle(): Promise<Map<string, number>> {
   let m = new Map<string, number>();
-  await waitFor(async () => {
-    m = await scrapeMetrics(server.url);
-    return m.get('pagellm:num_requests_running') === 0 && m.get('pagellm:num_requests_waiting') === 0 &&
-      m.get('pagellm:num_requests_swapped') === 0;
-  }, 60_000, 'the engine to become idle');
+  await waitFor(
+    async () => {
+      m = await scrapeMetrics(server.url);
+      return (
+        m.get('pagellm:num_requests_running') === 0 &&
+        m.get('pagellm:num_requests_waiting') === 0 &&
+        m.get('pagellm:num_requests_swapped') === 0
+      );
+    },
+    60_000,
+    'the engine to become idle',
+  );
   return m;
 }
 
@@ -27,7 +34,12 @@ describe('concurrent clients', () => {
     const prompts = [golden.prompt, 'The little dog', 'One day, a boy named Tom', 'Sue had a red hat', 'The sun'];
     const alone = new Map<string, string>();
     for (const p of prompts) {
-      const res = await server.client.completions.create({ model: 'stories260K', prompt: p, temperature: 0, max_tokens: 48 });
+      const res = await server.client.completions.create({
+        model: 'stories260K',
+        prompt: p,
+        temperature: 0,
+        max_tokens: 48,
+      });
       alone.set(p, res.choices[0].text);
     }
     expect(alone.get(golden.prompt)).toBe(golden.text.slice(0, alone.get(golden.prompt)!.length));
@@ -35,7 +47,11 @@ describe('concurrent clients', () => {
     const clients = Array.from({ length: 40 }, async (_, i) => {
       const prompt = prompts[i % prompts.length];
       const stream = await server.client.completions.create({
-        model: 'stories260K', prompt, temperature: 0, max_tokens: 48, stream: true,
+        model: 'stories260K',
+        prompt,
+        temperature: 0,
+        max_tokens: 48,
+        stream: true,
       });
       let text = '';
       let finish: string | null = null;
@@ -55,8 +71,10 @@ describe('concurrent clients', () => {
     expect(m.get('pagellm:kv_cache_usage_perc')).toBe(0);
     // 40 requests ran together: the prefix cache served the repeated prompts' full blocks... at most; and every
     // request finished normally.
-    expect(m.get('pagellm:request_success_total{finished_reason="length"}')! +
-      (m.get('pagellm:request_success_total{finished_reason="stop"}') ?? 0)).toBeGreaterThanOrEqual(45);
+    expect(
+      m.get('pagellm:request_success_total{finished_reason="length"}')! +
+        (m.get('pagellm:request_success_total{finished_reason="stop"}') ?? 0),
+    ).toBeGreaterThanOrEqual(45);
   });
 
   it('clients that disconnect mid-stream or mid-request are aborted and leave no block allocated', async () => {
@@ -66,7 +84,12 @@ describe('concurrent clients', () => {
 
     // 12 streaming clients read three chunks each, then go away.
     const streaming = Array.from({ length: 12 }, async (_, i) => {
-      const stream = await server.client.completions.create({ ...long, prompt: `${golden.prompt} ${i}`, seed: i, stream: true });
+      const stream = await server.client.completions.create({
+        ...long,
+        prompt: `${golden.prompt} ${i}`,
+        seed: i,
+        stream: true,
+      });
       let chunks = 0;
       for await (const chunk of stream) {
         expect(chunk.choices[0].finish_reason).toBeNull();
@@ -78,11 +101,22 @@ describe('concurrent clients', () => {
 
     // 4 non-streaming clients give up while their requests run.
     const controllers = Array.from({ length: 4 }, () => new AbortController());
-    const plain = controllers.map((c, i) => fetch(`${server.url}/v1/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, signal: c.signal, body: JSON.stringify({ ...long, prompt: `Tom and ${i}` }),
-    }).then(() => 'answered', (e: Error) => e.name));
-    await waitFor(async () => (await scrapeMetrics(server.url)).get('pagellm:num_requests_running')! >= 4, 60_000,
-      'the non-streaming requests to run');
+    const plain = controllers.map((c, i) =>
+      fetch(`${server.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        signal: c.signal,
+        body: JSON.stringify({ ...long, prompt: `Tom and ${i}` }),
+      }).then(
+        () => 'answered',
+        (e: Error) => e.name,
+      ),
+    );
+    await waitFor(
+      async () => (await scrapeMetrics(server.url)).get('pagellm:num_requests_running')! >= 4,
+      60_000,
+      'the non-streaming requests to run',
+    );
     controllers.forEach((c) => c.abort());
     expect(await Promise.all(plain)).toEqual(Array(4).fill('AbortError'));
 
@@ -94,7 +128,10 @@ describe('concurrent clients', () => {
 
     // The server keeps serving.
     const res = await server.client.completions.create({
-      model: 'stories260K', prompt: golden.prompt, temperature: 0, max_tokens: golden.tokens,
+      model: 'stories260K',
+      prompt: golden.prompt,
+      temperature: 0,
+      max_tokens: golden.tokens,
     });
     expect(res.choices[0].text).toBe(golden.text);
   });

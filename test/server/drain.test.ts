@@ -11,7 +11,8 @@ it('drain: new requests get 503 while a stream is in flight, the stream finishes
   const server = await startTestServer();
   const engine = server.handle.engine;
   const stream = await fetch(`${server.url}/v1/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ prompt: golden.prompt, max_tokens: 20, temperature: 0, stream: true }),
   });
   expect(stream.status).toBe(200);
@@ -27,11 +28,15 @@ it('drain: new requests get 503 while a stream is in flight, the stream finishes
   });
 
   const refused = await fetch(`${server.url}/v1/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'x' }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: 'x' }),
   });
   expect(refused.status).toBe(503);
-  expect(((await refused.json()) as { error: { type: string; message: string } }).error)
-    .toMatchObject({ type: 'service_unavailable', message: expect.stringMatching(/shutting down/) as unknown as string });
+  expect(((await refused.json()) as { error: { type: string; message: string } }).error).toMatchObject({
+    type: 'service_unavailable',
+    message: expect.stringMatching(/shutting down/) as unknown as string,
+  });
   expect((await fetch(`${server.url}/health`)).status).toBe(503);
   expect((await fetch(`${server.url}/v1/models`)).status).toBe(503);
   expect(closed).toBe(false);
@@ -40,9 +45,13 @@ it('drain: new requests get 503 while a stream is in flight, the stream finishes
   engine.step = step;
   for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
   // The stream ran to its end, untouched by the shutdown.
-  const chunks = text.split('\n\n').filter((c) => c.startsWith('data: {')).map((c) => JSON.parse(c.slice(6)) as
-    { choices: Array<{ text: string; finish_reason: string | null }> });
-  expect(chunks.map((c) => c.choices[0].text).join('')).toBe(golden.text.slice(0, chunks.map((c) => c.choices[0].text).join('').length));
+  const chunks = text
+    .split('\n\n')
+    .filter((c) => c.startsWith('data: {'))
+    .map((c) => JSON.parse(c.slice(6)) as { choices: Array<{ text: string; finish_reason: string | null }> });
+  expect(chunks.map((c) => c.choices[0].text).join('')).toBe(
+    golden.text.slice(0, chunks.map((c) => c.choices[0].text).join('').length),
+  );
   expect(chunks.at(-1)!.choices[0].finish_reason).toBe('length');
   expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
   await drained;
@@ -55,7 +64,8 @@ it('drain: requests still running when the drain time is up end with 503', async
   const server = await startTestServer();
   const engine = server.handle.engine;
   const pending = fetch(`${server.url}/v1/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ prompt: golden.prompt, max_tokens: 20 }),
   });
   await waitFor(async () => server.handle.context.numInFlight === 1, 30_000, 'the request to reach the engine');

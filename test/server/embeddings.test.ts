@@ -41,13 +41,16 @@ interface EmbeddingBody {
   usage: { prompt_tokens: number; total_tokens: number };
 }
 
-async function embed(body: Record<string, unknown>, url = server.url): Promise<{ status: number; json: EmbeddingBody }> {
+async function embed(
+  body: Record<string, unknown>,
+  url = server.url,
+): Promise<{ status: number; json: EmbeddingBody }> {
   const res = await postRaw(url, '/v1/embeddings', JSON.stringify(body));
   return { status: res.status, json: res.json as EmbeddingBody };
 }
 
 describe('POST /v1/embeddings', () => {
-  it('the openai client gets the reference backend\'s last-token vectors, in order, with usage', async () => {
+  it("the openai client gets the reference backend's last-token vectors, in order, with usage", async () => {
     const res = await server.client.embeddings.create({ model: 'stories260K', input: TEXTS });
     expect(res.object).toBe('list');
     expect(res.model).toBe('stories260K');
@@ -97,7 +100,12 @@ describe('POST /v1/embeddings', () => {
 
   it('refuses bad input with a 400 naming the field, and another model with a 404', async () => {
     const cases: Array<[Record<string, unknown>, number, string, RegExp]> = [
-      [{ input: 'x', dimensions: 8 }, 400, 'dimensions', new RegExp(`embeddings have ${dim} dimensions and cannot be shortened`)],
+      [
+        { input: 'x', dimensions: 8 },
+        400,
+        'dimensions',
+        new RegExp(`embeddings have ${dim} dimensions and cannot be shortened`),
+      ],
       [{ input: [] }, 400, 'input', /input/],
       [{ input: '' }, 400, 'input', /input/],
       [{ input: ['a', ''] }, 400, 'input', /input/],
@@ -109,7 +117,10 @@ describe('POST /v1/embeddings', () => {
     ];
     for (const [body, status, param, message] of cases) {
       const res = await postRaw(server.url, '/v1/embeddings', JSON.stringify(body));
-      const err = (res.json as { error?: { message: string; param: string | null } }).error ?? { message: JSON.stringify(res.json).slice(0, 200), param: null };
+      const err = (res.json as { error?: { message: string; param: string | null } }).error ?? {
+        message: JSON.stringify(res.json).slice(0, 200),
+        param: null,
+      };
       expect([res.status, err.param], `${JSON.stringify(body).slice(0, 80)}: ${err.message}`).toEqual([status, param]);
       expect(err.message).toMatch(message);
     }
@@ -119,7 +130,7 @@ describe('POST /v1/embeddings', () => {
 });
 
 describe('--pooling-type mean', () => {
-  it('the vectors are the mean over the prompt\'s hidden states, as the reference backend\'s', async () => {
+  it("the vectors are the mean over the prompt's hidden states, as the reference backend's", async () => {
     const mean = await startTestServer({ poolingType: 'mean' });
     try {
       const res = await mean.client.embeddings.create({ model: 'stories260K', input: TEXTS, encoding_format: 'float' });

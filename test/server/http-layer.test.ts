@@ -27,11 +27,17 @@ afterAll(async () => {
 const completion = JSON.stringify({ prompt: golden.prompt, max_tokens: 4, temperature: 0 });
 
 describe('only application/json bodies are read', () => {
-  it('a cross-site text/plain or form post gets 415 in OpenAI\'s shape and runs nothing', async () => {
+  it("a cross-site text/plain or form post gets 415 in OpenAI's shape and runs nothing", async () => {
     const before = server.handle.engine.getStats().promptTokens;
-    for (const type of ['text/plain;charset=UTF-8', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
+    for (const type of [
+      'text/plain;charset=UTF-8',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+    ]) {
       const res = await fetch(`${server.url}/v1/completions`, {
-        method: 'POST', headers: { 'content-type': type, origin: 'http://evil.example' }, body: completion,
+        method: 'POST',
+        headers: { 'content-type': type, origin: 'http://evil.example' },
+        body: completion,
       });
       expect(res.status).toBe(415);
       const body = (await res.json()) as { error: { code: string; message: string } };
@@ -39,12 +45,17 @@ describe('only application/json bodies are read', () => {
       expect(body.error.message).toMatch(/application\/json/);
     }
     // No Content-Type at all.
-    const bare = await rawRequest(server.handle.port, `POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
-      `Content-Length: ${completion.length}`, completion);
+    const bare = await rawRequest(
+      server.handle.port,
+      `POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n` + `Content-Length: ${completion.length}`,
+      completion,
+    );
     expect(bare.status).toBe(415);
     expect(server.handle.engine.getStats().promptTokens).toBe(before);
     const ok = await fetch(`${server.url}/v1/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json; charset=utf-8' }, body: completion,
+      method: 'POST',
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+      body: completion,
     });
     expect(ok.status).toBe(200);
     expect(((await ok.json()) as { choices: Array<{ text: string }> }).choices[0].text).toBe(', there was a');
@@ -73,7 +84,12 @@ describe('the Host header is checked (DNS rebinding)', () => {
     expect(() => list!.check('other.internal', '/v1/models')).toThrow(/does not answer to the host "other.internal"/);
     expect(HostAllowList.forBinding('0.0.0.0', undefined)).toBeNull();
     expect(HostAllowList.forBinding('::', [])).toBeNull();
-    expect(HostAllowList.forBinding('0.0.0.0', ['llm.internal'])!.hostnames).toEqual(['localhost', '127.0.0.1', '[::1]', 'llm.internal']);
+    expect(HostAllowList.forBinding('0.0.0.0', ['llm.internal'])!.hostnames).toEqual([
+      'localhost',
+      '127.0.0.1',
+      '[::1]',
+      'llm.internal',
+    ]);
     expect(HostAllowList.forBinding('127.0.0.1', ['*'])).toBeNull();
     expect(HostAllowList.forBinding('192.168.1.5', undefined)!.hostnames).toContain('192.168.1.5');
     expect(() => HostAllowList.forBinding('127.0.0.1', ['http://x/path'])).toThrow(/not a host name/);
@@ -81,17 +97,24 @@ describe('the Host header is checked (DNS rebinding)', () => {
 });
 
 describe('CORS', () => {
-  const preflight = (url: string, origin: string): Promise<Response> => fetch(`${url}/v1/completions`, {
-    method: 'OPTIONS',
-    headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,authorization' },
-  });
+  const preflight = (url: string, origin: string): Promise<Response> =>
+    fetch(`${url}/v1/completions`, {
+      method: 'OPTIONS',
+      headers: {
+        origin,
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'content-type,authorization',
+      },
+    });
 
   it('is off by default: a preflight gets 405 and no Access-Control header', async () => {
     const res = await preflight(server.url, 'http://app.example');
     expect(res.status).toBe(405);
     expect(res.headers.get('access-control-allow-origin')).toBeNull();
     const post = await fetch(`${server.url}/v1/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json', origin: 'http://app.example' }, body: completion,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: 'http://app.example' },
+      body: completion,
     });
     expect(post.headers.get('access-control-allow-origin')).toBeNull();
     await post.arrayBuffer();
@@ -112,7 +135,9 @@ describe('CORS', () => {
     expect(json.headers.get('access-control-allow-origin')).toBe('http://app.example');
     await json.arrayBuffer();
     const stream = await fetch(`${corsServer.url}/v1/completions`, {
-      method: 'POST', headers, body: JSON.stringify({ prompt: golden.prompt, max_tokens: 4, stream: true }),
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ prompt: golden.prompt, max_tokens: 4, stream: true }),
     });
     expect(stream.headers.get('content-type')).toMatch(/text\/event-stream/);
     expect(stream.headers.get('access-control-allow-origin')).toBe('http://app.example');
@@ -123,38 +148,58 @@ describe('CORS', () => {
   });
 });
 
-describe('errors of the HTTP layer come in OpenAI\'s shape', () => {
+describe("errors of the HTTP layer come in OpenAI's shape", () => {
   it('a wrong method on a known path: 405 with Allow (a JSON body changes nothing); an unknown path: 404', async () => {
     const del = await fetch(`${server.url}/v1/completions`, {
-      method: 'DELETE', headers: { 'content-type': 'application/json' }, body: completion,
+      method: 'DELETE',
+      headers: { 'content-type': 'application/json' },
+      body: completion,
     });
     expect(del.status).toBe(405);
     expect(del.headers.get('allow')).toBe('POST');
-    expect(((await del.json()) as { error: { code: string; message: string } }).error)
-      .toMatchObject({ code: 'method_not_allowed', message: 'DELETE is not allowed on /v1/completions: use POST' });
+    expect(((await del.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: 'method_not_allowed',
+      message: 'DELETE is not allowed on /v1/completions: use POST',
+    });
     const get = await fetch(`${server.url}/v1/completions`);
     expect(get.status).toBe(405);
     await get.arrayBuffer();
-    const health = await fetch(`${server.url}/health`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const health = await fetch(`${server.url}/health`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(health.status).toBe(405);
     expect(health.headers.get('allow')).toBe('GET, HEAD');
     await health.arrayBuffer();
     const asset = await fetch(`${server.url}/dashboard/assets/dashboard.js`, { method: 'PUT' });
     expect(asset.status).toBe(405);
     await asset.arrayBuffer();
-    const missing = await fetch(`${server.url}/v2/completions`, { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const missing = await fetch(`${server.url}/v2/completions`, {
+      method: 'DELETE',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(missing.status).toBe(404);
     expect(((await missing.json()) as { error: { code: string } }).error.code).toBe('not_found');
   });
 
   it('a bad Transfer-Encoding: 400; headers over 16 KiB: 431; both OpenAI-shaped, and the server keeps serving', async () => {
     const port = server.handle.port;
-    const badTe = await rawRequest(port, 'POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
-      'Transfer-Encoding: chunked, gzip', '5\r\nhello\r\n0\r\n\r\n');
+    const badTe = await rawRequest(
+      port,
+      'POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+        'Transfer-Encoding: chunked, gzip',
+      '5\r\nhello\r\n0\r\n\r\n',
+    );
     expect(badTe.status).toBe(400);
     expect(openAIError(badTe)).toMatchObject({ type: 'invalid_request_error', code: 'malformed_http_request' });
-    const both = await rawRequest(port, 'POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
-      'Transfer-Encoding: chunked\r\nContent-Length: 5', '0\r\n\r\n');
+    const both = await rawRequest(
+      port,
+      'POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+        'Transfer-Encoding: chunked\r\nContent-Length: 5',
+      '0\r\n\r\n',
+    );
     expect(both.status).toBe(400);
     expect(openAIError(both).code).toBe('malformed_http_request');
     const huge = await rawRequest(port, `GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'a'.repeat(20_000)}`);
@@ -170,8 +215,10 @@ describe('errors of the HTTP layer come in OpenAI\'s shape', () => {
       const socket = await openSocket(slow.handle.port);
       const answer = readUntilClose(socket);
       const body = JSON.stringify({ prompt: golden.prompt, max_tokens: 2 });
-      socket.write(`POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
-        `Content-Length: ${body.length}\r\n\r\n${body.slice(0, 3)}`);
+      socket.write(
+        `POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${body.length}\r\n\r\n${body.slice(0, 3)}`,
+      );
       // One more byte now and then, never the whole body: the server must cut the request, whatever the pace.
       let sent = 3;
       const drip = setInterval(() => {
@@ -182,9 +229,15 @@ describe('errors of the HTTP layer come in OpenAI\'s shape', () => {
       expect(openAIError(res)).toMatchObject({ type: 'invalid_request_error', code: 'request_timeout' });
       expect(res.headers.connection).toBe('close');
       // A request sent at once is unaffected.
-      expect((await fetch(`${slow.url}/v1/completions`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body,
-      })).status).toBe(200);
+      expect(
+        (
+          await fetch(`${slow.url}/v1/completions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body,
+          })
+        ).status,
+      ).toBe(200);
       // Keep-alive: the answer says how long the connection may idle, and the server closes it after that.
       const idle = await openSocket(slow.handle.port);
       const closed = readUntilClose(idle);

@@ -24,12 +24,18 @@ export function randomSchemas(seed: number, count: number): Schema[] {
   };
   const leaf = (): Schema => {
     switch (int(0, 5)) {
-      case 0: return { type: 'string', minLength: int(0, 2), maxLength: int(3, 8) };
-      case 1: return { type: 'integer', minimum: int(-20, 0), maximum: int(1, 99) };
-      case 2: return { type: 'boolean' };
-      case 3: return { enum: sample(WORDS, int(2, 4)) };
-      case 4: return { type: 'null' };
-      default: return { type: 'array', items: leaf(), minItems: int(0, 1), maxItems: int(1, 3) };
+      case 0:
+        return { type: 'string', minLength: int(0, 2), maxLength: int(3, 8) };
+      case 1:
+        return { type: 'integer', minimum: int(-20, 0), maximum: int(1, 99) };
+      case 2:
+        return { type: 'boolean' };
+      case 3:
+        return { enum: sample(WORDS, int(2, 4)) };
+      case 4:
+        return { type: 'null' };
+      default:
+        return { type: 'array', items: leaf(), minItems: int(0, 1), maxItems: int(1, 3) };
     }
   };
   const object = (depth: number): Schema => {

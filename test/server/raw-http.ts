@@ -56,7 +56,9 @@ export function readUntilClose(socket: Socket): Promise<string> {
   });
   return new Promise((resolve, reject) => {
     socket.once('close', () => resolve(text));
-    socket.once('error', (err: NodeJS.ErrnoException) => (err.code === 'ECONNRESET' && text !== '' ? resolve(text) : reject(err)));
+    socket.once('error', (err: NodeJS.ErrnoException) =>
+      err.code === 'ECONNRESET' && text !== '' ? resolve(text) : reject(err),
+    );
   });
 }
 
@@ -72,9 +74,17 @@ export async function rawRequest(port: number, head: string, body = ''): Promise
 }
 
 /** The parsed OpenAI error of a response (throws when the body is not one). */
-export function openAIError(res: RawResponse): { message: string; type: string; param: string | null; code: string | null } {
-  const json = JSON.parse(res.body) as { error?: { message: string; type: string; param: string | null; code: string | null } };
-  if (json.error === undefined || Object.keys(json).length !== 1) throw new Error(`not an OpenAI error body: ${res.body}`);
+export function openAIError(res: RawResponse): {
+  message: string;
+  type: string;
+  param: string | null;
+  code: string | null;
+} {
+  const json = JSON.parse(res.body) as {
+    error?: { message: string; type: string; param: string | null; code: string | null };
+  };
+  if (json.error === undefined || Object.keys(json).length !== 1)
+    throw new Error(`not an OpenAI error body: ${res.body}`);
   for (const key of ['message', 'type', 'param', 'code'] as const) {
     if (!(key in json.error)) throw new Error(`OpenAI error without "${key}": ${res.body}`);
   }

@@ -15,7 +15,9 @@ const MODEL_BOMB = '{% for i in range(10**6) %}{% endfor %}';
 
 beforeAll(async () => {
   trusted = await startTestServer({
-    trustRequestChatTemplate: true, chatTemplate: PLAIN_TEMPLATE, chatTemplateLimits: { timeoutMs: 2000, maxSteps: 1e9 },
+    trustRequestChatTemplate: true,
+    chatTemplate: PLAIN_TEMPLATE,
+    chatTemplateLimits: { timeoutMs: 2000, maxSteps: 1e9 },
   });
   strict = await startTestServer({ chatTemplate: MODEL_BOMB });
 }, 120_000);
@@ -71,9 +73,8 @@ async function healthWhileBusy(server: TestServer, events: string[], what: strin
   expect(health.status).toBe(200);
 }
 
-const chatBody = (template: string): string => JSON.stringify({
-  messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 4, chat_template: template,
-});
+const chatBody = (template: string): string =>
+  JSON.stringify({ messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 4, chat_template: template });
 
 describe('chat templates', () => {
   it('are refused in requests unless the server runs with --trust-request-chat-template', async () => {
@@ -86,9 +87,13 @@ describe('chat templates', () => {
   });
 
   it('from the command line render under the same limits', async () => {
-    const e = errorOf(await postRaw(strict.url, '/v1/chat/completions', JSON.stringify({
-      messages: [{ role: 'user', content: 'hi' }], max_tokens: 4,
-    })));
+    const e = errorOf(
+      await postRaw(
+        strict.url,
+        '/v1/chat/completions',
+        JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
+      ),
+    );
     expect(e.code).toBe('chat_template_limit');
     expect(e.message).toMatch(/range\(\) of 1000000 items exceeds the chat template limit of 100000 \(the items limit/);
   });
@@ -97,13 +102,16 @@ describe('chat templates', () => {
     const bombs: Array<[string, RegExp]> = [
       ['{{ range(10**9)|length }}', /range\(\) of 1000000000 items exceeds .* \(the items limit/],
       ['{% for i in range(10**6) %}{% endfor %}', /range\(\) of 1000000 items exceeds/],
-      ["{% set ns = namespace(s='ab') %}{% for i in range(23) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}",
-        /built a string of more than 16384 characters: a prompt for this model \(maximum context length 512 tokens\)/],
+      [
+        "{% set ns = namespace(s='ab') %}{% for i in range(23) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}",
+        /built a string of more than 16384 characters: a prompt for this model \(maximum context length 512 tokens\)/,
+      ],
     ];
     for (const [template, message] of bombs) {
       for (const path of ['/v1/chat/completions', '/tokenize']) {
         const [bomb, health] = await Promise.all([
-          postRaw(trusted.url, path, chatBody(template)), fetch(`${trusted.url}/health`),
+          postRaw(trusted.url, path, chatBody(template)),
+          fetch(`${trusted.url}/health`),
         ]);
         const e = errorOf(bomb);
         expect(e.code).toBe('chat_template_limit');
@@ -116,15 +124,25 @@ describe('chat templates', () => {
 
   it('that run past the time limit are stopped while /health keeps answering, and the server renders on', async () => {
     const events: string[] = [];
-    const bomb = noteWhenDone(events, 'bomb', postRaw(trusted.url, '/v1/chat/completions',
-      chatBody('{% for i in range(90000) %}{% for j in range(90000) %}{% endfor %}{% endfor %}')));
+    const bomb = noteWhenDone(
+      events,
+      'bomb',
+      postRaw(
+        trusted.url,
+        '/v1/chat/completions',
+        chatBody('{% for i in range(90000) %}{% for j in range(90000) %}{% endfor %}{% endfor %}'),
+      ),
+    );
     await healthWhileBusy(trusted, events, 'the bomb to be rendering');
     const e = errorOf(await bomb);
     expect(events).toEqual(['health', 'bomb']);
     expect(e.code).toBe('chat_template_limit');
     expect(e.message).toMatch(/did not finish rendering within its time limit of 2000 ms \(the time limit/);
     const ok = await trusted.client.chat.completions.create({
-      model: 'stories260K', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 4, temperature: 0,
+      model: 'stories260K',
+      messages: [{ role: 'user', content: 'Once upon a time' }],
+      max_tokens: 4,
+      temperature: 0,
     });
     expect(ok.choices[0].finish_reason).toBe('length');
   }, 120_000);
@@ -137,12 +155,15 @@ describe('prompt sizes', () => {
     try {
       for (const path of ['/v1/completions', '/tokenize']) {
         const [res, health] = await Promise.all([
-          postRaw(strict.url, path, JSON.stringify({ prompt, max_tokens: 4 })), fetch(`${strict.url}/health`),
+          postRaw(strict.url, path, JSON.stringify({ prompt, max_tokens: 4 })),
+          fetch(`${strict.url}/health`),
         ]);
         const e = errorOf(res);
         expect(e.code).toBe('context_length_exceeded');
         expect(e.param).toBe('prompt');
-        expect(e.message).toMatch(new RegExp(`limited to 16384 characters. However, your prompt has ${prompt.length} characters`));
+        expect(e.message).toMatch(
+          new RegExp(`limited to 16384 characters. However, your prompt has ${prompt.length} characters`),
+        );
         expect(health.status).toBe(200);
       }
       expect(counter.calls).toBe(0);
@@ -154,12 +175,16 @@ describe('prompt sizes', () => {
   it('20,000 prompts × n = 128 are refused at once, before tokenizing or queueing anything', async () => {
     const counter = countTokenizations(strict);
     try {
-      const res = await postRaw(strict.url, '/v1/completions', JSON.stringify({
-        prompt: Array.from({ length: 20_000 }, (_, i) => `story ${i}`), n: 128, max_tokens: 16,
-      }));
+      const res = await postRaw(
+        strict.url,
+        '/v1/completions',
+        JSON.stringify({ prompt: Array.from({ length: 20_000 }, (_, i) => `story ${i}`), n: 128, max_tokens: 16 }),
+      );
       const e = errorOf(res);
       expect(e.param).toBe('prompt');
-      expect(e.message).toMatch(/would start 2560000 sequences \(20000 prompts × 128 choices\), more than the 256 .*--max-seqs-per-request/);
+      expect(e.message).toMatch(
+        /would start 2560000 sequences \(20000 prompts × 128 choices\), more than the 256 .*--max-seqs-per-request/,
+      );
       expect(counter.calls).toBe(0);
       expect(strict.handle.engine.getStats().numWaiting).toBe(0);
     } finally {
@@ -170,23 +195,34 @@ describe('prompt sizes', () => {
   it('long prompts are tokenized off the event loop: /health answers while they are', async () => {
     const events: string[] = [];
     const prompt = 'The little dog ran to the park. '.repeat(15_000 / 32);
-    const res = noteWhenDone(events, 'prompts', postRaw(strict.url, '/v1/completions',
-      JSON.stringify({ prompt: Array(20).fill(prompt), max_tokens: 4 })));
+    const res = noteWhenDone(
+      events,
+      'prompts',
+      postRaw(strict.url, '/v1/completions', JSON.stringify({ prompt: Array(20).fill(prompt), max_tokens: 4 })),
+    );
     await healthWhileBusy(strict, events, 'the prompts to be tokenizing');
     const e = errorOf(await res);
     expect(events).toEqual(['health', 'prompts']);
     // Under the character limit but over the context once tokenized: refused naming the prompt.
     expect(e.code).toBe('context_length_exceeded');
     expect(e.param).toBe('prompt');
-    expect(e.message).toMatch(/your prompt has \d+ tokens, leaving no room for a completion. Please shorten the prompt/);
+    expect(e.message).toMatch(
+      /your prompt has \d+ tokens, leaving no room for a completion. Please shorten the prompt/,
+    );
   }, 120_000);
 
   it('a prompt too long in tokens names the field the client sent: prompt or messages', async () => {
-    const ids = errorOf(await postRaw(trusted.url, '/v1/completions', JSON.stringify({ prompt: Array(600).fill(403) })));
+    const ids = errorOf(
+      await postRaw(trusted.url, '/v1/completions', JSON.stringify({ prompt: Array(600).fill(403) })),
+    );
     expect(ids.param).toBe('prompt');
-    const chat = errorOf(await postRaw(trusted.url, '/v1/chat/completions', JSON.stringify({
-      messages: [{ role: 'user', content: 'The dog ran. '.repeat(300) }],
-    })));
+    const chat = errorOf(
+      await postRaw(
+        trusted.url,
+        '/v1/chat/completions',
+        JSON.stringify({ messages: [{ role: 'user', content: 'The dog ran. '.repeat(300) }] }),
+      ),
+    );
     expect(chat.param).toBe('messages');
     expect(chat.message).toMatch(/Please shorten the messages/);
   });
@@ -195,18 +231,34 @@ describe('prompt sizes', () => {
 describe('banned tokens', () => {
   it('a request that bans every token is refused; one that leaves one token generates only it', async () => {
     const all = Object.fromEntries(Array.from({ length: 512 }, (_, id) => [id, -100]));
-    const e = errorOf(await postRaw(trusted.url, '/v1/completions', JSON.stringify({
-      prompt: 'Once upon a time', max_tokens: 4, logit_bias: all,
-    })));
+    const e = errorOf(
+      await postRaw(
+        trusted.url,
+        '/v1/completions',
+        JSON.stringify({ prompt: 'Once upon a time', max_tokens: 4, logit_bias: all }),
+      ),
+    );
     expect(e.param).toBe('logit_bias');
     expect(e.message).toMatch(/every token of the vocabulary \(512 ids\) is banned/);
-    const stops = errorOf(await postRaw(trusted.url, '/v1/completions', JSON.stringify({
-      prompt: 'Once upon a time', max_tokens: 4, min_tokens: 1, stop_token_ids: Array.from({ length: 512 }, (_, i) => i),
-    })));
+    const stops = errorOf(
+      await postRaw(
+        trusted.url,
+        '/v1/completions',
+        JSON.stringify({
+          prompt: 'Once upon a time',
+          max_tokens: 4,
+          min_tokens: 1,
+          stop_token_ids: Array.from({ length: 512 }, (_, i) => i),
+        }),
+      ),
+    );
     expect(stops.param).toBe('logit_bias');
     expect(stops.message).toMatch(/stop or EOS token while min_tokens holds those back/);
     const res = await trusted.client.completions.create({
-      model: 'stories260K', prompt: 'Once upon a time', max_tokens: 5, temperature: 0,
+      model: 'stories260K',
+      prompt: 'Once upon a time',
+      max_tokens: 5,
+      temperature: 0,
       logit_bias: { ...all, 300: 0 },
     });
     // Token 300 is "▁ha" in stories260K's vocabulary: five of them continue the prompt as " ha ha ha ha ha".

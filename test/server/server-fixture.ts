@@ -42,10 +42,18 @@ export interface TestServer {
  */
 export async function startTestServer(overrides: Partial<ServerOptions> = {}): Promise<TestServer> {
   const handle = await startServer({
-    model: STORIES_DIR, host: '127.0.0.1', port: 0, threads: 1, kvCacheMemory: 32 * 1024 * 1024, ...overrides,
+    model: STORIES_DIR,
+    host: '127.0.0.1',
+    port: 0,
+    threads: 1,
+    kvCacheMemory: 32 * 1024 * 1024,
+    ...overrides,
   });
   const client = new OpenAI({
-    baseURL: `${handle.url}/v1`, apiKey: overrides.apiKey ?? 'unused', maxRetries: 0, timeout: 60_000,
+    baseURL: `${handle.url}/v1`,
+    apiKey: overrides.apiKey ?? 'unused',
+    maxRetries: 0,
+    timeout: 60_000,
   });
   return { handle, client, url: handle.url, close: () => handle.close() };
 }
@@ -72,10 +80,16 @@ export async function waitFor(check: () => Promise<boolean>, timeoutMs = 60_000,
 }
 
 /** POSTs a raw body (string) and returns the status and parsed JSON. */
-export async function postRaw(url: string, path: string, body: string, headers: Record<string, string> = {}):
-  Promise<{ status: number; json: unknown }> {
+export async function postRaw(
+  url: string,
+  path: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: unknown }> {
   const res = await fetch(`${url}${path}`, {
-    method: 'POST', body, headers: { 'content-type': 'application/json', ...headers },
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'application/json', ...headers },
   });
   const text = await res.text();
   let json: unknown;

@@ -23,11 +23,18 @@ describe('server with --speculative-config (ngram)', () => {
 
   it('completes the golden prompt with the golden text, plain and streamed', async () => {
     const done = await server.client.completions.create({
-      model, prompt: golden.prompt, max_tokens: golden.tokens, temperature: 0,
+      model,
+      prompt: golden.prompt,
+      max_tokens: golden.tokens,
+      temperature: 0,
     });
     expect(done.choices[0].text).toBe(golden.text);
     const stream = await server.client.completions.create({
-      model, prompt: golden.prompt, max_tokens: golden.tokens, temperature: 0, stream: true,
+      model,
+      prompt: golden.prompt,
+      max_tokens: golden.tokens,
+      temperature: 0,
+      stream: true,
     });
     let text = '';
     for await (const chunk of stream) text += chunk.choices[0]?.text ?? '';
@@ -47,7 +54,8 @@ describe('server with --speculative-config (ngram)', () => {
     const pos0 = m.get('pagellm:spec_decode_num_accepted_tokens_per_pos_total{position="0"}')!;
     expect(pos0).toBeGreaterThan(0);
     let sum = 0;
-    for (let i = 0; i < 4; i++) sum += m.get(`pagellm:spec_decode_num_accepted_tokens_per_pos_total{position="${i}"}`) ?? 0;
+    for (let i = 0; i < 4; i++)
+      sum += m.get(`pagellm:spec_decode_num_accepted_tokens_per_pos_total{position="${i}"}`) ?? 0;
     expect(sum).toBe(accepted);
   });
 });

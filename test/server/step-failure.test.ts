@@ -20,7 +20,9 @@ it('a kernel fault mid-batch fails that batch only; the engine keeps serving', a
   const engine = server.handle.engine;
   const long = { prompt: golden.prompt, max_tokens: 200, ignore_eos: true, temperature: 0 };
   const stream = await fetch(`${server.url}/v1/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...long, stream: true }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ...long, stream: true }),
   });
   const reader = stream.body!.getReader();
   let text = new TextDecoder().decode((await reader.read()).value);
@@ -28,11 +30,16 @@ it('a kernel fault mid-batch fails that batch only; the engine keeps serving', a
   const step = engine.step;
   engine.step = () => [];
   const plain = fetch(`${server.url}/v1/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...long, prompt: 'Tom and' }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ...long, prompt: 'Tom and' }),
   });
   // With maxNumSeqs 2 this one waits outside the batch.
   const waiting = server.client.completions.create({
-    model: 'stories260K', prompt: golden.prompt, max_tokens: golden.tokens, temperature: 0,
+    model: 'stories260K',
+    prompt: golden.prompt,
+    max_tokens: golden.tokens,
+    temperature: 0,
   });
   await waitFor(async () => engine.getNumUnfinishedRequests() === 3, 30_000, 'the three requests to reach the engine');
   let faultyBatch: number[] = [];
@@ -60,7 +67,10 @@ it('a kernel fault mid-batch fails that batch only; the engine keeps serving', a
   expect(engine.blockManager.getNumFreeGpuBlocks()).toBe(engine.numGpuBlocks);
   expect((await fetch(`${server.url}/health`)).status).toBe(200);
   const next = await server.client.completions.create({
-    model: 'stories260K', prompt: golden.prompt, max_tokens: golden.tokens, temperature: 0,
+    model: 'stories260K',
+    prompt: golden.prompt,
+    max_tokens: golden.tokens,
+    temperature: 0,
   });
   expect(next.choices[0].text).toBe(golden.text);
 });

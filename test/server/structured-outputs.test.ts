@@ -29,7 +29,11 @@ type CompletionBody = OpenAI.CompletionCreateParamsNonStreaming;
 const chat = (body: Record<string, unknown>): Promise<OpenAI.Chat.ChatCompletion> =>
   server.client.chat.completions.create({ model: 'stories260K', messages, ...body } as unknown as ChatBody);
 const complete = (body: Record<string, unknown>): Promise<OpenAI.Completion> =>
-  server.client.completions.create({ model: 'stories260K', prompt: 'Once upon a time', ...body } as unknown as CompletionBody);
+  server.client.completions.create({
+    model: 'stories260K',
+    prompt: 'Once upon a time',
+    ...body,
+  } as unknown as CompletionBody);
 
 /** The status and body of a request the server refuses. */
 async function refusal(request: Promise<unknown>): Promise<{ status: number; message: string; param: string | null }> {
@@ -48,28 +52,36 @@ function expectValid(schema: Schema, text: string): void {
 }
 
 describe('structured outputs', () => {
-  it('json_schema outputs parse and validate for 50 random schemas (response_format on chat, guided_json on completions)',
-    async () => {
-      const schemas = randomSchemas(14, 50);
-      for (let start = 0; start < schemas.length; start += 10) {
-        await Promise.all(schemas.slice(start, start + 10).map(async (schema, k) => {
+  it('json_schema outputs parse and validate for 50 random schemas (response_format on chat, guided_json on completions)', async () => {
+    const schemas = randomSchemas(14, 50);
+    for (let start = 0; start < schemas.length; start += 10) {
+      await Promise.all(
+        schemas.slice(start, start + 10).map(async (schema, k) => {
           const i = start + k;
           const common = { temperature: 1, seed: i, max_tokens: 400, ...COMPACT };
-          const [text, finish] = i % 2 === 0
-            ? await chat({ ...common, response_format: { type: 'json_schema', json_schema: { name: `s${i}`, schema, strict: true } } })
-              .then((r) => [r.choices[0].message.content!, r.choices[0].finish_reason])
-            : await complete({ ...common, guided_json: schema }).then((r) => [r.choices[0].text, r.choices[0].finish_reason]);
+          const [text, finish] =
+            i % 2 === 0
+              ? await chat({
+                  ...common,
+                  response_format: { type: 'json_schema', json_schema: { name: `s${i}`, schema, strict: true } },
+                }).then((r) => [r.choices[0].message.content!, r.choices[0].finish_reason])
+              : await complete({ ...common, guided_json: schema }).then((r) => [
+                  r.choices[0].text,
+                  r.choices[0].finish_reason,
+                ]);
           expect(finish, `schema ${i}: ${text}`).toBe('stop');
           expectValid(schema, text);
-        }));
-      }
-    });
+        }),
+      );
+    }
+  });
 
   it('n = 2 gives two valid outputs, and streamed deltas concatenate to valid outputs', async () => {
     const schema = {
       type: 'object',
       properties: {
-        name: { type: 'string', maxLength: 12 }, age: { type: 'integer', minimum: 0, maximum: 99 },
+        name: { type: 'string', maxLength: 12 },
+        age: { type: 'integer', minimum: 0, maximum: 99 },
         pets: { type: 'array', items: { enum: ['cat', 'dog', 'frog'] }, maxItems: 3 },
       },
       required: ['name', 'age', 'pets'],
@@ -83,7 +95,14 @@ describe('structured outputs', () => {
     }
     expect(whole.choices[0].message.content).not.toBe(whole.choices[1].message.content);
     const stream = await server.client.chat.completions.create({
-      model: 'stories260K', messages, temperature: 1, seed: 3, n: 2, max_tokens: 400, stream: true, response_format,
+      model: 'stories260K',
+      messages,
+      temperature: 1,
+      seed: 3,
+      n: 2,
+      max_tokens: 400,
+      stream: true,
+      response_format,
       ...COMPACT,
     } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming);
     const text = ['', ''];
@@ -111,7 +130,12 @@ describe('structured outputs', () => {
     expect(Object.keys(logit_bias)).toHaveLength(4);
     for (const seed of [1, 2]) {
       const r = await chat({
-        temperature: 1, seed, max_tokens: 450, response_format: { type: 'json_object' }, logit_bias, ...COMPACT,
+        temperature: 1,
+        seed,
+        max_tokens: 450,
+        response_format: { type: 'json_object' },
+        logit_bias,
+        ...COMPACT,
       });
       expect(r.choices[0].finish_reason).toBe('stop');
       const value: unknown = JSON.parse(r.choices[0].message.content!);
@@ -140,28 +164,34 @@ describe('structured outputs', () => {
     }
   });
 
-  it('a schema, grammar or regex the compiler rejects is a 400 naming the field and the problem; serving goes on',
-    async () => {
-      const schema = await refusal(chat({
-        max_tokens: 5, response_format: { type: 'json_schema', json_schema: { name: 'bad', schema: { type: 'frog' } } },
-      }));
-      expect(schema).toMatchObject({ status: 400, param: 'response_format' });
-      expect(schema.message).toContain('Unsupported type "frog"');
-      const grammar = await refusal(complete({ max_tokens: 5, guided_grammar: 'root ::= undefined_rule' }));
-      expect(grammar).toMatchObject({ status: 400, param: 'guided_grammar' });
-      expect(grammar.message).toContain('undefined_rule');
-      const regex = await refusal(complete({ max_tokens: 5, guided_regex: '[0-9' }));
-      expect(regex).toMatchObject({ status: 400, param: 'guided_regex' });
-      const two = await refusal(complete({ max_tokens: 5, guided_regex: 'a', guided_choice: ['b'] }));
-      expect(two).toMatchObject({ status: 400, param: 'guided_choice' });
-      const noSchema = await refusal(chat({ max_tokens: 5, response_format: { type: 'json_schema', json_schema: { name: 'x' } } }));
-      expect(noSchema).toMatchObject({ status: 400, param: 'response_format' });
-      // Too big to compile on the event loop: refused before compiling.
-      const huge = await refusal(complete({ max_tokens: 5, guided_choice: Array.from({ length: 5000 }, (_, i) => `choice ${i}`) }));
-      expect(huge).toMatchObject({ status: 400, param: 'guided_choice' });
-      expect(huge.message).toMatch(/at most 32768 characters/);
-      // The rejections left the serving grammar engine intact.
-      const ok = await complete({ temperature: 0, max_tokens: 20, guided_choice: ['alpha', 'beta'] });
-      expect(['alpha', 'beta']).toContain(ok.choices[0].text);
-    });
+  it('a schema, grammar or regex the compiler rejects is a 400 naming the field and the problem; serving goes on', async () => {
+    const schema = await refusal(
+      chat({
+        max_tokens: 5,
+        response_format: { type: 'json_schema', json_schema: { name: 'bad', schema: { type: 'frog' } } },
+      }),
+    );
+    expect(schema).toMatchObject({ status: 400, param: 'response_format' });
+    expect(schema.message).toContain('Unsupported type "frog"');
+    const grammar = await refusal(complete({ max_tokens: 5, guided_grammar: 'root ::= undefined_rule' }));
+    expect(grammar).toMatchObject({ status: 400, param: 'guided_grammar' });
+    expect(grammar.message).toContain('undefined_rule');
+    const regex = await refusal(complete({ max_tokens: 5, guided_regex: '[0-9' }));
+    expect(regex).toMatchObject({ status: 400, param: 'guided_regex' });
+    const two = await refusal(complete({ max_tokens: 5, guided_regex: 'a', guided_choice: ['b'] }));
+    expect(two).toMatchObject({ status: 400, param: 'guided_choice' });
+    const noSchema = await refusal(
+      chat({ max_tokens: 5, response_format: { type: 'json_schema', json_schema: { name: 'x' } } }),
+    );
+    expect(noSchema).toMatchObject({ status: 400, param: 'response_format' });
+    // Too big to compile on the event loop: refused before compiling.
+    const huge = await refusal(
+      complete({ max_tokens: 5, guided_choice: Array.from({ length: 5000 }, (_, i) => `choice ${i}`) }),
+    );
+    expect(huge).toMatchObject({ status: 400, param: 'guided_choice' });
+    expect(huge.message).toMatch(/at most 32768 characters/);
+    // The rejections left the serving grammar engine intact.
+    const ok = await complete({ temperature: 0, max_tokens: 20, guided_choice: ['alpha', 'beta'] });
+    expect(['alpha', 'beta']).toContain(ok.choices[0].text);
+  });
 });

@@ -5,7 +5,12 @@ import { ChatTemplate } from '../../src/model/chat-template.js';
 import { HfTokenizer } from '../../src/model/hf-tokenizer.js';
 import { IncrementalDetokenizer } from '../../src/model/incremental-detokenizer.js';
 import {
-  extractCallArray, extractHermes, extractLlama3Json, extractMistral, scanJsonValue, toolCallParser,
+  extractCallArray,
+  extractHermes,
+  extractLlama3Json,
+  extractMistral,
+  scanJsonValue,
+  toolCallParser,
   type ToolCallExtractor,
 } from '../../src/server/tool-call-parser.js';
 import { ToolCallStreamer, type ToolCallDelta } from '../../src/server/tool-call-stream.js';
@@ -13,9 +18,10 @@ import { finishedToolCalls, toolChoiceSchema } from '../../src/server/tool-calls
 import { HERMES_TEMPLATE } from './tool-templates.js';
 
 /** What a client assembles from a stream, fed one character at a time (the hardest split). */
-function streamByChars(extract: ToolCallExtractor, text: string): {
-  content: string; calls: Array<{ id: string; name: string; arguments: string }>; deltas: ToolCallDelta[];
-} {
+function streamByChars(
+  extract: ToolCallExtractor,
+  text: string,
+): { content: string; calls: Array<{ id: string; name: string; arguments: string }>; deltas: ToolCallDelta[] } {
   const streamer = new ToolCallStreamer(extract);
   let content = '';
   const deltas: ToolCallDelta[] = [];
@@ -29,7 +35,12 @@ function streamByChars(extract: ToolCallExtractor, text: string): {
   for (const d of deltas) {
     if (d.id !== undefined) {
       // The first delta of a call: index, id, type, name, empty arguments.
-      expect(d).toEqual({ index: calls.length, id: d.id, type: 'function', function: { name: d.function.name, arguments: '' } });
+      expect(d).toEqual({
+        index: calls.length,
+        id: d.id,
+        type: 'function',
+        function: { name: d.function.name, arguments: '' },
+      });
       calls.push({ id: d.id, name: d.function.name!, arguments: '' });
     } else {
       expect(Object.keys(d.function)).toEqual(['arguments']);
@@ -45,28 +56,39 @@ function whole(extract: ToolCallExtractor, text: string): { content: string; cal
   const calls = finishedToolCalls(found);
   return {
     content: calls === null ? text : found.content,
-    calls: calls === null ? null : calls.map((c) => {
-      expect(c.id).toMatch(/^call_[0-9a-f]{24}$/);
-      expect(c.type).toBe('function');
-      return [c.function.name, JSON.parse(c.function.arguments)];
-    }),
+    calls:
+      calls === null
+        ? null
+        : calls.map((c) => {
+            expect(c.id).toMatch(/^call_[0-9a-f]{24}$/);
+            expect(c.type).toBe('function');
+            return [c.function.name, JSON.parse(c.function.arguments)];
+          }),
   };
 }
 
-const HERMES = 'Let me look that up.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n' +
+const HERMES =
+  'Let me look that up.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n' +
   '</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "CET", "nested": {"a": [1, "}"]}}}\n</tool_call>';
-const LLAMA3 = '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}; ' +
+const LLAMA3 =
+  '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}; ' +
   '{"name": "get_time", "parameters": {"zone": "CET"}}';
-const MISTRAL = 'Sure. [TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}, ' +
+const MISTRAL =
+  'Sure. [TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}, ' +
   '{"name": "get_time", "arguments": {"zone": "CET"}}]';
 
 describe('tool-call parsers', () => {
   it('hermes: content before the first <tool_call>, one call per block, arguments as written', () => {
     expect(whole(extractHermes, HERMES)).toEqual({
       content: 'Let me look that up.\n',
-      calls: [['get_weather', { city: 'Paris', unit: 'celsius' }], ['get_time', { zone: 'CET', nested: { a: [1, '}'] } }]],
+      calls: [
+        ['get_weather', { city: 'Paris', unit: 'celsius' }],
+        ['get_time', { zone: 'CET', nested: { a: [1, '}'] } }],
+      ],
     });
-    expect(finishedToolCalls(extractHermes(HERMES, true))![0].function.arguments).toBe('{"city": "Paris", "unit": "celsius"}');
+    expect(finishedToolCalls(extractHermes(HERMES, true))![0].function.arguments).toBe(
+      '{"city": "Paris", "unit": "celsius"}',
+    );
     expect(whole(extractHermes, 'Just text, no call.')).toEqual({ content: 'Just text, no call.', calls: null });
     // A call cut off (max_tokens) or not JSON: the whole output is content, as vLLM answers.
     expect(whole(extractHermes, '<tool_call>\n{"name": "get_weather", "arguments": {"ci').calls).toBeNull();
@@ -74,28 +96,50 @@ describe('tool-call parsers', () => {
   });
 
   it('llama3_json: JSON calls after an optional <|python_tag|>, separated by ";"; text otherwise', () => {
-    const calls = [['get_weather', { city: 'Paris' }], ['get_time', { zone: 'CET' }]];
+    const calls = [
+      ['get_weather', { city: 'Paris' }],
+      ['get_time', { zone: 'CET' }],
+    ];
     expect(whole(extractLlama3Json, LLAMA3)).toEqual({ content: '', calls });
     expect(whole(extractLlama3Json, LLAMA3.replace('<|python_tag|>', '  '))).toEqual({ content: '', calls });
-    expect(whole(extractLlama3Json, 'The weather in Paris is mild.')).toEqual({ content: 'The weather in Paris is mild.', calls: null });
+    expect(whole(extractLlama3Json, 'The weather in Paris is mild.')).toEqual({
+      content: 'The weather in Paris is mild.',
+      calls: null,
+    });
     expect(whole(extractLlama3Json, '{"name": "f", "arguments": {}}')).toEqual({ content: '', calls: [['f', {}]] });
   });
 
   it('mistral: content before [TOOL_CALLS], then a JSON array of calls', () => {
     expect(whole(extractMistral, MISTRAL)).toEqual({
-      content: 'Sure. ', calls: [['get_weather', { city: 'Paris' }], ['get_time', { zone: 'CET' }]],
+      content: 'Sure. ',
+      calls: [
+        ['get_weather', { city: 'Paris' }],
+        ['get_time', { zone: 'CET' }],
+      ],
     });
     expect(whole(extractMistral, 'No tools [TOOL')).toEqual({ content: 'No tools [TOOL', calls: null });
   });
 
-  it('the required choice\'s array of {name, parameters}', () => {
-    expect(whole((t) => extractCallArray(t), '[{"name":"a","parameters":{"x":1}},{"parameters":{},"name":"b"}]'))
-      .toEqual({ content: '', calls: [['a', { x: 1 }], ['b', {}]] });
+  it("the required choice's array of {name, parameters}", () => {
+    expect(
+      whole((t) => extractCallArray(t), '[{"name":"a","parameters":{"x":1}},{"parameters":{},"name":"b"}]'),
+    ).toEqual({
+      content: '',
+      calls: [
+        ['a', { x: 1 }],
+        ['b', {}],
+      ],
+    });
   });
 
   it('streams, one character at a time, the same content and calls as the whole output', () => {
-    for (const [extract, text] of [[extractHermes, HERMES], [extractLlama3Json, LLAMA3], [extractMistral, MISTRAL],
-      [extractHermes, 'Plain <tool text with a < sign, no call.'], [extractLlama3Json, '<|python_ta is no tag']] as const) {
+    for (const [extract, text] of [
+      [extractHermes, HERMES],
+      [extractLlama3Json, LLAMA3],
+      [extractMistral, MISTRAL],
+      [extractHermes, 'Plain <tool text with a < sign, no call.'],
+      [extractLlama3Json, '<|python_ta is no tag'],
+    ] as const) {
       const streamed = streamByChars(extract, text);
       const expected = whole(extract, text);
       expect(streamed.content).toBe(expected.content);
@@ -108,10 +152,12 @@ describe('tool-call parsers', () => {
     expect(streamByChars(extractHermes, HERMES).deltas.filter((d) => d.index === 0).length).toBeGreaterThan(10);
   });
 
-  it('streams a ChatML model\'s output as its tokens come (SmolLM2\'s tokenizer, special tokens kept)', () => {
+  it("streams a ChatML model's output as its tokens come (SmolLM2's tokenizer, special tokens kept)", () => {
     const tok = HfTokenizer.fromFiles(join(sharedDir(), 'models/smollm2-135m-instruct-tokenizer/tokenizer.json'));
     const tools = [{ type: 'function', function: { name: 'weather', parameters: { type: 'object' } } }];
-    const prompt = new ChatTemplate(HERMES_TEMPLATE).render([{ role: 'user', content: 'Weather in Paris?' }], { tools });
+    const prompt = new ChatTemplate(HERMES_TEMPLATE).render([{ role: 'user', content: 'Weather in Paris?' }], {
+      tools,
+    });
     expect(prompt).toContain('<tools>{"name": "weather", "parameters": {"type": "object"}}</tools>');
     const promptIds = tok.encode(prompt, { addSpecialTokens: false });
     const imStart = tok.encode('<|im_start|>', { addSpecialTokens: false });
@@ -141,21 +187,34 @@ describe('tool-call parsers', () => {
 
   it('knows the --tool-call-parser names and refuses others', () => {
     expect(toolCallParser('hermes')).toBe(extractHermes);
-    expect(() => toolCallParser('pythonic')).toThrow(/unknown tool-call parser "pythonic"; use one of hermes, llama3_json, mistral/);
+    expect(() => toolCallParser('pythonic')).toThrow(
+      /unknown tool-call parser "pythonic"; use one of hermes, llama3_json, mistral/,
+    );
   });
 
-  it('builds the required choice\'s schema as vLLM does', () => {
+  it("builds the required choice's schema as vLLM does", () => {
     const tools = [
-      { type: 'function' as const, function: { name: 'a', parameters: { type: 'object', properties: { x: { type: 'integer' } } } } },
+      {
+        type: 'function' as const,
+        function: { name: 'a', parameters: { type: 'object', properties: { x: { type: 'integer' } } } },
+      },
       { type: 'function' as const, function: { name: 'b' } },
     ];
     expect(toolChoiceSchema(tools, false)).toEqual({
-      type: 'array', minItems: 1, maxItems: 1,
+      type: 'array',
+      minItems: 1,
+      maxItems: 1,
       items: {
         type: 'object',
         anyOf: [
-          { properties: { name: { type: 'string', enum: ['a'] }, parameters: tools[0].function.parameters }, required: ['name', 'parameters'] },
-          { properties: { name: { type: 'string', enum: ['b'] }, parameters: { type: 'object', properties: {} } }, required: ['name', 'parameters'] },
+          {
+            properties: { name: { type: 'string', enum: ['a'] }, parameters: tools[0].function.parameters },
+            required: ['name', 'parameters'],
+          },
+          {
+            properties: { name: { type: 'string', enum: ['b'] }, parameters: { type: 'object', properties: {} } },
+            required: ['name', 'parameters'],
+          },
         ],
       },
     });

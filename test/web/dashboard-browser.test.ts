@@ -29,7 +29,14 @@ import type { DecodedSnapshot } from '../../src/web/assets/snapshot-codec.js';
 import { describeWithBrowser, launchChromium } from '../browser.js';
 import { startTestServer, waitFor, type TestServer } from '../server/server-fixture.js';
 import {
-  ARTIFACTS, STORY, compareWithMetrics, holdEngine, openDashboard, readPage, requestsReceived, startLoad,
+  ARTIFACTS,
+  STORY,
+  compareWithMetrics,
+  holdEngine,
+  openDashboard,
+  readPage,
+  requestsReceived,
+  startLoad,
 } from './dashboard-page.js';
 
 let browser: Browser;
@@ -52,7 +59,7 @@ describeWithBrowser('the dashboard in chromium', () => {
     await server?.close();
   });
 
-  it('shows block counts equal to /metrics under concurrent requests, and a fork\'s shared blocks', async () => {
+  it("shows block counts equal to /metrics under concurrent requests, and a fork's shared blocks", async () => {
     const { page, problems } = await openDashboard(browser, server);
     const idle = await compareWithMetrics(server, page);
     expect(idle.reading.dom['num-running']).toBe(0);
@@ -60,11 +67,22 @@ describeWithBrowser('the dashboard in chromium', () => {
     // Concurrent load: stories with a common opening (prefix-cache sharing across requests) and a fork (n = 2).
     const prompts = Array.from({ length: 10 }, (_, i) => `${STORY} Chapter ${i + 1}.`);
     const load = startLoad(server, prompts, 400);
-    const fork = startLoad(server, [`${STORY} Then a big friendly dragon flew down from the sky and asked Lily to come and see his shiny red castle.`], 400, 2);
+    const fork = startLoad(
+      server,
+      [
+        `${STORY} Then a big friendly dragon flew down from the sky and asked Lily to come and see his shiny red castle.`,
+      ],
+      400,
+      2,
+    );
     // Every request must have reached the engine before it is held: an arrival while held changes its queues.
-    await waitFor(async () => requestsReceived(server) === prompts.length + 1 &&
-      server.handle.engine.scheduler.running.some((g) => g.seqs.length === 2 && g.seqs[1].getOutputLen() > 20),
-    120_000, 'every request to arrive and the forked request to run');
+    await waitFor(
+      async () =>
+        requestsReceived(server) === prompts.length + 1 &&
+        server.handle.engine.scheduler.running.some((g) => g.seqs.length === 2 && g.seqs[1].getOutputLen() > 20),
+      120_000,
+      'every request to arrive and the forked request to run',
+    );
 
     let readings = 0;
     let sawRunning = false;
@@ -82,16 +100,24 @@ describeWithBrowser('the dashboard in chromium', () => {
     try {
       await readPage(page);
       const fork2 = await page.evaluate(() => {
-        const snap = (window as unknown as { pagellmDashboard: { snapshot: DecodedSnapshot } }).pagellmDashboard.snapshot;
+        const snap = (window as unknown as { pagellmDashboard: { snapshot: DecodedSnapshot } }).pagellmDashboard
+          .snapshot;
         const index = snap.requests.findIndex((r) => r.seqs.length === 2 && r.seqs.every((s) => s.tableLength > 0));
         if (index < 0) return null;
         const r = snap.requests[index];
         const tables = r.seqs.map((s) => [...snap.blockTables.subarray(s.tableOffset, s.tableOffset + s.tableLength)]);
         const shared = tables[0].filter((id) => tables[1].includes(id));
         return {
-          index, requestId: r.requestId, seqIds: r.seqs.map((s) => s.seqId), tables, shared,
-          states: shared.map((id) => snap.state[id]), refCounts: shared.map((id) => snap.refCount[id]),
-          marked: Array.from(document.querySelectorAll(`tr[data-request-index="${index}"] .bid.shared`)).map((e) => Number((e as HTMLElement).dataset.block)),
+          index,
+          requestId: r.requestId,
+          seqIds: r.seqs.map((s) => s.seqId),
+          tables,
+          shared,
+          states: shared.map((id) => snap.state[id]),
+          refCounts: shared.map((id) => snap.refCount[id]),
+          marked: Array.from(document.querySelectorAll(`tr[data-request-index="${index}"] .bid.shared`)).map((e) =>
+            Number((e as HTMLElement).dataset.block),
+          ),
         };
       });
       expect(fork2, 'a running request with two sequences').not.toBeNull();
@@ -105,12 +131,24 @@ describeWithBrowser('the dashboard in chromium', () => {
       // Each sequence's own blocks (after the fork) are not shared.
       const own = f.tables[1].filter((id) => !f.tables[0].includes(id));
       expect(own.length).toBeGreaterThan(0);
-      expect((await page.locator(`tr[data-request-index="${f.index}"][data-seq-id] .bid`).count()))
-        .toBe(f.tables[0].length + f.tables[1].length);
+      expect(await page.locator(`tr[data-request-index="${f.index}"][data-seq-id] .bid`).count()).toBe(
+        f.tables[0].length + f.tables[1].length,
+      );
 
       // The canvas draws a shared block with a white edge in its owner's colour, a free block in the free colour.
       const pixels = await page.evaluate((blockId) => {
-        const d = (window as unknown as { pagellmDashboard: { grids: { canvas: HTMLCanvasElement; layout: { cols: number; cellPx: number; gap: number }; first: number }[]; snapshot: DecodedSnapshot } }).pagellmDashboard;
+        const d = (
+          window as unknown as {
+            pagellmDashboard: {
+              grids: {
+                canvas: HTMLCanvasElement;
+                layout: { cols: number; cellPx: number; gap: number };
+                first: number;
+              }[];
+              snapshot: DecodedSnapshot;
+            };
+          }
+        ).pagellmDashboard;
         const g = d.grids[0];
         const ctx = g.canvas.getContext('2d')!;
         const at = (id: number, dx: number, dy: number): number[] => {
@@ -121,7 +159,11 @@ describeWithBrowser('the dashboard in chromium', () => {
         };
         const free = [...d.snapshot.state].findIndex((s, id) => s === 0 && id < d.snapshot.config.numGpuBlocks);
         const inner = g.layout.cellPx - g.layout.gap;
-        return { edge: at(blockId, 0, 0), centre: at(blockId, Math.floor(inner / 2), inner - 2), free: free < 0 ? null : at(free, 1, 1) };
+        return {
+          edge: at(blockId, 0, 0),
+          centre: at(blockId, Math.floor(inner / 2), inner - 2),
+          free: free < 0 ? null : at(free, 1, 1),
+        };
       }, f.shared[0]);
       expect(pixels.edge).toEqual([255, 255, 255]);
       expect(pixels.centre).not.toEqual([255, 255, 255]);
@@ -133,8 +175,15 @@ describeWithBrowser('the dashboard in chromium', () => {
       const hovered = f.shared[f.shared.length - 1];
       const k = f.shared.length - 1;
       expect(f.refCounts[k]).toBe(2);
-      const centre = await page.evaluate((id) => (window as unknown as { pagellmDashboard: { grids: { centerOf(id: number): { x: number; y: number } | null }[] } })
-        .pagellmDashboard.grids[0].centerOf(id), hovered);
+      const centre = await page.evaluate(
+        (id) =>
+          (
+            window as unknown as {
+              pagellmDashboard: { grids: { centerOf(id: number): { x: number; y: number } | null }[] };
+            }
+          ).pagellmDashboard.grids[0].centerOf(id),
+        hovered,
+      );
       await page.mouse.move(centre!.x, centre!.y);
       const tip = page.locator('#tooltip');
       await expect.poll(async () => tip.getAttribute('data-block')).toBe(String(hovered));
@@ -147,7 +196,9 @@ describeWithBrowser('the dashboard in chromium', () => {
       expect(await tip.locator('dd[data-field="hash"]').innerText()).toMatch(/^[0-9a-f]{16}$/);
       const heldBy = await tip.locator('dd[data-field="held by"]').innerText();
       expect(heldBy.split('\n').sort()).toEqual(f.seqIds.map((seqId) => `seq ${seqId} · entry ${k}`).sort());
-      expect(await tip.locator('dd[data-field="tokens held"]').innerText()).toBe(`16 / ${server.handle.engine.blockSize}`);
+      expect(await tip.locator('dd[data-field="tokens held"]').innerText()).toBe(
+        `16 / ${server.handle.engine.blockSize}`,
+      );
 
       await page.screenshot({ path: join(ARTIFACTS, 'dashboard.png') });
     } finally {
@@ -160,7 +211,11 @@ describeWithBrowser('the dashboard in chromium', () => {
     expect(after.reading.dom['num-running']).toBe(0);
     expect(after.reading.dom['gpu-cached']).toBeGreaterThan(0);
     // The time series got points.
-    expect(await page.evaluate(() => (window as unknown as { pagellmDashboard: { numChartPoints: number } }).pagellmDashboard.numChartPoints)).toBeGreaterThan(1);
+    expect(
+      await page.evaluate(
+        () => (window as unknown as { pagellmDashboard: { numChartPoints: number } }).pagellmDashboard.numChartPoints,
+      ),
+    ).toBeGreaterThan(1);
     expect(await page.locator('.uplot').count()).toBe(5);
     expect(problems).toEqual([]);
     await page.close();
@@ -182,7 +237,15 @@ interface GridView {
   zoomable: boolean;
   drawnVersion: number;
   canvas: HTMLCanvasElement;
-  layout: { cols: number; cellPx: number; gap: number; span: number; start: number; numCells: number; fullSpan: number };
+  layout: {
+    cols: number;
+    cellPx: number;
+    gap: number;
+    span: number;
+    start: number;
+    numCells: number;
+    fullSpan: number;
+  };
   view: { first: number; last: number; span: number; zoomed: boolean };
   draw(): void;
   lastDrawMs: number;
@@ -193,8 +256,11 @@ interface GridView {
 
 /** The centre of the cell holding block `id` on grid `grid`, in client pixels (null when the view does not show it). */
 async function centerOf(page: Page, grid: number, id: number): Promise<{ x: number; y: number } | null> {
-  return page.evaluate(([g, b]) => (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard.grids[g].centerOf(b),
-    [grid, id] as const);
+  return page.evaluate(
+    ([g, b]) =>
+      (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard.grids[g].centerOf(b),
+    [grid, id] as const,
+  );
 }
 
 /** Grid `grid`'s layout and view. */
@@ -209,15 +275,26 @@ describeWithBrowser('a 20,000-block cache', () => {
   it('draws an overview covering every block of both tiers and zooms to the first and last block under the pointer', async () => {
     // Block size 1 keeps 20,000 blocks of stories260K's KV small (1.25 KiB each).
     const big = await startTestServer({
-      blockSize: 1, numGpuBlocksOverride: 16_000, swapSpace: 4000 * 1280, maxNumSeqs: 32, kvCacheDtype: 'fp32',
+      blockSize: 1,
+      numGpuBlocksOverride: 16_000,
+      swapSpace: 4000 * 1280,
+      maxNumSeqs: 32,
+      kvCacheDtype: 'fp32',
     });
     try {
       expect(big.handle.engine.numGpuBlocks + big.handle.engine.numCpuBlocks).toBe(20_000);
       const { page, problems } = await openDashboard(browser, big);
-      const load = startLoad(big, Array.from({ length: 16 }, (_, i) => `${i}: ${STORY}`), 200);
+      const load = startLoad(
+        big,
+        Array.from({ length: 16 }, (_, i) => `${i}: ${STORY}`),
+        200,
+      );
       // All 16 must have arrived before the engine is held: an arrival while held changes its queues.
-      await waitFor(async () => requestsReceived(big) === 16 && big.handle.engine.scheduler.running.length > 0,
-        120_000, 'all 16 requests to arrive and run');
+      await waitFor(
+        async () => requestsReceived(big) === 16 && big.handle.engine.scheduler.running.length > 0,
+        120_000,
+        'all 16 requests to arrive and run',
+      );
       const { reading } = await compareWithMetrics(big, page);
       expect(reading.counts.gpu.total + reading.counts.cpu.total).toBe(20_000);
       expect(reading.dom['gpu-in-use']).toBeGreaterThan(0);
@@ -247,7 +324,11 @@ describeWithBrowser('a 20,000-block cache', () => {
         // Zoomed to single blocks, the pointer finds the tiers' first and last blocks.
         d.grids[0].zoomTo(0, 1);
         d.grids[1].zoomTo(19_999, 1);
-        const zoomed = { first: hit(d.grids[0], 0), last: hit(d.grids[1], 19_999), spans: d.grids.map((g) => g.layout.span) };
+        const zoomed = {
+          first: hit(d.grids[0], 0),
+          last: hit(d.grids[1], 19_999),
+          spans: d.grids.map((g) => g.layout.span),
+        };
         d.grids[1].zoomTo(16_000, 1);
         const cpuFirst = hit(d.grids[1], 16_000);
         return { times: times.sort((a, b) => a - b), covered, overview, zoomed, cpuFirst };
@@ -259,12 +340,19 @@ describeWithBrowser('a 20,000-block cache', () => {
       expect(draw.zoomed.first).toEqual({ first: 0, count: 1 });
       expect(draw.zoomed.last).toEqual({ first: 19_999, count: 1 });
       expect(draw.cpuFirst).toEqual({ first: 16_000, count: 1 });
-      console.log(`20,000-block overview redraw (both grids, chromium headless, no GPU): median ${draw.times[5].toFixed(1)} ms, ` +
-        `min ${draw.times[0].toFixed(1)} ms, max ${draw.times[9].toFixed(1)} ms over 10 draws`);
+      console.log(
+        `20,000-block overview redraw (both grids, chromium headless, no GPU): median ${draw.times[5].toFixed(1)} ms, ` +
+          `min ${draw.times[0].toFixed(1)} ms, max ${draw.times[9].toFixed(1)} ms over 10 draws`,
+      );
       // The bars' "all" shows the whole tiers again.
       for (const g of [0, 1]) await page.locator(`.zoom-bar[data-grid="${g}"] button[data-zoom="all"]`).click();
       expect((await gridView(page, 0)).view.span).toBe(draw.overview.spans[0]);
-      expect((await gridView(page, 1)).view).toEqual({ first: 16_000, last: 19_999, span: draw.overview.spans[1], zoomed: false });
+      expect((await gridView(page, 1)).view).toEqual({
+        first: 16_000,
+        last: 19_999,
+        span: draw.overview.spans[1],
+        zoomed: false,
+      });
       await page.screenshot({ path: join(ARTIFACTS, 'dashboard-20000-blocks.png') });
       expect(await load).toBeNull();
       expect(problems).toEqual([]);
@@ -286,7 +374,13 @@ const CACHED = 3;
  * is in use when any block is (shared when at least half of those are), else cached when any block is, else free;
  * its brightness follows the share of its slots holding tokens in blocks of that state.
  */
-function expectedCellRgb(state: Uint8Array, tokens: Uint16Array, first: number, count: number, blockSize: number): number[] {
+function expectedCellRgb(
+  state: Uint8Array,
+  tokens: Uint16Array,
+  first: number,
+  count: number,
+  blockSize: number,
+): number[] {
   let used = 0;
   let shared = 0;
   let cached = 0;
@@ -302,8 +396,12 @@ function expectedCellRgb(state: Uint8Array, tokens: Uint16Array, first: number, 
       cachedTokens += tokens[id];
     }
   }
-  const [dominant, held] = used + shared > 0 ? [2 * shared >= used + shared ? SHARED : USED, inUseTokens]
-    : cached > 0 ? [CACHED, cachedTokens] : [FREE, 0];
+  const [dominant, held] =
+    used + shared > 0
+      ? [2 * shared >= used + shared ? SHARED : USED, inUseTokens]
+      : cached > 0
+        ? [CACHED, cachedTokens]
+        : [FREE, 0];
   if (dominant === FREE) return [...OVERVIEW_RGB[FREE]];
   const f = overviewBrightness(held / (count * blockSize));
   return OVERVIEW_RGB[dominant].map((c) => Math.round(c * f));
@@ -322,23 +420,40 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
       expect(await startLoad(server, first, 150)).toBeNull();
       const prompts = Array.from({ length: 48 }, (_, i) => `${STORY} Chapter ${i + 1}.`);
       const load = startLoad(server, prompts, 420);
-      await waitFor(async () => requestsReceived(server) === first.length + prompts.length &&
-        engine.scheduler.running.length === prompts.length && engine.scheduler.running.every((g) => g.seqs[0].getOutputLen() >= 60),
-      180_000, 'every request to arrive and the second wave to have 60 tokens each');
+      await waitFor(
+        async () =>
+          requestsReceived(server) === first.length + prompts.length &&
+          engine.scheduler.running.length === prompts.length &&
+          engine.scheduler.running.every((g) => g.seqs[0].getOutputLen() >= 60),
+        180_000,
+        'every request to arrive and the second wave to have 60 tokens each',
+      );
       // The KV chart has a point with blocks in use.
-      await page.waitForFunction(() => {
-        const plots = (window as unknown as { pagellmDashboard: { plots: { data: (number | null)[][] }[] } }).pagellmDashboard.plots;
-        return (plots[0]?.data[1].at(-1) ?? 0) > 0;
-      }, undefined, { timeout: 30_000 });
+      await page.waitForFunction(
+        () => {
+          const plots = (window as unknown as { pagellmDashboard: { plots: { data: (number | null)[][] }[] } })
+            .pagellmDashboard.plots;
+          return (plots[0]?.data[1].at(-1) ?? 0) > 0;
+        },
+        undefined,
+        { timeout: 30_000 },
+      );
 
       let shownCell: { first: number; count: number } | null = null;
       const hold = holdEngine(server);
       try {
         const { version } = await readPage(page);
         const engineSnap = buildKvCacheSnapshot(engine);
-        await page.waitForFunction((v) => (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard.grids[0].drawnVersion === v, version);
+        await page.waitForFunction(
+          (v) =>
+            (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard.grids[0]
+              .drawnVersion === v,
+          version,
+        );
         // The page's blocks are the engine's.
-        const pageStates = await page.evaluate(() => [...(window as unknown as { pagellmDashboard: { snapshot: DecodedSnapshot } }).pagellmDashboard.snapshot.state]);
+        const pageStates = await page.evaluate(() => [
+          ...(window as unknown as { pagellmDashboard: { snapshot: DecodedSnapshot } }).pagellmDashboard.snapshot.state,
+        ]);
         expect(pageStates).toEqual([...engineSnap.state]);
 
         // The overview: every cell's colour is the one the engine's states give its run.
@@ -360,24 +475,37 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
         expect(view.layout.span).toBeGreaterThan(1);
         expect(view.view).toEqual({ first: 0, last: 26_213, span: view.layout.span, zoomed: false });
         expect(cells.reduce((n, c) => n + c.count, 0)).toBe(26_214);
-        const mismatched = cells.filter((c) => JSON.stringify(c.rgb) !==
-          JSON.stringify(expectedCellRgb(engineSnap.state, engineSnap.tokens, c.first, c.count, 16)));
+        const mismatched = cells.filter(
+          (c) =>
+            JSON.stringify(c.rgb) !==
+            JSON.stringify(expectedCellRgb(engineSnap.state, engineSnap.tokens, c.first, c.count, 16)),
+        );
         expect(mismatched.slice(0, 5)).toEqual([]);
         const inUse = (c: { first: number; count: number }): boolean =>
           engineSnap.state.subarray(c.first, c.first + c.count).some((st) => st === USED || st === SHARED);
         const inUseCells = cells.filter(inUse);
         expect(inUseCells.length).toBeGreaterThan(20);
-        expect(cells.some((c) => !inUse(c) && engineSnap.state.subarray(c.first, c.first + c.count).includes(CACHED))).toBe(true);
+        expect(
+          cells.some((c) => !inUse(c) && engineSnap.state.subarray(c.first, c.first + c.count).includes(CACHED)),
+        ).toBe(true);
 
         // A cell holding blocks in use and free or cached ones: its tooltip gives its range and state counts.
-        const mixed = inUseCells.find((c) => engineSnap.state.subarray(c.first, c.first + c.count).some((st) => st !== USED && st !== SHARED)) ?? inUseCells[0];
+        const mixed =
+          inUseCells.find((c) =>
+            engineSnap.state.subarray(c.first, c.first + c.count).some((st) => st !== USED && st !== SHARED),
+          ) ?? inUseCells[0];
         const at = await centerOf(page, 0, mixed.first);
         await page.mouse.move(at!.x, at!.y);
         const tip = page.locator('#tooltip');
         const last = mixed.first + mixed.count - 1;
         await expect.poll(async () => tip.getAttribute('data-range')).toBe(`${mixed.first}-${last}`);
         expect(await tip.locator('.title').innerText()).toContain(`Blocks ${mixed.first}–${last}`);
-        const names: Record<number, string> = { [FREE]: 'free', [USED]: 'in use', [SHARED]: 'shared', [CACHED]: 'cached (evictable)' };
+        const names: Record<number, string> = {
+          [FREE]: 'free',
+          [USED]: 'in use',
+          [SHARED]: 'shared',
+          [CACHED]: 'cached (evictable)',
+        };
         for (const [st, name] of Object.entries(names)) {
           const n = engineSnap.state.subarray(mixed.first, last + 1).filter((x) => x === Number(st)).length;
           const dd = tip.locator(`dd[data-field="${name}"]`);
@@ -386,11 +514,19 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
         }
         // The KV chart's y axis fits the usage (a few %), and every legend shows the latest values unhovered.
         const charts = await page.evaluate(() => {
-          const plots = (window as unknown as { pagellmDashboard: { plots: { data: (number | null)[][]; scales: { y: { max: number } }; root: HTMLElement }[] } }).pagellmDashboard.plots;
+          const plots = (
+            window as unknown as {
+              pagellmDashboard: {
+                plots: { data: (number | null)[][]; scales: { y: { max: number } }; root: HTMLElement }[];
+              };
+            }
+          ).pagellmDashboard.plots;
           return plots.map((p) => ({
             yMax: p.scales.y.max,
             latest: p.data.slice(1).map((ys) => ys.findLast((v) => v !== null) ?? null),
-            legend: Array.from(p.root.querySelectorAll('.u-legend .u-series:not(:first-child) .u-value')).map((e) => (e as HTMLElement).innerText),
+            legend: Array.from(p.root.querySelectorAll('.u-legend .u-series:not(:first-child) .u-value')).map(
+              (e) => (e as HTMLElement).innerText,
+            ),
           }));
         });
         const kv = charts[0];
@@ -399,12 +535,15 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
         expect(kv.yMax).toBeLessThanOrEqual(Math.max(1, 2.5 * kv.latest[0]!));
         for (const c of charts) {
           c.latest.forEach((v, k) => {
-            if (v !== null) expect(Number(c.legend[k])).toBeCloseTo(v, Number.isInteger(v) ? 5 : Math.abs(v) < 10 ? 1 : 0);
+            if (v !== null)
+              expect(Number(c.legend[k])).toBeCloseTo(v, Number.isInteger(v) ? 5 : Math.abs(v) < 10 ? 1 : 0);
           });
         }
 
         // Zoom: one wheel step in at the cell shortens the runs; a click there shows single blocks.
-        const target = mixed.first + [...engineSnap.state.subarray(mixed.first, last + 1)].findIndex((st) => st === USED || st === SHARED);
+        const target =
+          mixed.first +
+          [...engineSnap.state.subarray(mixed.first, last + 1)].findIndex((st) => st === USED || st === SHARED);
         await page.mouse.wheel(0, -100);
         await expect.poll(async () => (await gridView(page, 0)).layout.span).toBeLessThan(view.layout.span);
         const stepped = await gridView(page, 0);
@@ -444,12 +583,20 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
         hold.release();
       }
       // The screenshot for the README: the overview further into the load, tokens flowing, a cell's tooltip shown.
-      await waitFor(async () => !engine.scheduler.running.some((g) => g.seqs[0].getOutputLen() < 250), 180_000,
-        'the requests to reach 250 tokens');
-      await page.waitForFunction(() => {
-        const plots = (window as unknown as { pagellmDashboard: { plots: { data: (number | null)[][] }[] } }).pagellmDashboard.plots;
-        return (plots[3]?.data[1].at(-1) ?? 0) > 0;
-      }, undefined, { timeout: 30_000 });
+      await waitFor(
+        async () => !engine.scheduler.running.some((g) => g.seqs[0].getOutputLen() < 250),
+        180_000,
+        'the requests to reach 250 tokens',
+      );
+      await page.waitForFunction(
+        () => {
+          const plots = (window as unknown as { pagellmDashboard: { plots: { data: (number | null)[][] }[] } })
+            .pagellmDashboard.plots;
+          return (plots[3]?.data[1].at(-1) ?? 0) > 0;
+        },
+        undefined,
+        { timeout: 30_000 },
+      );
       const tipAt = await centerOf(page, 0, shownCell!.first);
       await page.mouse.move(tipAt!.x, tipAt!.y);
       await expect.poll(async () => page.locator('#tooltip').getAttribute('data-range')).not.toBeNull();

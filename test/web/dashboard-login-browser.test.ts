@@ -37,10 +37,11 @@ describeWithBrowser('dashboard sign-in', () => {
     await Promise.all([page.waitForEvent('load'), page.click('button[type=submit]')]);
     // The dashboard itself: its snapshot was fetched and decoded, its event stream is connected.
     await page.locator('#kv-usage', { hasText: /^\d+\.\d%$/ }).waitFor({ timeout: 30_000 });
-    await waitFor(async () => server.handle.app.dashboardHub!.numClients === 1, 30_000, 'the page\'s EventSource');
+    await waitFor(async () => server.handle.app.dashboardHub!.numClients === 1, 30_000, "the page's EventSource");
     const cookies = await context.cookies();
-    expect(cookies.map((c) => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite })))
-      .toEqual([{ name: 'pagellm_session', httpOnly: true, sameSite: 'Strict' }]);
+    expect(cookies.map((c) => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite }))).toEqual([
+      { name: 'pagellm_session', httpOnly: true, sameSite: 'Strict' },
+    ]);
     expect(await page.evaluate(() => document.cookie)).toBe('');
     await context.close();
   });

@@ -14,7 +14,8 @@ import { REPO_ROOT, scrapeMetrics, type TestServer } from '../server/server-fixt
 export const ARTIFACTS = join(REPO_ROOT, 'test-artifacts');
 
 /** A prompt opening the tests' stories share (their first blocks are prefix-cache hits). */
-export const STORY = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends.';
+export const STORY =
+  'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends.';
 
 /** What the page shows, read from its DOM and its decoded snapshot. */
 export interface PageReading {
@@ -47,18 +48,31 @@ export async function openDashboard(browser: Browser, server: TestServer, path =
     return route.continue();
   });
   await page.goto(`${server.url}${path}`);
-  await page.waitForFunction(() => (window as unknown as { pagellmDashboard?: { snapshot: unknown } }).pagellmDashboard?.snapshot != null);
+  await page.waitForFunction(
+    () => (window as unknown as { pagellmDashboard?: { snapshot: unknown } }).pagellmDashboard?.snapshot != null,
+  );
   return { page, problems };
 }
 
 /** Makes the page load the current snapshot and reads its numbers. */
 export async function readPage(page: Page): Promise<PageReading> {
   return page.evaluate(async () => {
-    const d = (window as unknown as { pagellmDashboard: { refresh(): Promise<number>; counts: unknown } }).pagellmDashboard;
+    const d = (window as unknown as { pagellmDashboard: { refresh(): Promise<number>; counts: unknown } })
+      .pagellmDashboard;
     const version = await d.refresh();
     const dom: Record<string, number> = {};
-    for (const id of ['kv-usage', 'gpu-in-use', 'gpu-free', 'gpu-shared', 'gpu-cached', 'cpu-swapped', 'cpu-free',
-      'num-running', 'num-waiting', 'num-swapped']) {
+    for (const id of [
+      'kv-usage',
+      'gpu-in-use',
+      'gpu-free',
+      'gpu-shared',
+      'gpu-cached',
+      'cpu-swapped',
+      'cpu-free',
+      'num-running',
+      'num-waiting',
+      'num-swapped',
+    ]) {
       dom[id] = Number(document.getElementById(id)!.dataset.value);
     }
     return { version, dom, counts: d.counts as never };
@@ -78,7 +92,10 @@ export function holdEngine(server: TestServer): { release(): void } {
 }
 
 /** Page numbers and /metrics at one engine instant. Returns the reading and the metrics. */
-export async function compareWithMetrics(server: TestServer, page: Page): Promise<{ reading: PageReading; metrics: Map<string, number> }> {
+export async function compareWithMetrics(
+  server: TestServer,
+  page: Page,
+): Promise<{ reading: PageReading; metrics: Map<string, number> }> {
   const hold = holdEngine(server);
   try {
     const before = engineStateVersion(server.handle.engine);
@@ -113,11 +130,24 @@ export function requestsReceived(server: TestServer): number {
 /** Starts `count` streaming completions; resolves when all are read to the end. */
 export function startLoad(server: TestServer, prompts: readonly string[], maxTokens: number, n = 1): Promise<unknown> {
   // Errors become the promise's value, so a failed test never leaves an unhandled rejection behind.
-  return Promise.all(prompts.map(async (prompt, i) => {
-    const stream = await server.client.completions.create({
-      model: 'stories260K', prompt, max_tokens: maxTokens, temperature: 0.9, seed: 100 + i, n, stream: true,
-      ignore_eos: true,
-    } as never);
-    for await (const _chunk of stream as unknown as AsyncIterable<unknown>) { /* read it all */ }
-  })).then(() => null, (err: unknown) => err);
+  return Promise.all(
+    prompts.map(async (prompt, i) => {
+      const stream = await server.client.completions.create({
+        model: 'stories260K',
+        prompt,
+        max_tokens: maxTokens,
+        temperature: 0.9,
+        seed: 100 + i,
+        n,
+        stream: true,
+        ignore_eos: true,
+      } as never);
+      for await (const _chunk of stream as unknown as AsyncIterable<unknown>) {
+        /* read it all */
+      }
+    }),
+  ).then(
+    () => null,
+    (err: unknown) => err,
+  );
 }

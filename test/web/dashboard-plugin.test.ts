@@ -26,16 +26,29 @@ afterAll(async () => {
 
 /** Runs `count` completions at once (streamed, read to the end). */
 async function runCompletions(count: number, maxTokens: number, n = 1): Promise<void> {
-  await Promise.all(Array.from({ length: count }, async (_, i) => {
-    const stream = await server.client.completions.create({
-      model: 'stories260K', prompt: `Once upon a time ${i}`, max_tokens: maxTokens, temperature: 0.8, seed: i, n,
-      stream: true, ignore_eos: true,
-    } as never);
-    for await (const _chunk of stream as unknown as AsyncIterable<unknown>) { /* drain */ }
-  }));
+  await Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const stream = await server.client.completions.create({
+        model: 'stories260K',
+        prompt: `Once upon a time ${i}`,
+        max_tokens: maxTokens,
+        temperature: 0.8,
+        seed: i,
+        n,
+        stream: true,
+        ignore_eos: true,
+      } as never);
+      for await (const _chunk of stream as unknown as AsyncIterable<unknown>) {
+        /* drain */
+      }
+    }),
+  );
 }
 
-async function getText(path: string, headers: Record<string, string> = {}): Promise<{ status: number; type: string; body: string; res: Response }> {
+async function getText(
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; type: string; body: string; res: Response }> {
   const res = await fetch(`${server.url}${path}`, { headers });
   return { status: res.status, type: res.headers.get('content-type') ?? '', body: await res.text(), res };
 }
@@ -64,7 +77,9 @@ describe('the page and its files', () => {
       const { status, type, body } = await getText(url);
       expect(status, url).toBe(200);
       // Nothing loaded from another origin: no remote import, fetch, stylesheet or font.
-      expect(body, url).not.toMatch(/\bfrom\s*['"]https?:|\bimport\s*\(\s*['"]https?:|fetch\(\s*['"]https?:|url\(\s*['"]?https?:|@import/);
+      expect(body, url).not.toMatch(
+        /\bfrom\s*['"]https?:|\bimport\s*\(\s*['"]https?:|fetch\(\s*['"]https?:|url\(\s*['"]?https?:|@import/,
+      );
       if (url.endsWith('.js')) {
         expect(type).toMatch(/^text\/javascript/);
         for (const m of body.matchAll(/^\s*import\s[^'"]*['"]([^'"]+)['"]/gm)) {
@@ -74,9 +89,15 @@ describe('the page and its files', () => {
       }
     }
     expect([...seen].sort()).toEqual([
-      '/dashboard/assets/block-grid.js', '/dashboard/assets/charts.js', '/dashboard/assets/colors.js',
-      '/dashboard/assets/dashboard.css', '/dashboard/assets/dashboard.js', '/dashboard/assets/favicon.svg',
-      '/dashboard/assets/request-table.js', '/dashboard/assets/snapshot-codec.js', '/dashboard/vendor/uPlot.esm.js',
+      '/dashboard/assets/block-grid.js',
+      '/dashboard/assets/charts.js',
+      '/dashboard/assets/colors.js',
+      '/dashboard/assets/dashboard.css',
+      '/dashboard/assets/dashboard.js',
+      '/dashboard/assets/favicon.svg',
+      '/dashboard/assets/request-table.js',
+      '/dashboard/assets/snapshot-codec.js',
+      '/dashboard/vendor/uPlot.esm.js',
       '/dashboard/vendor/uPlot.min.css',
     ]);
     // uPlot is the installed 1.6.32, from node_modules.
@@ -88,7 +109,11 @@ describe('the page and its files', () => {
     const etag = first.res.headers.get('etag')!;
     expect(etag).toMatch(/^"[\w-]+"$/);
     expect((await getText('/dashboard/assets/dashboard.js', { 'if-none-match': etag })).status).toBe(304);
-    for (const path of ['/dashboard/assets/nope.js', '/dashboard/assets/..%2Fkv-cache-snapshot.ts', '/dashboard/vendor/uPlot.js']) {
+    for (const path of [
+      '/dashboard/assets/nope.js',
+      '/dashboard/assets/..%2Fkv-cache-snapshot.ts',
+      '/dashboard/vendor/uPlot.js',
+    ]) {
       const r = await getText(path);
       expect(r.status, path).toBe(404);
       expect(JSON.parse(r.body).error.message).toMatch(/no (dashboard asset|vendored file) named/);
@@ -100,7 +125,7 @@ describe('snapshot and block endpoints', () => {
   it('gives a snapshot the page decoder reads, whose block counts are those /metrics reports', async () => {
     await runCompletions(3, 20);
     await waitFor(async () => !server.handle.engine.hasUnfinishedRequests(), 60_000, 'idle engine');
-    const wire = await (await fetch(`${server.url}/dashboard/api/snapshot`)).json() as WireSnapshot;
+    const wire = (await (await fetch(`${server.url}/dashboard/api/snapshot`)).json()) as WireSnapshot;
     const snap = await codec.decodeSnapshot(wire);
     const counts = codec.countBlocks(snap);
     const m = await scrapeMetrics(server.url);
@@ -131,8 +156,10 @@ describe('the event stream', () => {
     const sse = new SseReader(`${server.url}/dashboard/api/events`);
     const hello = JSON.parse((await sse.waitFor((e) => e.event === 'hello')).data);
     expect(hello.config).toEqual({
-      blockSize: server.handle.engine.blockSize, numGpuBlocks: server.handle.engine.numGpuBlocks,
-      numCpuBlocks: server.handle.engine.numCpuBlocks, enablePrefixCaching: true,
+      blockSize: server.handle.engine.blockSize,
+      numGpuBlocks: server.handle.engine.numGpuBlocks,
+      numCpuBlocks: server.handle.engine.numCpuBlocks,
+      enablePrefixCaching: true,
       watermarkBlocks: server.handle.engine.blockManager.watermarkBlocks,
     });
     expect(hello.maxUpdatesPerSecond).toBe(4);
@@ -145,8 +172,12 @@ describe('the event stream', () => {
     // A snapshot showing the requests at work came, and one showing the engine idle again.
     const busyIndex = sse.events.findIndex((e) => e.event === 'snapshot' && JSON.parse(e.data).requests.length > 0);
     expect(busyIndex).toBeGreaterThan(0);
-    await sse.waitFor((e) => e.event === 'snapshot' && JSON.parse(e.data).stats.numRunning === 0 &&
-      JSON.parse(e.data).requests.length === 0, 60_000, busyIndex);
+    await sse.waitFor(
+      (e) =>
+        e.event === 'snapshot' && JSON.parse(e.data).stats.numRunning === 0 && JSON.parse(e.data).requests.length === 0,
+      60_000,
+      busyIndex,
+    );
     const snaps = sse.of('snapshot');
     const versions = snaps.map((e) => JSON.parse(e.data).version as number);
     expect(versions).toEqual([...versions].sort((a, b) => a - b));

@@ -36,8 +36,13 @@ describeWithBrowser('the dashboard of a replica sharing a KV store', () => {
       const prompt = `${STORY} One day she found a small blue bird in the garden.`;
       await a.client.completions.create({ model: 'stories260K', prompt, max_tokens: 4, temperature: 0 });
       const written = (): number => a.handle.engine.getStats().kvStoreBytesWritten;
-      await waitFor(async () => written() > 0 && (a.handle.engine.kvStoreConnector!.store as unknown as
-        { pendingWriteBytes: number }).pendingWriteBytes === 0, 60_000, 'replica A to store its blocks');
+      await waitFor(
+        async () =>
+          written() > 0 &&
+          (a.handle.engine.kvStoreConnector!.store as unknown as { pendingWriteBytes: number }).pendingWriteBytes === 0,
+        60_000,
+        'replica A to store its blocks',
+      );
       await b.client.completions.create({ model: 'stories260K', prompt, max_tokens: 4, temperature: 0 });
       const fromStore = b.handle.engine.kvStoreConnector!.blocksFromStore();
       expect(fromStore.length).toBe(b.handle.engine.getStats().kvStoreHits);
@@ -45,9 +50,19 @@ describeWithBrowser('the dashboard of a replica sharing a KV store', () => {
 
       const { page, problems } = await openDashboard(browser, b);
       const seen = await page.evaluate(async (ids) => {
-        const d = (window as unknown as { pagellmDashboard: { refresh(): Promise<number>; snapshot: DecodedSnapshot;
-          grids: { canvas: HTMLCanvasElement; layout: { cols: number; cellPx: number; gap: number }; first: number }[] } })
-          .pagellmDashboard;
+        const d = (
+          window as unknown as {
+            pagellmDashboard: {
+              refresh(): Promise<number>;
+              snapshot: DecodedSnapshot;
+              grids: {
+                canvas: HTMLCanvasElement;
+                layout: { cols: number; cellPx: number; gap: number };
+                first: number;
+              }[];
+            };
+          }
+        ).pagellmDashboard;
         await d.refresh();
         const g = d.grids[0];
         const ctx = g.canvas.getContext('2d')!;
@@ -60,7 +75,9 @@ describeWithBrowser('the dashboard of a replica sharing a KV store', () => {
         const inner = g.layout.cellPx - g.layout.gap;
         const flagged = [...d.snapshot.flags.keys()].filter((id) => (d.snapshot.flags[id] & 4) !== 0);
         return {
-          flagged, corner: ids.map((id) => at(id, 0, 0)), farCorner: ids.map((id) => at(id, inner - 1, inner - 1)),
+          flagged,
+          corner: ids.map((id) => at(id, 0, 0)),
+          farCorner: ids.map((id) => at(id, inner - 1, inner - 1)),
           legend: document.querySelector('.legend .key.store')?.parentElement?.textContent ?? null,
         };
       }, fromStore);
@@ -69,8 +86,15 @@ describeWithBrowser('the dashboard of a replica sharing a KV store', () => {
       for (const c of seen.farCorner) expect(c).not.toEqual([...STATE_RGB.fromStore]);
       expect(seen.legend).toContain('shared KV store');
 
-      const centre = await page.evaluate((id) => (window as unknown as { pagellmDashboard: { grids: { centerOf(id: number):
-        { x: number; y: number } | null }[] } }).pagellmDashboard.grids[0].centerOf(id), fromStore[0]);
+      const centre = await page.evaluate(
+        (id) =>
+          (
+            window as unknown as {
+              pagellmDashboard: { grids: { centerOf(id: number): { x: number; y: number } | null }[] };
+            }
+          ).pagellmDashboard.grids[0].centerOf(id),
+        fromStore[0],
+      );
       await page.mouse.move(centre!.x, centre!.y);
       const source = page.locator('#tooltip dd[data-field="source"]');
       await expect.poll(async () => source.count(), { timeout: 10_000 }).toBe(1);

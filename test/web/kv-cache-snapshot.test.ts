@@ -8,11 +8,16 @@
  * Also: the block detail behind the tooltip, the state version that gates updates, and the waiting-list cap.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import {
-  BlockSpaceManager, Device, PrefixCachingBlockAllocator, initHashing,
-} from '../../src/core/index.js';
+import { BlockSpaceManager, Device, PrefixCachingBlockAllocator, initHashing } from '../../src/core/index.js';
 import { EngineMetrics, type LLMEngine } from '../../src/engine/index.js';
-import { BlockFlag, BlockState, buildKvCacheSnapshot, engineStateVersion, type KvCacheSnapshot, type SnapshotEngine } from '../../src/web/kv-cache-snapshot.js';
+import {
+  BlockFlag,
+  BlockState,
+  buildKvCacheSnapshot,
+  engineStateVersion,
+  type KvCacheSnapshot,
+  type SnapshotEngine,
+} from '../../src/web/kv-cache-snapshot.js';
 import { encodeColumn, encodeKvCacheSnapshot } from '../../src/web/snapshot-encoding.js';
 import { getBlockDetail, hashPrefix } from '../../src/web/block-detail.js';
 import { UnknownBlockError } from '../../src/web/errors.js';
@@ -27,9 +32,15 @@ beforeAll(async () => {
   stories = await loadStories();
 });
 
-
 /** What the interesting paths reached, so the test fails if the workload stops reaching them. */
-interface Seen { shared: number; swapped: number; cached: number; multiOwner: number; forks: number; partial: number }
+interface Seen {
+  shared: number;
+  swapped: number;
+  cached: number;
+  multiOwner: number;
+  forks: number;
+  partial: number;
+}
 
 /**
  * Rebuilds what the snapshot must say from the block tables (ref counts, owners, tokens) and the allocator's
@@ -42,8 +53,11 @@ function checkSnapshot(engine: LLMEngine, snap: KvCacheSnapshot, seen: Seen): vo
   const total = G + bm.numTotalCpuBlocks;
   const groups = [...engine.scheduler.running, ...engine.scheduler.swapped, ...engine.scheduler.waiting];
   expect(snap.requests.map((r) => r.requestId)).toEqual(groups.map((g) => g.requestId));
-  expect(snap.requests.map((r) => r.queue)).toEqual(groups.map((g) =>
-    engine.scheduler.running.includes(g) ? 'running' : engine.scheduler.swapped.includes(g) ? 'swapped' : 'waiting'));
+  expect(snap.requests.map((r) => r.queue)).toEqual(
+    groups.map((g) =>
+      engine.scheduler.running.includes(g) ? 'running' : engine.scheduler.swapped.includes(g) ? 'swapped' : 'waiting',
+    ),
+  );
   expect(snap.numWaitingNotListed).toBe(0);
 
   const entries = new Array<number>(total).fill(0);
@@ -66,7 +80,9 @@ function checkSnapshot(engine: LLMEngine, snap: KvCacheSnapshot, seen: Seen): vo
         return;
       }
       const ids = bm.getBlockTable(s.blockView);
-      expect([...snap.blockTables.subarray(seqRow.tableOffset, seqRow.tableOffset + seqRow.tableLength)]).toEqual([...ids]);
+      expect([...snap.blockTables.subarray(seqRow.tableOffset, seqRow.tableOffset + seqRow.tableLength)]).toEqual([
+        ...ids,
+      ]);
       for (const b of bm.getBlockTableObject(s.seqId).blocks) {
         const id = b.blockId!;
         entries[id]++;
@@ -158,9 +174,13 @@ function checkRuns(d: DecodedSnapshot, span: number): void {
     expect(run.tokensHeld).toBe(ids.reduce((n, id) => n + d.tokens[id], 0));
     expect(run.owners).toEqual([...new Set(ids.flatMap((id) => codec.ownersOf(d, id)))].sort((a, b) => a - b));
     const inUse = of(BlockState.USED, BlockState.SHARED);
-    const dominant = inUse.length > 0
-      ? (2 * of(BlockState.SHARED).length >= inUse.length ? BlockState.SHARED : BlockState.USED)
-      : [BlockState.SWAPPED, BlockState.CACHED, BlockState.RESERVED].find((st) => of(st).length > 0) ?? BlockState.FREE;
+    const dominant =
+      inUse.length > 0
+        ? 2 * of(BlockState.SHARED).length >= inUse.length
+          ? BlockState.SHARED
+          : BlockState.USED
+        : ([BlockState.SWAPPED, BlockState.CACHED, BlockState.RESERVED].find((st) => of(st).length > 0) ??
+          BlockState.FREE);
     expect(run.dominant).toBe(dominant);
     const family = inUse.length > 0 ? inUse : of(dominant);
     expect(run.fill).toBeCloseTo(family.reduce((n, id) => n + d.tokens[id], 0) / (count * blockSize), 12);
@@ -189,9 +209,12 @@ async function runWorkload(engine: LLMEngine, seed: number, sharedPrefixes: bool
         ? `${PROMPTS[Math.floor(rand() * 4)]}, and then ${PROMPTS[Math.floor(rand() * PROMPTS.length)]}`
         : `${ids.length}: ${PROMPTS[ids.length % PROMPTS.length]}`;
       const n = rand() < 0.3 ? 2 + Math.floor(rand() * 2) : 1;
-      engine.addRequest(id, prompt, {
-        n, temperature: 0.9, seed: step, maxTokens: 8 + Math.floor(rand() * 60), ignoreEos: true,
-      }, { priority: Math.floor(rand() * 3) });
+      engine.addRequest(
+        id,
+        prompt,
+        { n, temperature: 0.9, seed: step, maxTokens: 8 + Math.floor(rand() * 60), ignoreEos: true },
+        { priority: Math.floor(rand() * 3) },
+      );
       await check();
     }
     if (rand() < 0.03) {
@@ -211,7 +234,10 @@ async function runWorkload(engine: LLMEngine, seed: number, sharedPrefixes: bool
 describe('buildKvCacheSnapshot', () => {
   it('matches the block tables and the allocator after every step (prefix caching, shared prefixes)', async () => {
     const engine = makeEngine(stories, {
-      blockSize: 4, numGpuBlocks: 48, numCpuBlocks: 0, enablePrefixCaching: true,
+      blockSize: 4,
+      numGpuBlocks: 48,
+      numCpuBlocks: 0,
+      enablePrefixCaching: true,
       scheduler: { preemptionMode: 'recompute', maxNumSeqs: 8 },
     });
     const seen = await runWorkload(engine, 7, true);
@@ -227,7 +253,10 @@ describe('buildKvCacheSnapshot', () => {
   // (two swapped groups brought back in one step pair the same GPU block twice; reported to the engine's owners).
   it('matches them with prefix caching and preemption by swap', async () => {
     const engine = makeEngine(stories, {
-      blockSize: 4, numGpuBlocks: 48, numCpuBlocks: 64, enablePrefixCaching: true,
+      blockSize: 4,
+      numGpuBlocks: 48,
+      numCpuBlocks: 64,
+      enablePrefixCaching: true,
       scheduler: { preemptionMode: 'swap', maxNumSeqs: 8 },
     });
     const seen = await runWorkload(engine, 5, false);
@@ -240,7 +269,10 @@ describe('buildKvCacheSnapshot', () => {
 
   it('matches them without prefix caching, preempting by recompute', async () => {
     const engine = makeEngine(stories, {
-      blockSize: 8, numGpuBlocks: 24, numCpuBlocks: 0, enablePrefixCaching: false,
+      blockSize: 8,
+      numGpuBlocks: 24,
+      numCpuBlocks: 0,
+      enablePrefixCaching: false,
       scheduler: { preemptionMode: 'recompute', maxNumSeqs: 6 },
     });
     const seen = await runWorkload(engine, 11, true);
@@ -270,10 +302,17 @@ describe('buildKvCacheSnapshot', () => {
       blockManager: bm,
       scheduler: { waiting: [], running: [], swapped: [] },
       enablePrefixCaching: false,
-      getStats: () => metrics.snapshot({
-        numRunning: 0, numWaiting: 0, numSwapped: 0, numGpuBlocks: 6, numCpuBlocks: 2,
-        numFreeGpuBlocks: bm.getNumFreeGpuBlocks(), numFreeCpuBlocks: bm.getNumFreeCpuBlocks(), gpuPrefixCacheHitRate: NaN,
-      }),
+      getStats: () =>
+        metrics.snapshot({
+          numRunning: 0,
+          numWaiting: 0,
+          numSwapped: 0,
+          numGpuBlocks: 6,
+          numCpuBlocks: 2,
+          numFreeGpuBlocks: bm.getNumFreeGpuBlocks(),
+          numFreeCpuBlocks: bm.getNumFreeCpuBlocks(),
+          gpuPrefixCacheHitRate: NaN,
+        }),
     };
     const snap = buildKvCacheSnapshot(engine);
     const nullId = bm.blockAllocator.getNullBlock()!.blockId;
@@ -303,16 +342,29 @@ describe('engineStateVersion', () => {
 describe('getBlockDetail', () => {
   it('agrees with the block tables and the allocator for every block, mid-run and after it', () => {
     const engine = makeEngine(stories, {
-      blockSize: 4, numGpuBlocks: 40, numCpuBlocks: 16, enablePrefixCaching: true,
+      blockSize: 4,
+      numGpuBlocks: 40,
+      numCpuBlocks: 16,
+      enablePrefixCaching: true,
       scheduler: { preemptionMode: 'swap', maxNumSeqs: 6 },
     });
-    for (let i = 0; i < 6; i++) engine.addRequest(`d${i}`, `${PROMPTS[0]} ${PROMPTS[i]}`, { n: i % 3 === 0 ? 2 : 1, maxTokens: 30, ignoreEos: true, temperature: 0.8, seed: i });
+    for (let i = 0; i < 6; i++)
+      engine.addRequest(`d${i}`, `${PROMPTS[0]} ${PROMPTS[i]}`, {
+        n: i % 3 === 0 ? 2 : 1,
+        maxTokens: 30,
+        ignoreEos: true,
+        temperature: 0.8,
+        seed: i,
+      });
     const bm = engine.blockManager;
     const alloc = bm.blockAllocator;
     const gpuAlloc = alloc.getAllocator(Device.GPU) as PrefixCachingBlockAllocator;
     const verifyAll = (): void => {
       const total = bm.numTotalGpuBlocks + bm.numTotalCpuBlocks;
-      const order = [...gpuAlloc.getEvictionOrder(), ...(alloc.getAllocator(Device.CPU) as PrefixCachingBlockAllocator).getEvictionOrder()];
+      const order = [
+        ...gpuAlloc.getEvictionOrder(),
+        ...(alloc.getAllocator(Device.CPU) as PrefixCachingBlockAllocator).getEvictionOrder(),
+      ];
       const snap = buildKvCacheSnapshot(engine);
       for (let id = 0; id < total; id++) {
         const d = getBlockDetail(engine, id);
@@ -378,10 +430,12 @@ describe('encodeColumn', () => {
     const view = new Uint16Array(u16.buffer, 2, 10);
     expect(await codec.decodeColumn(encodeColumn(view))).toEqual(view);
     await expect(codec.decodeColumn({ ...encodeColumn(u8), length: 4999 })).rejects.toThrow(/5000 bytes/);
-    await expect(codec.decodeColumn({ ...encodeColumn(u8), type: 'f64' as never })).rejects.toThrow(/unknown column type/);
+    await expect(codec.decodeColumn({ ...encodeColumn(u8), type: 'f64' as never })).rejects.toThrow(
+      /unknown column type/,
+    );
   });
 
-  it('keeps the page decoder\'s state numbers equal to the server\'s', () => {
+  it("keeps the page decoder's state numbers equal to the server's", () => {
     expect({ ...codec.BlockState }).toEqual({ ...BlockState });
     expect({ ...codec.BlockFlag }).toEqual({ ...BlockFlag });
     expect(codec.STATE_NAMES.length).toBe(Object.keys(BlockState).length);

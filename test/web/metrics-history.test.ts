@@ -7,26 +7,60 @@ import { EngineMetrics, type EngineStats } from '../../src/engine/index.js';
 import { MetricsHistory } from '../../src/web/metrics-history.js';
 
 /** Engine stats built by the engine's own EngineMetrics from counters and gauges. */
-function stats(c: Partial<EngineMetrics['counters']>, g: { running?: number; waiting?: number; swapped?: number; freeGpu?: number; freeCpu?: number } = {}): EngineStats {
+function stats(
+  c: Partial<EngineMetrics['counters']>,
+  g: { running?: number; waiting?: number; swapped?: number; freeGpu?: number; freeCpu?: number } = {},
+): EngineStats {
   const m = new EngineMetrics();
   Object.assign(m.counters, c);
-  return m.snapshot({
-    numRunning: g.running ?? 0, numWaiting: g.waiting ?? 0, numSwapped: g.swapped ?? 0, numGpuBlocks: 200,
-    numCpuBlocks: 50, numFreeGpuBlocks: g.freeGpu ?? 200, numFreeCpuBlocks: g.freeCpu ?? 50, gpuPrefixCacheHitRate: NaN,
-  }, 0);
+  return m.snapshot(
+    {
+      numRunning: g.running ?? 0,
+      numWaiting: g.waiting ?? 0,
+      numSwapped: g.swapped ?? 0,
+      numGpuBlocks: 200,
+      numCpuBlocks: 50,
+      numFreeGpuBlocks: g.freeGpu ?? 200,
+      numFreeCpuBlocks: g.freeCpu ?? 50,
+      gpuPrefixCacheHitRate: NaN,
+    },
+    0,
+  );
 }
 
 describe('MetricsHistory', () => {
   it('turns cumulative counters into per-interval rates', () => {
     const h = new MetricsHistory(10);
-    const p0 = h.sample(stats({ generationTokens: 100, prefixCacheQueries: 64, prefixCacheHits: 16 }, { running: 3, freeGpu: 150 }), 10_000);
+    const p0 = h.sample(
+      stats({ generationTokens: 100, prefixCacheQueries: 64, prefixCacheHits: 16 }, { running: 3, freeGpu: 150 }),
+      10_000,
+    );
     expect(p0).toEqual({
-      t: 10, kvUsage: 25, cpuUsage: 0, hitRate: null, hitRateTotal: 25, running: 3, waiting: 0, swapped: 0,
-      tokensPerSec: null, preemptions: null, preemptionsTotal: 0,
+      t: 10,
+      kvUsage: 25,
+      cpuUsage: 0,
+      hitRate: null,
+      hitRateTotal: 25,
+      running: 3,
+      waiting: 0,
+      swapped: 0,
+      tokensPerSec: null,
+      preemptions: null,
+      preemptionsTotal: 0,
     });
-    const p1 = h.sample(stats({
-      generationTokens: 400, prefixCacheQueries: 96, prefixCacheHits: 40, numPreemptionsRecompute: 2, numPreemptionsSwap: 1,
-    }, { running: 2, waiting: 5, swapped: 1, freeGpu: 0, freeCpu: 40 }), 12_000);
+    const p1 = h.sample(
+      stats(
+        {
+          generationTokens: 400,
+          prefixCacheQueries: 96,
+          prefixCacheHits: 40,
+          numPreemptionsRecompute: 2,
+          numPreemptionsSwap: 1,
+        },
+        { running: 2, waiting: 5, swapped: 1, freeGpu: 0, freeCpu: 40 },
+      ),
+      12_000,
+    );
     expect(p1.t).toBe(12);
     expect(p1.tokensPerSec).toBe(150); // 300 tokens in 2 s
     expect(p1.hitRate).toBe(75); // 24 of 32 new lookups
@@ -37,7 +71,16 @@ describe('MetricsHistory', () => {
     expect(p1.cpuUsage).toBe(20);
     expect([p1.running, p1.waiting, p1.swapped]).toEqual([2, 5, 1]);
     // No lookups in an interval: no hit rate for it.
-    const p2 = h.sample(stats({ generationTokens: 400, prefixCacheQueries: 96, prefixCacheHits: 40, numPreemptionsRecompute: 2, numPreemptionsSwap: 1 }), 13_000);
+    const p2 = h.sample(
+      stats({
+        generationTokens: 400,
+        prefixCacheQueries: 96,
+        prefixCacheHits: 40,
+        numPreemptionsRecompute: 2,
+        numPreemptionsSwap: 1,
+      }),
+      13_000,
+    );
     expect(p2.hitRate).toBeNull();
     expect(p2.tokensPerSec).toBe(0);
     expect(p2.preemptions).toBe(0);
@@ -51,7 +94,11 @@ describe('MetricsHistory', () => {
     h.sample(stats({ generationTokens: 20 }), 2000);
     const gap = h.markGap(60_000)!;
     expect(gap.t).toBeCloseTo(59.999, 9);
-    expect(Object.entries(gap).filter(([k]) => k !== 't').every(([, v]) => v === null)).toBe(true);
+    expect(
+      Object.entries(gap)
+        .filter(([k]) => k !== 't')
+        .every(([, v]) => v === null),
+    ).toBe(true);
     const after = h.sample(stats({ generationTokens: 5000 }), 60_000);
     expect(after.tokensPerSec).toBeNull();
     expect(h.points().map((p) => p.t)).toEqual([1, 2, gap.t, 60]);
@@ -67,10 +114,19 @@ describe('MetricsHistory', () => {
 
   it('reports no swap-tier usage when there is no swap tier', () => {
     const m = new EngineMetrics();
-    const s = m.snapshot({
-      numRunning: 0, numWaiting: 0, numSwapped: 0, numGpuBlocks: 10, numCpuBlocks: 0, numFreeGpuBlocks: 10,
-      numFreeCpuBlocks: 0, gpuPrefixCacheHitRate: NaN,
-    }, 0);
+    const s = m.snapshot(
+      {
+        numRunning: 0,
+        numWaiting: 0,
+        numSwapped: 0,
+        numGpuBlocks: 10,
+        numCpuBlocks: 0,
+        numFreeGpuBlocks: 10,
+        numFreeCpuBlocks: 0,
+        gpuPrefixCacheHitRate: NaN,
+      },
+      0,
+    );
     expect(new MetricsHistory().sample(s, 0).cpuUsage).toBeNull();
   });
 });

@@ -83,7 +83,8 @@ export class SseReader {
       for (let i = from; i < this.events.length; i++) if (match(this.events[i])) return this.events[i];
       if (this.ended) throw new Error('the event stream ended');
       const left = end - Date.now();
-      if (left <= 0) throw new Error(`no matching event within ${timeoutMs} ms (got ${this.events.map((e) => e.event).join(', ')})`);
+      if (left <= 0)
+        throw new Error(`no matching event within ${timeoutMs} ms (got ${this.events.map((e) => e.event).join(', ')})`);
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, left);
         this.waiters.push(() => {

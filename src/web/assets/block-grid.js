@@ -175,7 +175,19 @@ export class BlockGrid {
     const numCells = Math.min(f.cols * f.rows, Math.ceil((this.count - start) / span));
     const cellPx = Math.max(1, Math.round(f.cell * dpr));
     const gap = f.cell >= 6 ? Math.max(1, Math.round(dpr)) : 0;
-    return { dpr, cell: f.cell, cols: f.cols, rows: f.rows, cellPx, gap, span, start, numCells, fullSpan, windowBlocks };
+    return {
+      dpr,
+      cell: f.cell,
+      cols: f.cols,
+      rows: f.rows,
+      cellPx,
+      gap,
+      span,
+      start,
+      numCells,
+      fullSpan,
+      windowBlocks,
+    };
   }
 
   /** Whether the tier is too big for one cell per block (it has an overview and zooms). */
@@ -221,7 +233,9 @@ export class BlockGrid {
   get view() {
     const { start, span, numCells } = this.layout;
     return {
-      first: this.first + start, last: this.first + Math.min(this.count, start + numCells * span) - 1, span,
+      first: this.first + start,
+      last: this.first + Math.min(this.count, start + numCells * span) - 1,
+      span,
       zoomed: this.zoomSpan !== null,
     };
   }
@@ -352,8 +366,12 @@ export class BlockGrid {
       const lw = Math.max(1, Math.round(dpr * 1.5));
       ctx.lineWidth = lw;
       ctx.strokeStyle = '#ffd84d';
-      ctx.strokeRect((k % cols) * cellPx - lw / 2 + 0.5, Math.floor(k / cols) * cellPx - lw / 2 + 0.5,
-        cellPx - gap + lw - 1, cellPx - gap + lw - 1);
+      ctx.strokeRect(
+        (k % cols) * cellPx - lw / 2 + 0.5,
+        Math.floor(k / cols) * cellPx - lw / 2 + 0.5,
+        cellPx - gap + lw - 1,
+        cellPx - gap + lw - 1,
+      );
     }
   }
 

@@ -12,31 +12,41 @@ const AXIS = { stroke: '#9aa4b2', grid: { stroke: '#262c38', width: 1 }, ticks: 
  */
 const CHARTS = [
   {
-    id: 'kv', title: 'KV cache usage %', percent: true, series: [
+    id: 'kv',
+    title: 'KV cache usage %',
+    percent: true,
+    series: [
       { field: 'kvUsage', label: 'GPU tier', color: '#4fc3f7', fill: 'rgba(79,195,247,0.15)' },
       { field: 'cpuUsage', label: 'CPU swap tier', color: '#ba68c8' },
     ],
   },
   {
-    id: 'hit', title: 'Prefix-cache hit rate %', range: [0, 100], series: [
+    id: 'hit',
+    title: 'Prefix-cache hit rate %',
+    range: [0, 100],
+    series: [
       { field: 'hitRate', label: 'last second', color: '#81c784', points: true },
       { field: 'hitRateTotal', label: 'since start', color: '#c5e1a5', dash: [4, 4] },
     ],
   },
   {
-    id: 'queues', title: 'Requests', series: [
+    id: 'queues',
+    title: 'Requests',
+    series: [
       { field: 'running', label: 'running', color: '#4fc3f7' },
       { field: 'waiting', label: 'waiting', color: '#ffb74d' },
       { field: 'swapped', label: 'swapped', color: '#ba68c8' },
     ],
   },
   {
-    id: 'tps', title: 'Output tokens/s', series: [
-      { field: 'tokensPerSec', label: 'tokens/s', color: '#fff176', fill: 'rgba(255,241,118,0.12)' },
-    ],
+    id: 'tps',
+    title: 'Output tokens/s',
+    series: [{ field: 'tokensPerSec', label: 'tokens/s', color: '#fff176', fill: 'rgba(255,241,118,0.12)' }],
   },
   {
-    id: 'preempt', title: 'Preemptions', series: [
+    id: 'preempt',
+    title: 'Preemptions',
+    series: [
       { field: 'preemptions', label: 'per second', color: '#e57373', bars: true },
       { field: 'preemptionsTotal', label: 'total', color: '#ef9a9a', stepped: true },
     ],
@@ -56,7 +66,10 @@ function niceCeil(x) {
 
 /** The y range of a chart whose values start at 0: up to a round number above the largest, at most 100 for %. */
 function yRange(percent) {
-  return (_u, _min, max) => [0, Math.min(percent ? 100 : Infinity, niceCeil(Math.max(percent ? 0 : 1, (max ?? 0) * 1.05)))];
+  return (_u, _min, max) => [
+    0,
+    Math.min(percent ? 100 : Infinity, niceCeil(Math.max(percent ? 0 : 1, (max ?? 0) * 1.05))),
+  ];
 }
 
 /** The last non-null value of `values`, or null. */
@@ -73,7 +86,9 @@ function formatValue(v) {
 
 /** x-axis labels as wall-clock times (one line, instead of uPlot's two-line date + time). */
 function timeLabels(_u, splits) {
-  return splits.map((t) => new Date(t * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false }));
+  return splits.map((t) =>
+    new Date(t * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false }),
+  );
 }
 
 /** Builds the charts in `container` and returns an object with add(points) and resize(). */
@@ -92,7 +107,10 @@ export function createCharts(container) {
       cursor: { drag: { x: false, y: false } },
       legend: { show: true, live: true },
       scales: { x: { time: true }, y: { range: spec.range ?? yRange(spec.percent === true) } },
-      axes: [{ ...AXIS, values: timeLabels, space: 70, incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600] }, { ...AXIS, size: 52, space: 18 }],
+      axes: [
+        { ...AXIS, values: timeLabels, space: 70, incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600] },
+        { ...AXIS, size: 52, space: 18 },
+      ],
       series: [
         {},
         ...spec.series.map((s) => ({
@@ -103,7 +121,11 @@ export function createCharts(container) {
           dash: s.dash,
           spanGaps: false,
           points: { show: s.points === true, size: 3 },
-          paths: s.bars ? uPlot.paths.bars({ size: [0.6, 8] }) : s.stepped ? uPlot.paths.stepped({ align: 1 }) : undefined,
+          paths: s.bars
+            ? uPlot.paths.bars({ size: [0.6, 8] })
+            : s.stepped
+              ? uPlot.paths.stepped({ align: 1 })
+              : undefined,
           // Not hovered (idx null): the latest value, so the legend always says where the series stands now.
           value: (u, v, sidx, idx) => formatValue(idx === null || idx === undefined ? latest(u.data[sidx]) : v),
         })),

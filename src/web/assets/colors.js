@@ -16,7 +16,14 @@ function hslToRgb(h, s, l) {
   const c = (1 - Math.abs(2 * l - 1)) * s;
   const hp = (((h % 360) + 360) % 360) / 60;
   const x = c * (1 - Math.abs((hp % 2) - 1));
-  const sector = [[c, x, 0], [x, c, 0], [0, c, x], [0, x, c], [x, 0, c], [c, 0, x]][Math.min(5, Math.floor(hp))];
+  const sector = [
+    [c, x, 0],
+    [x, c, 0],
+    [0, c, x],
+    [0, x, c],
+    [x, 0, c],
+    [c, 0, x],
+  ][Math.min(5, Math.floor(hp))];
   const [r, g, b] = sector;
   const m = l - c / 2;
   return [Math.round((r + m) * 255), Math.round((g + m) * 255), Math.round((b + m) * 255)];
@@ -33,7 +40,7 @@ export function requestColor(requestId) {
   if (c === undefined) {
     const h = hashString(requestId);
     // Spread hues with the golden angle; vary lightness a little so neighbours in hue still differ.
-    const hue = (h % 360) * 0.5 + ((h >>> 9) % 720) * 137.508 % 360;
+    const hue = (h % 360) * 0.5 + ((((h >>> 9) % 720) * 137.508) % 360);
     const light = 0.5 + ((h >>> 20) % 3) * 0.06;
     const rgb = hslToRgb(hue, 0.72, light);
     c = { rgb, css: `rgb(${rgb[0]}, ${rgb[1]}, ${rgb[2]})` };
@@ -60,7 +67,12 @@ export const STATE_RGB = {
  * prefix-cached and swapped cells are drawn at `overviewBrightness(fill)` of these, free and reserved ones as they are.
  */
 export const OVERVIEW_RGB = [
-  STATE_RGB.free, [224, 136, 58], [58, 160, 224], [96, 178, 192], [176, 112, 208], STATE_RGB.reserved,
+  STATE_RGB.free,
+  [224, 136, 58],
+  [58, 160, 224],
+  [96, 178, 192],
+  [176, 112, 208],
+  STATE_RGB.reserved,
 ];
 
 /** Brightness factor (0.35..1) of an overview cell whose slots are `fill` (0..1) full. */

@@ -1,7 +1,15 @@
 /* global EventSource, ResizeObserver */
 // pagellm's live KV-cache dashboard: connects to the server's event stream (/dashboard/api/events), decodes each
 // KV-cache snapshot, and draws the block grids (GPU and CPU tiers), the request table and the time series.
-import { BlockFlag, BlockState, STATE_NAMES, countBlocks, decodeSnapshot, ownersOf, summarizeRun } from './snapshot-codec.js';
+import {
+  BlockFlag,
+  BlockState,
+  STATE_NAMES,
+  countBlocks,
+  decodeSnapshot,
+  ownersOf,
+  summarizeRun,
+} from './snapshot-codec.js';
 import { BlockGrid } from './block-grid.js';
 import { blocksOfRequest, renderRequestTable } from './request-table.js';
 import { createCharts } from './charts.js';
@@ -41,19 +49,26 @@ function applyHello(hello) {
   state.config = hello.config;
   const c = hello.config;
   $('model').textContent = hello.model ?? '';
-  $('config').textContent = `block size ${c.blockSize} tokens · ${fmt.format(c.numGpuBlocks)} GPU blocks · ` +
+  $('config').textContent =
+    `block size ${c.blockSize} tokens · ${fmt.format(c.numGpuBlocks)} GPU blocks · ` +
     `${fmt.format(c.numCpuBlocks)} CPU blocks · prefix caching ${c.enablePrefixCaching ? 'on' : 'off'}`;
   $('gpu-title').textContent = `GPU tier · ${fmt.format(c.numGpuBlocks)} blocks (ids 0–${c.numGpuBlocks - 1})`;
-  $('cpu-title').textContent = c.numCpuBlocks > 0
-    ? `CPU swap tier · ${fmt.format(c.numCpuBlocks)} blocks (ids ${c.numGpuBlocks}–${c.numGpuBlocks + c.numCpuBlocks - 1})`
-    : 'CPU swap tier';
+  $('cpu-title').textContent =
+    c.numCpuBlocks > 0
+      ? `CPU swap tier · ${fmt.format(c.numCpuBlocks)} blocks (ids ${c.numGpuBlocks}–${c.numGpuBlocks + c.numCpuBlocks - 1})`
+      : 'CPU swap tier';
   $('cpu-empty').hidden = c.numCpuBlocks > 0;
   $('cpu-grid').hidden = c.numCpuBlocks === 0;
   $('cpu-total').textContent = fmt.format(c.numCpuBlocks);
   const gpuHeight = c.numCpuBlocks > 0 ? 340 : 440;
   state.grids = [
     new BlockGrid($('gpu-grid'), { first: 0, count: c.numGpuBlocks, maxHeight: gpuHeight, onView: updateZoomBars }),
-    new BlockGrid($('cpu-grid'), { first: c.numGpuBlocks, count: c.numCpuBlocks, maxHeight: 110, onView: updateZoomBars }),
+    new BlockGrid($('cpu-grid'), {
+      first: c.numGpuBlocks,
+      count: c.numCpuBlocks,
+      maxHeight: 110,
+      onView: updateZoomBars,
+    }),
   ];
   if (state.snapshot !== null) for (const g of state.grids) g.setSnapshot(state.snapshot);
   updateZoomBars();
@@ -99,14 +114,15 @@ function applySnapshot(snap) {
   setValue('num-waiting', waiting);
   setValue('num-swapped', swapped);
   const s = snap.stats;
-  $('hit-rate').textContent = s.prefixCacheQueries > 0
-    ? `${((100 * s.prefixCacheHits) / s.prefixCacheQueries).toFixed(1)}%` : '–';
+  $('hit-rate').textContent =
+    s.prefixCacheQueries > 0 ? `${((100 * s.prefixCacheHits) / s.prefixCacheQueries).toFixed(1)}%` : '–';
   for (const g of state.grids) g.setSnapshot(snap);
   renderRequestTable($('requests').tBodies[0], $('request-note'), snap);
   document.body.dataset.snapshotVersion = String(snap.version);
   const info = $('snapshot-info');
   info.dataset.version = String(snap.version);
-  info.textContent = `snapshot #${snap.version} · ${new Date(snap.time).toLocaleTimeString()} · engine step ` +
+  info.textContent =
+    `snapshot #${snap.version} · ${new Date(snap.time).toLocaleTimeString()} · engine step ` +
     `${fmt.format(s.numSteps)} · ${fmt.format(gpu.total + cpu.total)} blocks drawn in ` +
     `${state.grids.reduce((t, g) => t + g.lastDrawMs, 0).toFixed(1)} ms`;
   if (state.hover !== null) showTooltip(state.hover.cell, null);
@@ -115,21 +131,27 @@ function applySnapshot(snap) {
 /** Decodes snapshots one at a time, in arrival order; a snapshot overtaken by a newer one is skipped. */
 function enqueueSnapshot(wire) {
   state.latestWanted = Math.max(state.latestWanted, wire.version);
-  state.decoding = state.decoding.then(async () => {
-    if (wire.version < state.latestWanted) return;
-    applySnapshot(await decodeSnapshot(wire));
-  }).catch((err) => {
-    console.error('pagellm dashboard: cannot decode a snapshot', err);
-    setConnection('down', `bad snapshot: ${err.message}`);
-  });
+  state.decoding = state.decoding
+    .then(async () => {
+      if (wire.version < state.latestWanted) return;
+      applySnapshot(await decodeSnapshot(wire));
+    })
+    .catch((err) => {
+      console.error('pagellm dashboard: cannot decode a snapshot', err);
+      setConnection('down', `bad snapshot: ${err.message}`);
+    });
   return state.decoding;
 }
 
 function connect() {
   const source = new EventSource('/dashboard/api/events');
   source.addEventListener('open', () => setConnection('live', 'live'));
-  source.addEventListener('error', () => setConnection(source.readyState === EventSource.CLOSED ? 'down' : 'connecting',
-    source.readyState === EventSource.CLOSED ? 'disconnected' : 'reconnecting…'));
+  source.addEventListener('error', () =>
+    setConnection(
+      source.readyState === EventSource.CLOSED ? 'down' : 'connecting',
+      source.readyState === EventSource.CLOSED ? 'disconnected' : 'reconnecting…',
+    ),
+  );
   source.addEventListener('hello', (e) => applyHello(JSON.parse(e.data)));
   source.addEventListener('snapshot', (e) => enqueueSnapshot(JSON.parse(e.data)));
   source.addEventListener('series', (e) => {
@@ -143,7 +165,10 @@ function connect() {
 // ---- tooltip --------------------------------------------------------------------------------------------------
 
 function escapeHtml(s) {
-  return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
+  return String(s).replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c],
+  );
 }
 
 function formatAgo(ms) {
@@ -162,7 +187,8 @@ function ownerLines(snap, indices) {
     const name = r.requestId.length > 26 ? `${r.requestId.slice(0, 14)}…${r.requestId.slice(-8)}` : r.requestId;
     return `<span class="swatch" style="background:${requestColor(r.requestId).css}"></span><code>${escapeHtml(name)}</code>`;
   });
-  if (indices.length > MAX_TIP_LINES) lines.push(`<span class="muted">… ${indices.length - MAX_TIP_LINES} more requests</span>`);
+  if (indices.length > MAX_TIP_LINES)
+    lines.push(`<span class="muted">… ${indices.length - MAX_TIP_LINES} more requests</span>`);
   return lines;
 }
 
@@ -182,23 +208,38 @@ function tooltipHtml(id, detail) {
   if (detail === null) {
     rows.push(['hash', '<span class="muted">…</span>'], ['last access', '<span class="muted">…</span>']);
   } else {
-    rows.push(['hash', detail.hashPrefix === null ? '<span class="muted">none (not a cached full block)</span>'
-      : `<code>${escapeHtml(detail.hashPrefix)}</code>`]);
-    rows.push(['last access', detail.lastAccessedAgoMs === null ? '<span class="muted">not recorded by the engine</span>'
-      : formatAgo(detail.lastAccessedAgoMs)]);
+    rows.push([
+      'hash',
+      detail.hashPrefix === null
+        ? '<span class="muted">none (not a cached full block)</span>'
+        : `<code>${escapeHtml(detail.hashPrefix)}</code>`,
+    ]);
+    rows.push([
+      'last access',
+      detail.lastAccessedAgoMs === null
+        ? '<span class="muted">not recorded by the engine</span>'
+        : formatAgo(detail.lastAccessedAgoMs),
+    ]);
     if (detail.evictionRank !== null) {
-      rows.push(['eviction', `${detail.evictionRank === 0 ? 'next' : `#${detail.evictionRank + 1}`} of ${detail.numEvictable} in the LRU queue`]);
+      rows.push([
+        'eviction',
+        `${detail.evictionRank === 0 ? 'next' : `#${detail.evictionRank + 1}`} of ${detail.numEvictable} in the LRU queue`,
+      ]);
     }
     if (detail.holders.length > 0) {
       const shown = detail.holders.slice(0, MAX_TIP_LINES).map((h) => `seq ${h.seqId} · entry ${h.logicalIndex}`);
-      if (detail.holders.length > MAX_TIP_LINES) shown.push(`<span class="muted">… ${detail.holders.length - MAX_TIP_LINES} more sequences</span>`);
+      if (detail.holders.length > MAX_TIP_LINES)
+        shown.push(`<span class="muted">… ${detail.holders.length - MAX_TIP_LINES} more sequences</span>`);
       rows.push(['held by', shown.join('<br>')]);
     }
     rows.push(['KV computed', detail.computed ? 'yes' : 'no']);
     if ((snap.flags[id] & BlockFlag.FROM_STORE) !== 0) rows.push(['source', 'read from the shared KV store']);
   }
-  return `<div class="title">Block ${id} <span class="muted">· ${tier}</span></div><dl>` +
-    rows.map(([k, v]) => `<dt>${k}</dt><dd data-field="${k}">${v}</dd>`).join('') + '</dl>';
+  return (
+    `<div class="title">Block ${id} <span class="muted">· ${tier}</span></div><dl>` +
+    rows.map(([k, v]) => `<dt>${k}</dt><dd data-field="${k}">${v}</dd>`).join('') +
+    '</dl>'
+  );
 }
 
 /** The tooltip of an overview cell: its block range, how many of its blocks are in each state, its requests. */
@@ -208,16 +249,28 @@ function runTooltipHtml(range) {
   const last = range.first + range.count - 1;
   const tier = range.first < numGpu ? 'GPU tier' : `CPU #${range.first - numGpu}–#${last - numGpu}`;
   const run = summarizeRun(snap, range.first, range.count);
-  const rows = [['blocks', `${range.count}`], ['drawn as', STATE_NAMES[run.dominant]]];
-  for (const st of [BlockState.USED, BlockState.SHARED, BlockState.SWAPPED, BlockState.CACHED, BlockState.FREE, BlockState.RESERVED]) {
+  const rows = [
+    ['blocks', `${range.count}`],
+    ['drawn as', STATE_NAMES[run.dominant]],
+  ];
+  for (const st of [
+    BlockState.USED,
+    BlockState.SHARED,
+    BlockState.SWAPPED,
+    BlockState.CACHED,
+    BlockState.FREE,
+    BlockState.RESERVED,
+  ]) {
     if (run.counts[st] > 0) rows.push([STATE_NAMES[st], fmt.format(run.counts[st])]);
   }
   rows.push(['tokens held', `${fmt.format(run.tokensHeld)} / ${fmt.format(range.count * snap.config.blockSize)}`]);
   const owners = ownerLines(snap, run.owners);
   rows.push(['requests', owners.length > 0 ? owners.join('<br>') : '<span class="muted">none</span>']);
-  return `<div class="title">Blocks ${range.first}–${last} <span class="muted">· ${tier}</span></div><dl>` +
+  return (
+    `<div class="title">Blocks ${range.first}–${last} <span class="muted">· ${tier}</span></div><dl>` +
     rows.map(([k, v]) => `<dt>${k}</dt><dd data-field="${k}">${v}</dd>`).join('') +
-    '</dl><div class="muted hint">click or scroll to zoom in</div>';
+    '</dl><div class="muted hint">click or scroll to zoom in</div>'
+  );
 }
 
 let detailTimer = 0;
@@ -252,7 +305,8 @@ function showTooltip(range, event) {
         if (!res.ok) return;
         state.details.set(key, await res.json());
         const hover = state.hover?.cell;
-        if (hover?.count === 1 && hover.first === id && state.snapshot.version === snap.version) tip.innerHTML = tooltipHtml(id, state.details.get(key));
+        if (hover?.count === 1 && hover.first === id && state.snapshot.version === snap.version)
+          tip.innerHTML = tooltipHtml(id, state.details.get(key));
       } catch (err) {
         console.error('pagellm dashboard: block detail', err);
       }
@@ -331,8 +385,8 @@ function updateZoomBars() {
     if (bar.hidden) return;
     const v = grid.view;
     if (v.span > 1) anyOverview = true;
-    bar.querySelector('.zoom-label').textContent = `blocks ${v.first}–${v.last} · ` +
-      (v.span === 1 ? 'single blocks' : `${v.span} blocks per cell`);
+    bar.querySelector('.zoom-label').textContent =
+      `blocks ${v.first}–${v.last} · ` + (v.span === 1 ? 'single blocks' : `${v.span} blocks per cell`);
     bar.querySelector('[data-zoom="in"]').disabled = v.span === 1;
     bar.querySelector('[data-zoom="out"]').disabled = !v.zoomed;
     bar.querySelector('[data-zoom="all"]').disabled = !v.zoomed;
@@ -394,11 +448,19 @@ for (const id of ['gpu-grid', 'cpu-grid']) {
   $(id).addEventListener('wheel', onGridWheel, { passive: false });
 }
 /** The zoom bar's buttons: action, label, title. */
-const ZOOM_BUTTONS = [['out', '−', 'zoom out'], ['in', '+', 'zoom in'], ['prev', '‹', 'previous blocks'],
-  ['next', '›', 'next blocks'], ['all', 'all', 'whole tier']];
+const ZOOM_BUTTONS = [
+  ['out', '−', 'zoom out'],
+  ['in', '+', 'zoom in'],
+  ['prev', '‹', 'previous blocks'],
+  ['next', '›', 'next blocks'],
+  ['all', 'all', 'whole tier'],
+];
 document.querySelectorAll('.zoom-bar').forEach((bar) => {
-  bar.innerHTML = '<span class="zoom-label"></span>' + ZOOM_BUTTONS.map(([action, label, title]) =>
-    `<button type="button" data-zoom="${action}" title="${title}">${label}</button>`).join('');
+  bar.innerHTML =
+    '<span class="zoom-label"></span>' +
+    ZOOM_BUTTONS.map(
+      ([action, label, title]) => `<button type="button" data-zoom="${action}" title="${title}">${label}</button>`,
+    ).join('');
   bar.addEventListener('click', onZoomBar);
 });
 const tbody = $('requests').tBodies[0];
@@ -413,11 +475,21 @@ connect();
 
 /** For the browser tests and the console: the decoded state of the page. */
 window.pagellmDashboard = {
-  get snapshot() { return state.snapshot; },
-  get counts() { return state.counts; },
-  get grids() { return state.grids; },
-  get numChartPoints() { return state.charts?.numPoints() ?? 0; },
-  get plots() { return state.charts?.plots ?? []; },
+  get snapshot() {
+    return state.snapshot;
+  },
+  get counts() {
+    return state.counts;
+  },
+  get grids() {
+    return state.grids;
+  },
+  get numChartPoints() {
+    return state.charts?.numPoints() ?? 0;
+  },
+  get plots() {
+    return state.charts?.plots ?? [];
+  },
   BlockState,
   refresh,
 };

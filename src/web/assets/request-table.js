@@ -7,7 +7,10 @@ import { requestColor } from './colors.js';
 const MAX_IDS_SHOWN = 96;
 
 function escapeHtml(s) {
-  return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
+  return String(s).replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c],
+  );
 }
 
 function shortId(id) {
@@ -37,8 +40,13 @@ function blockTableHtml(snap, seq) {
 }
 
 const SEQ_STATUS = {
-  WAITING: 'waiting', RUNNING: 'running', SWAPPED: 'swapped', FINISHED_STOPPED: 'stopped',
-  FINISHED_LENGTH_CAPPED: 'length', FINISHED_ABORTED: 'aborted', FINISHED_IGNORED: 'ignored',
+  WAITING: 'waiting',
+  RUNNING: 'running',
+  SWAPPED: 'swapped',
+  FINISHED_STOPPED: 'stopped',
+  FINISHED_LENGTH_CAPPED: 'length',
+  FINISHED_ABORTED: 'aborted',
+  FINISHED_IGNORED: 'ignored',
 };
 
 /** Renders the request table of `snap` into `tbody`, and the row count note into `note`. */
@@ -48,30 +56,36 @@ export function renderRequestTable(tbody, note, snap) {
     const color = requestColor(r.requestId).css;
     const many = r.seqs.length > 1;
     const attrs = `data-request-index="${index}" data-request-id="${escapeHtml(r.requestId)}" data-queue="${r.queue}"`;
-    rows.push(`<tr class="req" ${attrs}>` +
-      `<td><span class="swatch" style="background:${color}"></span><span class="rid" title="${escapeHtml(r.requestId)}">` +
-      `${escapeHtml(shortId(r.requestId))}</span>${many ? ` <span class="muted">n=${r.seqs.length}</span>` : ''}</td>` +
-      `<td><span class="badge ${r.queue}">${r.queue}</span></td>` +
-      `<td class="num">${r.priority}</td>` +
-      `<td class="num">${r.promptTokens}</td>` +
-      `<td class="num">${r.outputTokens}</td>` +
-      `<td class="num">${r.cachedTokens}</td>` +
-      `<td class="table">${many ? '' : blockTableHtml(snap, r.seqs[0])}</td></tr>`);
+    rows.push(
+      `<tr class="req" ${attrs}>` +
+        `<td><span class="swatch" style="background:${color}"></span><span class="rid" title="${escapeHtml(r.requestId)}">` +
+        `${escapeHtml(shortId(r.requestId))}</span>${many ? ` <span class="muted">n=${r.seqs.length}</span>` : ''}</td>` +
+        `<td><span class="badge ${r.queue}">${r.queue}</span></td>` +
+        `<td class="num">${r.priority}</td>` +
+        `<td class="num">${r.promptTokens}</td>` +
+        `<td class="num">${r.outputTokens}</td>` +
+        `<td class="num">${r.cachedTokens}</td>` +
+        `<td class="table">${many ? '' : blockTableHtml(snap, r.seqs[0])}</td></tr>`,
+    );
     if (many) {
       for (const s of r.seqs) {
-        rows.push(`<tr class="seq" ${attrs} data-seq-id="${s.seqId}">` +
-          `<td class="seqlabel">seq ${s.seqId}</td><td><span class="muted">${SEQ_STATUS[s.status] ?? s.status}</span></td>` +
-          `<td></td><td></td><td class="num">${s.outputTokens}</td><td></td>` +
-          `<td class="table">${blockTableHtml(snap, s)}</td></tr>`);
+        rows.push(
+          `<tr class="seq" ${attrs} data-seq-id="${s.seqId}">` +
+            `<td class="seqlabel">seq ${s.seqId}</td><td><span class="muted">${SEQ_STATUS[s.status] ?? s.status}</span></td>` +
+            `<td></td><td></td><td class="num">${s.outputTokens}</td><td></td>` +
+            `<td class="table">${blockTableHtml(snap, s)}</td></tr>`,
+        );
       }
     }
   });
-  if (rows.length === 0) rows.push('<tr><td colspan="7" class="muted empty">no requests — the engine is idle</td></tr>');
+  if (rows.length === 0)
+    rows.push('<tr><td colspan="7" class="muted empty">no requests — the engine is idle</td></tr>');
   tbody.innerHTML = rows.join('');
   const listed = snap.requests.length;
-  note.textContent = snap.numWaitingNotListed > 0
-    ? `${listed} listed, ${snap.numWaitingNotListed} more waiting`
-    : `${listed} request${listed === 1 ? '' : 's'}`;
+  note.textContent =
+    snap.numWaitingNotListed > 0
+      ? `${listed} listed, ${snap.numWaitingNotListed} more waiting`
+      : `${listed} request${listed === 1 ? '' : 's'}`;
 }
 
 /** The block ids of request `index` (all its sequences), as a Set. */

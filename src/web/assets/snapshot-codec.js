@@ -10,7 +10,14 @@ export const BlockState = Object.freeze({ FREE: 0, USED: 1, SHARED: 2, CACHED: 3
 export const BlockFlag = Object.freeze({ CACHED: 1, COMPUTED: 2, FROM_STORE: 4, LOOKAHEAD: 8 });
 
 /** Human names of the states. */
-export const STATE_NAMES = Object.freeze(['free', 'in use', 'shared', 'cached (evictable)', 'swapped out', 'reserved (null block)']);
+export const STATE_NAMES = Object.freeze([
+  'free',
+  'in use',
+  'shared',
+  'cached (evictable)',
+  'swapped out',
+  'reserved (null block)',
+]);
 
 const ARRAY_TYPES = { u8: Uint8Array, u16: Uint16Array, i32: Int32Array };
 
@@ -51,8 +58,12 @@ export async function decodeColumn(column) {
  */
 export async function decodeSnapshot(wire) {
   const [state, refCount, tokens, owner, flags, blockTables] = await Promise.all([
-    decodeColumn(wire.blocks.state), decodeColumn(wire.blocks.refCount), decodeColumn(wire.blocks.tokens),
-    decodeColumn(wire.blocks.owner), decodeColumn(wire.blocks.flags), decodeColumn(wire.blockTables),
+    decodeColumn(wire.blocks.state),
+    decodeColumn(wire.blocks.refCount),
+    decodeColumn(wire.blocks.tokens),
+    decodeColumn(wire.blocks.owner),
+    decodeColumn(wire.blocks.flags),
+    decodeColumn(wire.blockTables),
   ]);
   const total = wire.config.numGpuBlocks + wire.config.numCpuBlocks;
   for (const col of [state, refCount, tokens, owner, flags]) {
@@ -64,7 +75,11 @@ export async function decodeSnapshot(wire) {
     version: wire.version,
     time: wire.time,
     config: wire.config,
-    state, refCount, tokens, owner, flags,
+    state,
+    refCount,
+    tokens,
+    owner,
+    flags,
     multiOwners,
     requests: wire.requests,
     numWaitingNotListed: wire.numWaitingNotListed,
@@ -84,20 +99,40 @@ export function countBlocks(snap) {
   const s = snap.state;
   for (let i = 0; i < numGpuBlocks; i++) {
     switch (s[i]) {
-      case BlockState.FREE: gpu.free++; break;
-      case BlockState.CACHED: gpu.free++; gpu.cached++; break;
-      case BlockState.USED: gpu.used++; break;
-      case BlockState.SHARED: gpu.shared++; break;
-      case BlockState.RESERVED: gpu.reserved++; break;
-      default: throw new Error(`block ${i}: state ${s[i]} cannot be on the GPU tier`);
+      case BlockState.FREE:
+        gpu.free++;
+        break;
+      case BlockState.CACHED:
+        gpu.free++;
+        gpu.cached++;
+        break;
+      case BlockState.USED:
+        gpu.used++;
+        break;
+      case BlockState.SHARED:
+        gpu.shared++;
+        break;
+      case BlockState.RESERVED:
+        gpu.reserved++;
+        break;
+      default:
+        throw new Error(`block ${i}: state ${s[i]} cannot be on the GPU tier`);
     }
   }
   for (let i = numGpuBlocks; i < numGpuBlocks + numCpuBlocks; i++) {
     switch (s[i]) {
-      case BlockState.FREE: cpu.free++; break;
-      case BlockState.CACHED: cpu.free++; cpu.cached++; break;
-      case BlockState.SWAPPED: cpu.swapped++; break;
-      default: throw new Error(`block ${i}: state ${s[i]} cannot be on the CPU tier`);
+      case BlockState.FREE:
+        cpu.free++;
+        break;
+      case BlockState.CACHED:
+        cpu.free++;
+        cpu.cached++;
+        break;
+      case BlockState.SWAPPED:
+        cpu.swapped++;
+        break;
+      default:
+        throw new Error(`block ${i}: state ${s[i]} cannot be on the CPU tier`);
     }
   }
   return { gpu, cpu };
