@@ -53,6 +53,15 @@ export {
   type PoolingParamsInit,
   type PoolingType,
   type PoolerConfig,
+  type SpecDecodeConfig,
+  type SpeculativeProposer,
+  type NgramSpecDecodeConfig,
+  type DraftModelSpecDecodeConfig,
+  type Proposal,
+  type ProposalRequest,
+  MAX_SPEC_LEN,
+  type SpecDecodingSnapshot,
+  DraftModelMismatchError,
 } from './engine/index.js';
 export { loadModel, type LoadModelOptions, type LoadedModel } from './model/load-model.js';
 export type { ModelSource } from './model/model-source.js';

@@ -36,7 +36,7 @@ export interface PrefixCachingBlockAllocatorOptions extends Omit<NaiveBlockAlloc
  *   them computed, as vLLM does. Only computed blocks count for `findCachedBlocksPrefix` and computed-block queries.
  *
  * Mirrors vLLM's `PrefixCachingBlockAllocator` (vllm/core/block/prefix_caching_block.py), with V1's evictor and
- * V1's hash-plus-tokens block identity. Per-block state lives in typed arrays indexed by id ({@link BlockTracker}).
+ * V1's hash-plus-tokens block identity. Per-block state lives in typed arrays indexed by id (`BlockTracker`).
  */
 export class PrefixCachingBlockAllocator
   extends RefCountedBlockAllocator<PrefixCachingBlock>

@@ -45,7 +45,7 @@ const now = (): number => performance.now();
  * The synchronous engine: requests in, one step at a time, outputs out. Each {@link step} asks the scheduler for a
  * batch, has the CacheEngine swap and copy blocks as the scheduler decided (swap in, swap out, then copy-on-write,
  * as vLLM's worker does), runs the model over the flattened batch, samples, and hands the samples back to the
- * scheduler ({@link Scheduler.updateFromOutput}: append tokens, detokenize, stop rules, frees), which returns the
+ * scheduler (`Scheduler.updateFromOutput`: append tokens, detokenize, stop rules, frees), which returns the
  * requests' outputs. The scheduler is the only owner of the block manager; the engine never calls it.
  *
  * Pooling (embedding) requests ({@link addPoolingRequest}) ride the same steps as prefill-only requests: the
@@ -243,7 +243,7 @@ export class LLMEngine {
 
   /**
    * Queues a beam search over one prompt (vLLM's `LLM.beam_search` semantics, see beam-search.ts). Its output is
-   * only returned when it finishes; {@link getBeamSearchOutput} gives the ranked beams.
+   * only returned when it finishes; `getBeamSearchOutput` gives the ranked beams.
    * @throws as {@link addRequest}, and SamplingParamsError for bad beam options.
    */
   addBeamSearchRequest(

@@ -100,7 +100,7 @@ export interface SpecDecodingSnapshot {
   readonly numDrafts: number;
   readonly numDraftTokens: number;
   readonly numAcceptedTokens: number;
-  /** [numSpeculativeTokens]: drafts whose token at position i was accepted. */
+  /** Shape [numSpeculativeTokens]: drafts whose token at position i was accepted. */
   readonly numAcceptedTokensPerPos: readonly number[];
 }
 

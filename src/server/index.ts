@@ -27,6 +27,7 @@ export {
   type LoadStats,
 } from './agent-check.js';
 export { ServingContext, type ServingContextOptions } from './serving-context.js';
+export type { SamplingExtra } from './sampling-request.js';
 export type { RequestLimits } from './request-limits.js';
 export type { ToolCallingOptions } from './tool-calls-request.js';
 export type { ChatTemplateLimits } from '../model/preprocess-pool.js';
