@@ -136,19 +136,7 @@ function makeBatch(
   for (let i = 0; i < md.numTokens; i++) tokenIds[i] = (i * 7919 + step * 104729) % vocab;
   const sampleIndices = new Int32Array(md.numSeqs);
   for (let s = 0; s < md.numSeqs; s++) sampleIndices[s] = md.queryStartLoc[s + 1] - 1;
-  return {
-    tokenIds,
-    positions: md.positions,
-    slotMapping: md.slotMapping,
-    numTokens: md.numTokens,
-    numSeqs: md.numSeqs,
-    numPrefills,
-    queryStartLoc: md.queryStartLoc,
-    seqLens: md.seqLens,
-    blockTables: md.blockTables,
-    maxBlocksPerSeq: md.maxBlocksPerSeq,
-    sampleIndices,
-  };
+  return { ...md, tokenIds, numPrefills, sampleIndices };
 }
 
 function benchBatch(

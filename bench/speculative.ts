@@ -78,19 +78,7 @@ function makeBatch(
   const tokenIds = new Int32Array(md.numTokens);
   for (let i = 0; i < md.numTokens; i++) tokenIds[i] = (i * 7919 + salt * 104729) % vocab;
   const numPrefills = seqs.filter((s) => s.seqLen - s.contextLen > 1).length;
-  return {
-    tokenIds,
-    positions: md.positions,
-    slotMapping: md.slotMapping,
-    numTokens: md.numTokens,
-    numSeqs: md.numSeqs,
-    numPrefills,
-    queryStartLoc: md.queryStartLoc,
-    seqLens: md.seqLens,
-    blockTables: md.blockTables,
-    maxBlocksPerSeq: md.maxBlocksPerSeq,
-    sampleIndices: Int32Array.from({ length: md.numTokens }, (_, i) => i),
-  };
+  return { ...md, tokenIds, numPrefills, sampleIndices: Int32Array.from({ length: md.numTokens }, (_, i) => i) };
 }
 
 /** Median ms per step for each k at one batch size, k values interleaved over rounds; profile per k if asked. */

@@ -268,19 +268,7 @@ export class DraftModelProposer implements SpeculativeProposer {
       for (const id of entries[i].feed) tokenIds[t++] = id;
       sampleIndices[i] = t - 1;
     }
-    const batch: ForwardBatch = {
-      tokenIds,
-      positions: md.positions,
-      slotMapping: md.slotMapping,
-      numTokens: md.numTokens,
-      numSeqs: md.numSeqs,
-      numPrefills,
-      queryStartLoc: md.queryStartLoc,
-      seqLens: md.seqLens,
-      blockTables: md.blockTables,
-      maxBlocksPerSeq: md.maxBlocksPerSeq,
-      sampleIndices,
-    };
+    const batch: ForwardBatch = { ...md, tokenIds, numPrefills, sampleIndices };
     const logits = this.model.forward(batch, this.cacheEngine.gpuCache);
     const vocab = this.model.config.vocabSize;
     for (let i = 0; i < entries.length; i++) entries[i].w.drafts.push(argmax(logits, i * vocab, vocab));

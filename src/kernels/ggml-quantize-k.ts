@@ -7,6 +7,23 @@
  */
 import { f16ToF32, f32ToF16 } from './half.js';
 
+/**
+ * The value of largest magnitude in x[b .. b+n) (first one wins a tie; 0 for all zeros), as ggml's
+ * quantize_row_q{4,5}_0_ref, make_qx_quants and make_q3_quants find it.
+ */
+export function signedAbsMax(x: Float32Array, b: number, n = 32): number {
+  let amax = 0,
+    max = 0;
+  for (let j = 0; j < n; j++) {
+    const v = x[b + j];
+    if (amax < Math.abs(v)) {
+      amax = Math.abs(v);
+      max = v;
+    }
+  }
+  return max;
+}
+
 const fr = Math.fround;
 const QK_K = 256;
 /** Below this absolute maximum a group counts as all zero (ggml's GROUP_MAX_EPS). */
@@ -42,15 +59,8 @@ export function makeQxQuants(
   L: Int8Array | Uint8Array,
   l0: number,
 ): number {
-  let max = 0,
-    amax = 0;
-  for (let i = 0; i < n; i++) {
-    const ax = Math.abs(x[x0 + i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[x0 + i];
-    }
-  }
+  const max = signedAbsMax(x, x0, n);
+  const amax = Math.abs(max);
   if (amax < GROUP_MAX_EPS) {
     for (let i = 0; i < n; i++) L[l0 + i] = 0;
     return 0;
@@ -89,15 +99,8 @@ export function makeQxQuants(
  * coordinate descent on the x²-weighted error. Returns the scale.
  */
 export function makeQ3Quants(n: number, nmax: number, x: Float32Array, x0: number, L: Int8Array, l0: number): number {
-  let max = 0,
-    amax = 0;
-  for (let i = 0; i < n; i++) {
-    const ax = Math.abs(x[x0 + i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[x0 + i];
-    }
-  }
+  const max = signedAbsMax(x, x0, n);
+  const amax = Math.abs(max);
   if (amax < GROUP_MAX_EPS) {
     for (let i = 0; i < n; i++) L[l0 + i] = 0;
     return 0;

@@ -8,7 +8,14 @@ import type { QuantWeightDType } from './ggml-quant-types.js';
 import { WEIGHT_LAYOUTS } from './ggml-quant-types.js';
 import { KernelError } from './errors.js';
 import { f32ToF16 } from './half.js';
-import { quantizeRowQ2K, quantizeRowQ3K, quantizeRowQ4K, quantizeRowQ5K, quantizeRowQ6K } from './ggml-quantize-k.js';
+import {
+  quantizeRowQ2K,
+  quantizeRowQ3K,
+  quantizeRowQ4K,
+  quantizeRowQ5K,
+  quantizeRowQ6K,
+  signedAbsMax,
+} from './ggml-quantize-k.js';
 
 const fr = Math.fround;
 
@@ -22,20 +29,6 @@ function putHalf(y: Uint8Array, o: number, v: number): void {
 /** C's (int8_t) conversion of a float in int8 range: truncation toward zero. */
 function truncI8(v: number): number {
   return Math.trunc(v);
-}
-
-/** The value of largest magnitude in x[b .. b+32) (first one wins a tie), as quantize_row_q{4,5}_0_ref find it. */
-function signedAbsMax(x: Float32Array, b: number): number {
-  let amax = 0,
-    max = 0;
-  for (let j = 0; j < 32; j++) {
-    const v = x[b + j];
-    if (amax < Math.abs(v)) {
-      amax = Math.abs(v);
-      max = v;
-    }
-  }
-  return max;
 }
 
 /** Min and max of x[b .. b+32). */
