@@ -21,7 +21,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { makeServingTrace, SERVING_TRACE_DEFAULTS, type ServingTraceOptions } from './serving-trace.js';
-import { BenchSequence, parseTrace, replay, type ReplayResult } from './trace-replay.js';
+import { BenchSequence, parseTrace, replay, replayHarness, type ReplayResult } from './trace-replay.js';
 import {
   AllocStatus,
   BlockHasher,
@@ -290,16 +290,23 @@ async function main(): Promise<void> {
     for (let r = 0; r < repeat; r++) results.push(replay(parsed, m));
     const ms = median(results.map((r) => r.ms));
     const cpuMs = median(results.map((r) => r.cpuMs));
+    const harness: { ms: number; cpuMs: number }[] = [];
+    for (let r = 0; r < repeat; r++) harness.push(replayHarness(parsed));
+    const harnessCpuMs = median(harness.map((r) => r.cpuMs));
     const r0 = results[0];
     console.log(`trace ${trace}: ${numOps} ops ${JSON.stringify(parsed.counts)}`);
     console.log(
       `  block size ${opts.blockSize}, ${opts.numGpuBlocks} GPU blocks, caching ` +
-        `${opts.enableCaching ? `on (${opts.hashAlgorithm ?? 'murmur3x2'})` : 'off'}`,
+        `${opts.enableCaching ? `on (${opts.hashAlgorithm ?? 'xxhash64'})` : 'off'}`,
     );
     console.log(
       `  wall ${fmt(ms, 3)} ms, CPU ${fmt(cpuMs, 3)} ms (medians of ${repeat} warm replays): ` +
         `${fmt((ms * 1e6) / numOps, 1)} ns per operation (CPU ${fmt((cpuMs * 1e6) / numOps, 1)} ns); ` +
         `first (cold) replay ${fmt(cold.ms, 3)} ms`,
+    );
+    console.log(
+      `  harness alone (the same loop without block-manager calls): CPU ${fmt((harnessCpuMs * 1e6) / numOps, 1)} ns ` +
+        `per operation; block manager: CPU ${fmt(((cpuMs - harnessCpuMs) * 1e6) / numOps, 1)} ns per operation`,
     );
     console.log(
       `  refused: ${r0.refusedAllocations} allocations, ${r0.refusedAppends} appends; ` +

@@ -319,3 +319,64 @@ export function replay(trace: Trace, m: BlockSpaceManager): ReplayResult {
     hitRate,
   };
 }
+
+/**
+ * The harness alone: {@link replay}'s loop over `trace` with every block-manager call left out (sequences are still
+ * made live, grow by their appended tokens and are dropped at `free`; forks still copy their parent's tokens). Its
+ * time per operation is the floor under any block manager's figure in {@link replay}: what the trace's sequence
+ * bookkeeping costs by itself. Returns wall and process CPU time of the loop, ms.
+ */
+export function replayHarness(trace: Trace): { readonly ms: number; readonly cpuMs: number } {
+  const { kinds, slots, parents, tokenStart, tokens, slotSeqIds, slotAppendTokens, slotTokens } = trace;
+  const fresh: (BenchSequence | null)[] = new Array<BenchSequence | null>(slotSeqIds.length).fill(null);
+  for (let i = 0; i < kinds.length; i++) {
+    if (kinds[i] !== ALLOCATE) continue;
+    const slot = slots[i];
+    fresh[slot] = new BenchSequence(slotSeqIds[slot], slotTokens[slot]!, tokenStart[i + 1] - tokenStart[i]);
+  }
+  const live: (BenchSequence | null)[] = new Array<BenchSequence | null>(slotSeqIds.length).fill(null);
+  let sink = 0;
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  for (let i = 0; i < kinds.length; i++) {
+    const slot = slots[i];
+    switch (kinds[i]) {
+      case ALLOCATE: {
+        const s = fresh[slot]!;
+        s.status = SequenceStatus.RUNNING;
+        live[slot] = s;
+        break;
+      }
+      case APPEND: {
+        const s = slot < 0 ? null : live[slot];
+        if (s === null) break;
+        const end = tokenStart[i + 1];
+        for (let k = tokenStart[i]; k < end; k++) s.appendToken(tokens[k]);
+        sink += s.getLen();
+        break;
+      }
+      case FORK: {
+        const parent = live[parents[i]];
+        if (parent === null) break;
+        const child = new BenchSequence(
+          slotSeqIds[slot],
+          withRoom(parent.tokens, 0, parent.len, slotAppendTokens[slot]),
+          parent.len,
+        );
+        child.status = SequenceStatus.RUNNING;
+        live[slot] = child;
+        break;
+      }
+      default:
+        if (slot >= 0) live[slot] = null;
+    }
+  }
+  const ms = performance.now() - t0;
+  const cpu = process.cpuUsage(c0);
+  if (sink === -1) console.log(sink); // keeps the reads live
+  // Rewind the sequences the loop grew, as replay starts each sequence from its prompt.
+  for (let i = 0; i < kinds.length; i++) {
+    if (kinds[i] === ALLOCATE) fresh[slots[i]]!.len = tokenStart[i + 1] - tokenStart[i];
+  }
+  return { ms, cpuMs: (cpu.user + cpu.system) / 1000 };
+}

@@ -31,6 +31,14 @@ export class BlockTable {
   private numFullSlotsValue: number;
   /** Leading blocks already replaced by the null block (sliding window). */
   private numNullBlocks = 0;
+  /**
+   * The decode fast path's shortcut to the last block while the next token lands in it (partly filled, at least two
+   * empty slots): appending a token then touches this block alone, not the block list. Null when unknown; every
+   * change of the list clears it and the appends that leave such a tail set it again.
+   */
+  private tail: TokenBlock | null = null;
+  /** `numFullSlots` minus the tokens in {@link tail} (the tail block's first slot), valid while `tail` is set. */
+  private tailBase = 0;
 
   /**
    * A table over `blocks` (default: empty, to be filled by {@link allocate}) holding `numFullSlots` tokens
@@ -99,6 +107,7 @@ export class BlockTable {
     if (this.blockList.length > 0) {
       throw new InvalidStateError('block table is already allocated; free it before allocating again');
     }
+    this.tail = null;
     assertTokenIds('tokenIds', tokenIds, 0);
     if (tokenIds.length === 0) throw new InvalidArgumentError('cannot allocate a block table for 0 tokens');
     if (!Number.isSafeInteger(numTokens) || numTokens < 1 || numTokens > tokenIds.length) {
@@ -138,6 +147,7 @@ export class BlockTable {
 
   /** Replaces the blocks (after a swap changed their ids) and re-reads their physical ids. */
   update(blocks: readonly Block[]): void {
+    this.tail = null;
     this.blockList.update(blocks);
   }
 
@@ -177,6 +187,7 @@ export class BlockTable {
     const n = end - start;
     if (n === 1 && numLookaheadSlots === 0 && numComputedSlots === null && this.appendOne(src, start, extraHash))
       return;
+    this.tail = null;
     if (n < 0 || numLookaheadSlots < 0 || (numLookaheadSlots | 0) !== numLookaheadSlots) {
       throw new InvalidArgumentError(`bad append: ${n} tokens with ${describe(numLookaheadSlots)} lookahead slots`);
     }
@@ -223,6 +234,21 @@ export class BlockTable {
    */
   appendOne(src: readonly number[], start: number, extraHash: string | null): boolean {
     const tokenId = src[start];
+    const tail = this.tail;
+    if (tail !== null) {
+      // The last block, partly filled, next token in it: in place unless shared (or swapped out).
+      const n = this.numFullSlotsValue - this.tailBase;
+      const id = tail.blockId;
+      if (n === tail.numTokens && id !== null && id < this.gpuRefCounts.length && this.gpuRefCounts[id] === 1) {
+        if (tokenId >>> 0 !== tokenId) return false;
+        tail.tokens[n] = tokenId;
+        tail.numTokens = n + 1;
+        this.numFullSlotsValue++;
+        if (n + 2 >= this.blockSize) this.tail = null; // one slot left: the next token fills (promotes) the block
+        return true;
+      }
+      this.tail = null;
+    }
     const bs = this.blockSize;
     const list = this.blockList;
     const last = list.length - 1;
@@ -233,6 +259,7 @@ export class BlockTable {
       if (this.allocator.getNumFreeGpuBlocks() === 0) return false;
       list.append(this.allocator.allocateMutableBlock(list.get(last), Device.GPU, extraHash));
       list.appendCheckedTokenIds(last + 1, src, start, start + 1);
+      this.setTail(last + 1);
       this.numFullSlotsValue++;
       return true;
     }
@@ -246,9 +273,23 @@ export class BlockTable {
     } else {
       block.tokens[offset] = tokenId;
       block.numTokens = offset + 1;
+      this.setTail(last);
     }
     this.numFullSlotsValue++;
     return true;
+  }
+
+  /**
+   * Sets {@link tail} to the block at `index` (the last) when the next token will land in it with room to spare
+   * after it; clears it otherwise. Call after the list and `numFullSlots` are up to date, before the token count
+   * changes again.
+   */
+  private setTail(index: number): void {
+    const block = this.blockList.get(index) as TokenBlock;
+    const base = index * this.blockSize;
+    const n = this.numFullSlotsValue + 1 - base; // numFullSlots is incremented right after this call
+    this.tail = n > 0 && n + 1 < this.blockSize && block.numTokens === n ? block : null;
+    this.tailBase = base;
   }
 
   /**
@@ -258,6 +299,7 @@ export class BlockTable {
    */
   ensureNumEmptySlots(numEmptySlots: number, extraHash: string | null = null): void {
     const list = this.blockList;
+    this.tail = null;
     if (list.length === 0) {
       throw new InvalidStateError('cannot reserve slots in a block table that was never allocated');
     }
@@ -303,6 +345,7 @@ export class BlockTable {
    * shareable beginning) and empties the table. Mirrors vLLM's `BlockTable.free`.
    */
   free(): void {
+    this.tail = null;
     const blocks = this.blockList.list();
     for (let i = blocks.length - 1; i >= 0; i--) this.allocator.free(blocks[i]);
     this.blockList.reset();
@@ -398,6 +441,11 @@ export class BlockTable {
    * The exact count behind vLLM's `get_num_blocks_touched_by_append_slots` for one token.
    */
   getNumNewBlocksForOneToken(): number {
+    const tail = this.tail;
+    if (tail !== null && this.numFullSlotsValue - this.tailBase === tail.numTokens) {
+      const id = tail.blockId;
+      if (id !== null && id < this.gpuRefCounts.length) return this.gpuRefCounts[id] > 1 ? 1 : 0;
+    }
     const ids = this.blockList.ids();
     const last = ids.length - 1;
     const offset = this.numFullSlotsValue - last * this.blockSize;
@@ -449,6 +497,7 @@ export class BlockTable {
   /** Frees the blocks before index `end` and puts the null block in their place. */
   private freeBlocksOutsideWindow(end: number): void {
     const list = this.blockList;
+    this.tail = null;
     for (let idx = this.numNullBlocks; idx < end; idx++) this.allocator.free(list.get(idx));
     const nullBlock = this.allocator.allocateOrGetNullBlock();
     for (let idx = this.numNullBlocks; idx < end; idx++) list.set(idx, nullBlock);
