@@ -1,12 +1,15 @@
 import type { BlockId } from './block.js';
+import type { BlockTokenStore } from './block-token-store.js';
 import type { HashValue } from './hashing.js';
 
 /**
  * The prefix cache's index: content hash → the block caching that content, and per cached block what the hash was
  * computed from (parent hash, extra key, token ids), so that a lookup is a hit only when all of them are equal — a
  * hash collision costs a miss, never another request's KV. Per-block state lives in arrays indexed by the block's
- * id; token ids in one Uint32Array, `blockSize` per block. At most one block is indexed per hash: a second block
- * with the same hash (a collision, or a copy not yet merged) stays out of the index.
+ * id; token ids in a {@link BlockTokenStore}, `blockSize` per block: the allocator's own store, whose slots of a
+ * cached id hold exactly its cached tokens (nothing writes into a full block), so registering copies nothing. At
+ * most one block is indexed per hash: a second block with the same hash (a collision, or a copy not yet merged)
+ * stays out of the index.
  *
  * The hash → block map is an open-addressing table with linear probing over typed arrays (no `Map` keyed by
  * BigInts, which hashes the BigInt's digits on every call): each entry holds the block id and the hash's low 64 bits
@@ -27,6 +30,8 @@ export class BlockHashIndex {
   private readonly parents: (HashValue | null)[];
   private readonly extras: (string | null)[];
   private readonly tokens: Uint32Array;
+  /** The block id whose token slots start at index 0 of {@link tokens}. */
+  private readonly tokensFirstBlockId: BlockId;
   /** Table slots − 1 (a power of two minus one). */
   private readonly mask: number;
   /** Per table slot: the indexed block's id, or -1 for an empty slot. */
@@ -37,14 +42,18 @@ export class BlockHashIndex {
   private hi = 0;
   private lo = 0;
 
-  /** An empty index over ids `[firstBlockId, firstBlockId + numBlocks)`. */
-  constructor(firstBlockId: BlockId, numBlocks: number, blockSize: number) {
+  /**
+   * An empty index over ids `[firstBlockId, firstBlockId + numBlocks)`, verifying token ids against `tokenStore`'s
+   * slots (default: slots of its own, which {@link register} fills).
+   */
+  constructor(firstBlockId: BlockId, numBlocks: number, blockSize: number, tokenStore?: BlockTokenStore) {
     this.firstBlockId = firstBlockId;
     this.blockSize = blockSize;
     this.hashes = new Array<HashValue | null>(numBlocks).fill(null);
     this.parents = new Array<HashValue | null>(numBlocks).fill(null);
     this.extras = new Array<string | null>(numBlocks).fill(null);
-    this.tokens = new Uint32Array(numBlocks * blockSize);
+    this.tokens = tokenStore?.tokens ?? new Uint32Array(numBlocks * blockSize);
+    this.tokensFirstBlockId = tokenStore?.firstBlockId ?? firstBlockId;
     let size = 16;
     while (size < 2 * numBlocks) size *= 2;
     this.mask = size - 1;
@@ -91,16 +100,17 @@ export class BlockHashIndex {
     const i = blockId - this.firstBlockId;
     if (this.parents[i] !== parent || this.extras[i] !== extraHash) return false;
     const bs = this.blockSize;
-    const base = i * bs;
+    const base = (blockId - this.tokensFirstBlockId) * bs;
     const cached = this.tokens;
     for (let j = 0; j < bs; j++) if (cached[base + j] !== tokens[start + j]) return false;
     return true;
   }
 
   /**
-   * Indexes `blockId` as caching `tokens[0 .. blockSize)` hashed `hash` after `parent` under `extraHash` (the hash
-   * then maps to `blockId`, whichever block it mapped to before). A block caches one content at a time: what it
-   * cached before is unregistered first.
+   * Indexes `blockId` as caching `tokens[start .. start + blockSize)` hashed `hash` after `parent` under `extraHash`
+   * (the hash then maps to `blockId`, whichever block it mapped to before); the tokens are copied into the block's
+   * slots unless they are those slots. A block caches one content at a time: what it cached before is unregistered
+   * first.
    */
   register(
     blockId: BlockId,
@@ -108,6 +118,7 @@ export class BlockHashIndex {
     parent: HashValue | null,
     tokens: ArrayLike<number>,
     extraHash: string | null,
+    start = 0,
   ): void {
     const i = blockId - this.firstBlockId;
     if (this.hashes[i] !== null) this.unregister(blockId);
@@ -125,8 +136,9 @@ export class BlockHashIndex {
     this.parents[i] = parent;
     this.extras[i] = extraHash;
     const bs = this.blockSize;
-    const base = i * bs;
-    for (let j = 0; j < bs; j++) this.tokens[base + j] = tokens[j];
+    const base = (blockId - this.tokensFirstBlockId) * bs;
+    if (tokens !== this.tokens || start !== base)
+      for (let j = 0; j < bs; j++) this.tokens[base + j] = tokens[start + j];
   }
 
   /** Forgets what `blockId` caches (the hash leaves the index if it pointed at this block). */

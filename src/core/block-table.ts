@@ -241,7 +241,7 @@ export class BlockTable {
       const id = tail.blockId;
       if (n === tail.numTokens && id !== null && id < this.gpuRefCounts.length && this.gpuRefCounts[id] === 1) {
         if (tokenId >>> 0 !== tokenId) return false;
-        tail.tokens[n] = tokenId;
+        tail.store[tail.base + n] = tokenId;
         tail.numTokens = n + 1;
         this.numFullSlotsValue++;
         if (n + 2 >= this.blockSize) this.tail = null; // one slot left: the next token fills (promotes) the block
@@ -271,7 +271,7 @@ export class BlockTable {
     if (offset === bs - 1) {
       list.appendCheckedTokenIds(last, src, start, start + 1); // fills the block: promoted (prefix caching)
     } else {
-      block.tokens[offset] = tokenId;
+      block.store[block.base + offset] = tokenId;
       block.numTokens = offset + 1;
       this.setTail(last);
     }

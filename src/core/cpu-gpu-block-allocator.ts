@@ -5,6 +5,7 @@ import { Device } from './device.js';
 import { InvalidArgumentError, NoFreeBlocksError, NullBlockError, UnknownBlockIdError } from './errors.js';
 import type { BlockHash, HashAlgorithm, HashValue } from './hashing.js';
 import { assertHashAlgorithm } from './hashing.js';
+import { BlockTokenStore } from './block-token-store.js';
 import { BlockPool } from './block-pool.js';
 import { NaiveBlock, NaiveBlockAllocator } from './naive-block-allocator.js';
 import { PrefixCachingBlockAllocator } from './prefix-caching-block-allocator.js';
@@ -119,16 +120,26 @@ export class CpuGpuBlockAllocator {
     // One pool of block objects for both devices (a block object keeps its identity when it is swapped), one object
     // per physical block made up front; only sharing beyond that (forks) grows it.
     const poolSize = numGpuBlocks + numCpuBlocks;
+    // One token store for both tiers (absolute ids): a swapped block carries its tokens to its new id.
+    const tokenStore = new BlockTokenStore(0, poolSize, blockSize);
     if (allocatorType === 'naive') {
       let gpu: NaiveBlockAllocator | null = null;
-      const blockPool = new BlockPool(() => new NaiveBlock(blockSize, gpu!), poolSize);
-      gpu = new NaiveBlockAllocator({ numBlocks: numGpuBlocks, blockSize, firstBlockId: 0, name: 'GPU', blockPool });
+      const blockPool = new BlockPool(() => new NaiveBlock(blockSize, gpu!, tokenStore), poolSize);
+      gpu = new NaiveBlockAllocator({
+        numBlocks: numGpuBlocks,
+        blockSize,
+        firstBlockId: 0,
+        name: 'GPU',
+        blockPool,
+        tokenStore,
+      });
       const cpu = new NaiveBlockAllocator({
         numBlocks: numCpuBlocks,
         blockSize,
         firstBlockId: numGpuBlocks,
         name: 'CPU',
         blockPool,
+        tokenStore,
       });
       return new CpuGpuBlockAllocator(gpu, cpu, 'naive');
     }
@@ -136,7 +147,7 @@ export class CpuGpuBlockAllocator {
       const hashAlgorithm = options.hashAlgorithm ?? 'xxhash64';
       assertHashAlgorithm(hashAlgorithm);
       let gpu: PrefixCachingBlockAllocator | null = null;
-      const blockPool = new BlockPool(() => new PrefixCachingBlock(blockSize, gpu!), poolSize);
+      const blockPool = new BlockPool(() => new PrefixCachingBlock(blockSize, gpu!, tokenStore), poolSize);
       gpu = new PrefixCachingBlockAllocator({
         numBlocks: numGpuBlocks,
         blockSize,
@@ -144,6 +155,7 @@ export class CpuGpuBlockAllocator {
         name: 'GPU',
         hashAlgorithm,
         blockPool,
+        tokenStore,
       });
       const cpu = new PrefixCachingBlockAllocator({
         numBlocks: numCpuBlocks,
@@ -152,6 +164,7 @@ export class CpuGpuBlockAllocator {
         name: 'CPU',
         hashAlgorithm,
         blockPool,
+        tokenStore,
       });
       return new CpuGpuBlockAllocator(gpu, cpu, 'prefix_caching');
     }

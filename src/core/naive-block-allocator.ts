@@ -6,6 +6,7 @@ import { InvalidArgumentError } from './errors.js';
 import type { BlockHash, HashValue } from './hashing.js';
 import { RefCountedBlockAllocator, type RefCountedBlockAllocatorOptions } from './ref-counted-block-allocator.js';
 import { TokenBlock } from './token-block.js';
+import type { BlockTokenStore } from './block-token-store.js';
 
 /** Options of {@link NaiveBlockAllocator}. */
 export interface NaiveBlockAllocatorOptions extends RefCountedBlockAllocatorOptions {
@@ -24,8 +25,9 @@ export class NaiveBlock extends TokenBlock {
   /** The allocator that owns the block's current physical id (changes when the block is swapped). */
   owner: NaiveBlockAllocator;
 
-  constructor(blockSize: number, owner: NaiveBlockAllocator) {
-    super(blockSize);
+  /** A block of `owner` writing its tokens in `tokenStore` (default: the owner's). */
+  constructor(blockSize: number, owner: NaiveBlockAllocator, tokenStore: BlockTokenStore = owner.tokenStore) {
+    super(blockSize, tokenStore);
     this.owner = owner;
   }
 

@@ -73,7 +73,7 @@ export class PrefixCachingBlockAllocator
     this.hashlessStack = new Int32Array(n);
     for (let i = 0; i < n; i++) this.hashlessStack[i] = first + n - 1 - i;
     this.numHashless = n;
-    this.index = new BlockHashIndex(first, n, this.blockSize);
+    this.index = new BlockHashIndex(first, n, this.blockSize, this.tokenStore);
     this.tracker = new BlockTracker(first, n);
   }
 
@@ -154,7 +154,9 @@ export class PrefixCachingBlockAllocator
       const from = start + k * bs;
       const hit = hitIds[k] >= 0;
       const block = this.newBlock(prev, hit ? hitIds[k] : this.allocateBlockId(), extraHash);
-      block.appendTokenIdsNoCow(tokenIds, from, from + bs);
+      if (hit)
+        block.numTokens = bs; // the cached id's slots hold these very tokens (verified by the lookup)
+      else block.appendTokenIdsNoCow(tokenIds, from, from + bs);
       block.contentHash = hashes[k];
       if (!hit && hashes[k] !== null) {
         block.blockId = this.promoteToImmutableBlock(block, k === 0 ? firstParent : hashes[k - 1]);
@@ -196,10 +198,10 @@ export class PrefixCachingBlockAllocator
       const key = keyOf(i);
       if (firstOfKey.has(key)) continue;
       firstOfKey.set(key, i);
-      const b = blocks[i];
+      const b = blocks[i] as PrefixCachingBlock; // its slots still hold its tokens (see TokenBlock.base)
       const hit =
         b.isFull && b.contentHash !== null
-          ? this.index.lookup(b.contentHash, parentHashOf(b), (b as PrefixCachingBlock).tokens, 0, b.extraHash)
+          ? this.index.lookup(b.contentHash, parentHashOf(b), b.store, b.base, b.extraHash)
           : -1;
       hitIds[i] = hit;
       if (hit < 0 || this.refCounter.get(hit) === 0) needed++;
@@ -244,7 +246,8 @@ export class PrefixCachingBlockAllocator
       if (seen.has(key)) continue;
       seen.add(key);
       if (b.contentHash !== null) {
-        const id = this.index.lookup(b.contentHash, parentHashOf(b), (b as PrefixCachingBlock).tokens, 0, b.extraHash);
+        const t = b as PrefixCachingBlock;
+        const id = this.index.lookup(b.contentHash, parentHashOf(b), t.store, t.base, b.extraHash);
         if (id >= 0 && this.refCounter.get(id) > 0) continue;
       }
       count++;
@@ -382,7 +385,8 @@ export class PrefixCachingBlockAllocator
     const prev = block.prevBlock;
     const parent = prev === null ? null : prev.contentHash;
     if (prev !== null && parent === null) return; // after an unhashed block: cannot be cached
-    block.contentHash = this.hasher.hashBlock(parent, block.tokens, 0, this.blockSize, block.extraHash);
+    const base = block.base;
+    block.contentHash = this.hasher.hashBlock(parent, block.store, base, base + this.blockSize, block.extraHash);
     block.blockId = this.promoteToImmutableBlock(block, parent);
   }
 
@@ -397,11 +401,12 @@ export class PrefixCachingBlockAllocator
     const hash = block.contentHash!;
     const existing = this.index.blockOfHash(hash);
     if (existing < 0) {
-      this.register(id, hash, parent, (block as PrefixCachingBlock).tokens, block.extraHash);
+      this.register(id, hash, parent, block.extraHash);
       return id;
     }
     if (existing === id) return id;
-    if (!this.index.verify(existing, parent, (block as PrefixCachingBlock).tokens, 0, block.extraHash)) return id; // collision
+    const b = block as PrefixCachingBlock;
+    if (!this.index.verify(existing, parent, b.store, b.base, block.extraHash)) return id; // collision
     if (this.refCounter.get(id) !== 1) return id; // shared (cannot happen after copy-on-write): keep it
     this.cowTracker.cancelCow(id);
     this.refCounter.decr(id);
@@ -429,14 +434,9 @@ export class PrefixCachingBlockAllocator
     return block;
   }
 
-  private register(
-    id: BlockId,
-    hash: HashValue,
-    parent: HashValue | null,
-    tokens: ArrayLike<number>,
-    extraHash: string | null,
-  ): void {
-    this.index.register(id, hash, parent, tokens, extraHash);
+  /** Indexes `id` (whose token slots hold its content) under `hash` and marks it touched. */
+  private register(id: BlockId, hash: HashValue, parent: HashValue | null, extraHash: string | null): void {
+    this.index.register(id, hash, parent, this.tokenStore.tokens, extraHash, this.tokenStore.base(id));
     this.tracker.markTouched(id);
   }
 

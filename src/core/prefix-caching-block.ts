@@ -2,6 +2,7 @@ import type { Block, BlockId } from './block.js';
 import type { HashValue } from './hashing.js';
 import type { PrefixCachingBlockAllocator } from './prefix-caching-block-allocator.js';
 import { TokenBlock } from './token-block.js';
+import type { BlockTokenStore } from './block-token-store.js';
 
 /**
  * A block of the prefix-caching allocator. When it becomes full its content hash is computed (chaining the
@@ -14,8 +15,9 @@ export class PrefixCachingBlock extends TokenBlock {
   /** The allocator that owns the block's current physical id (changes when the block is swapped). */
   owner: PrefixCachingBlockAllocator;
 
-  constructor(blockSize: number, owner: PrefixCachingBlockAllocator) {
-    super(blockSize);
+  /** A block of `owner` writing its tokens in `tokenStore` (default: the owner's). */
+  constructor(blockSize: number, owner: PrefixCachingBlockAllocator, tokenStore: BlockTokenStore = owner.tokenStore) {
+    super(blockSize, tokenStore);
     this.owner = owner;
   }
 

@@ -1,7 +1,7 @@
 import type { Block, BlockId } from './block.js';
 import { BlockPool } from './block-pool.js';
 import { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
-import { DoubleFreeError, NoFreeBlocksError, UnknownBlockIdError } from './errors.js';
+import { DoubleFreeError, InvalidArgumentError, NoFreeBlocksError, UnknownBlockIdError } from './errors.js';
 import {
   checkFullBlockTokenIds,
   checkLiveBlock,
@@ -10,6 +10,7 @@ import {
 } from './allocator-checks.js';
 import { RefCounter } from './ref-counter.js';
 import type { TokenBlock } from './token-block.js';
+import { BlockTokenStore } from './block-token-store.js';
 import { assertNonNegativeInt, assertPositiveInt } from './validate.js';
 
 /** The size, range and name of a {@link RefCountedBlockAllocator}. */
@@ -22,6 +23,11 @@ export interface RefCountedBlockAllocatorOptions {
   readonly firstBlockId?: BlockId;
   /** A name for error messages, e.g. the device (default "allocator"). */
   readonly name?: string;
+  /**
+   * Where blocks keep their token ids (default: a store of this allocator's own ids). The CPU and GPU allocators of
+   * one `CpuGpuBlockAllocator` share one, so a swap can carry a block's tokens to its new id.
+   */
+  readonly tokenStore?: BlockTokenStore;
 }
 
 /**
@@ -44,6 +50,8 @@ export abstract class RefCountedBlockAllocator<B extends TokenBlock> {
   protected readonly refCounter: RefCounter;
   protected readonly cowTracker: CopyOnWriteTracker;
   protected readonly blockPool: BlockPool<B>;
+  /** The token ids of this allocator's blocks, by id (see {@link RefCountedBlockAllocatorOptions.tokenStore}). */
+  readonly tokenStore: BlockTokenStore;
 
   /**
    * `blockPool`: block objects shared with the other device's allocator, else a pool of `numBlocks` objects made
@@ -64,6 +72,12 @@ export abstract class RefCountedBlockAllocator<B extends TokenBlock> {
     this.numBlocks = options.numBlocks;
     this.name = options.name ?? 'allocator';
     this.refCounter = new RefCounter(first, this.numBlocks);
+    this.tokenStore = options.tokenStore ?? new BlockTokenStore(first, this.numBlocks, this.blockSize);
+    const store = this.tokenStore;
+    const last = first + this.numBlocks - 1;
+    if (store.blockSize !== this.blockSize || (this.numBlocks > 0 && !(store.covers(first) && store.covers(last)))) {
+      throw new InvalidArgumentError(`${this.name}: the token store does not hold block ids ${first}..${last}`);
+    }
     this.cowTracker = new CopyOnWriteTracker(this.refCounter);
     this.blockPool = blockPool ?? new BlockPool(() => makeBlock(this), this.numBlocks);
   }

@@ -2,6 +2,7 @@ import type { Block, BlockId } from './block.js';
 import type { PooledBlock } from './block-pool.js';
 import { BlockOverflowError, FreedBlockError, InvalidArgumentError } from './errors.js';
 import type { HashValue } from './hashing.js';
+import type { BlockTokenStore } from './block-token-store.js';
 import { describe } from './validate.js';
 
 /**
@@ -9,19 +10,27 @@ import { describe } from './validate.js';
  * and appends that are checked first, copy the block on write when its id is shared, and report a block that has
  * just become full. A subclass says how to copy on write (its allocator) and what a full block means to it.
  *
- * The token ids live in a `blockSize`-long array of small integers made with the object (a plain array: V8 makes
- * one in tens of nanoseconds where a typed array of this size costs microseconds); the object is pooled and reused
+ * The token ids live in the allocator's {@link BlockTokenStore}, in the slots of the id the block holds: blocks that
+ * share an id share them, a block whose id changes (copy on write, a swap) takes its tokens along to the new id's
+ * slots, and a freed block keeps reading its last id's slots until they are reused. The object is pooled and reused
  * ({@link BlockPool}), so appending tokens allocates nothing. `tokenIds` is a copy made on request, for inspection.
  *
  * vLLM has no such base: its `PrefixCachingBlock` wraps a `NaiveBlock` (vllm/core/block/prefix_caching_block.py).
  */
 export abstract class TokenBlock implements PooledBlock {
-  blockId: BlockId | null = null;
+  private id: BlockId | null = null;
   prevBlock: Block | null = null;
   extraHash: string | null = null;
   poolId = -1;
-  /** The block's slots; the first {@link numTokens} hold its token ids. Read-only outside the allocators. */
-  readonly tokens: number[];
+  /** The token slots of every block id this block can hold (its allocators' store). Read-only outside the core. */
+  readonly store: Uint32Array;
+  private readonly storeFirstBlockId: BlockId;
+  /**
+   * The index in {@link store} of the block's first slot: `(blockId − store's first id) × blockSize`; the first
+   * {@link numTokens} slots from there hold its token ids. Kept when the id is released, so a swap can carry the
+   * tokens to the id the block gets next.
+   */
+  base = 0;
   /** Token ids stored (0..blockSize). */
   numTokens = 0;
   /** Tokens the block holds when full. */
@@ -30,24 +39,49 @@ export abstract class TokenBlock implements PooledBlock {
   abstract readonly computed: boolean;
   abstract readonly lastAccessed: number;
 
-  constructor(blockSize: number) {
+  /** A block writing its tokens in `tokenStore` (whose block size must be `blockSize`). */
+  constructor(blockSize: number, tokenStore: BlockTokenStore) {
     this.blockSize = blockSize;
-    const tokens: number[] = [];
-    for (let i = 0; i < blockSize; i++) tokens.push(0);
-    this.tokens = tokens;
+    this.store = tokenStore.tokens;
+    this.storeFirstBlockId = tokenStore.firstBlockId;
   }
 
-  /** The token ids stored, as a fresh array (O(blockSize); the hot paths read {@link tokens}). */
+  /** The physical block id, null once freed. */
+  get blockId(): BlockId | null {
+    return this.id;
+  }
+
+  /**
+   * Gives the block another id (null: released). Its token ids move to the new id's slots (a copy on write, a swap;
+   * nothing when it gets its own id back or holds no token yet).
+   */
+  set blockId(blockId: BlockId | null) {
+    this.id = blockId;
+    if (blockId === null) return;
+    const base = (blockId - this.storeFirstBlockId) * this.blockSize;
+    const from = this.base;
+    if (base !== from) {
+      const n = this.numTokens;
+      if (n > 0) this.store.copyWithin(base, from, from + n);
+      this.base = base;
+    }
+  }
+
+  /** The token ids stored, as a fresh array (O(blockSize); the hot paths read {@link store}). */
   get tokenIds(): number[] {
-    return this.tokens.slice(0, this.numTokens);
+    const out = new Array<number>(this.numTokens);
+    const store = this.store;
+    const base = this.base;
+    for (let i = 0; i < out.length; i++) out[i] = store[base + i];
+    return out;
   }
 
   /** Resets the object for reuse (see {@link PooledBlock.init}). */
   init(prevBlock: Block | null, blockId: BlockId | null, extraHash: string | null): void {
     this.prevBlock = prevBlock;
+    this.numTokens = 0;
     this.blockId = blockId;
     this.extraHash = extraHash;
-    this.numTokens = 0;
   }
 
   get numEmptySlots(): number {
@@ -85,18 +119,23 @@ export abstract class TokenBlock implements PooledBlock {
 
   /** Appends without checks, copy-on-write or the full-block hook (for blocks being built by their allocator). */
   appendTokenIdsNoCow(src: ArrayLike<number>, start: number, end: number): void {
-    const t = this.tokens;
-    let n = this.numTokens;
+    const t = this.store;
+    let n = this.base + this.numTokens;
     for (let i = start; i < end; i++) t[n++] = src[i];
-    this.numTokens = n;
+    this.numTokens = n - this.base;
   }
 
-  /** Copies `other`'s token ids over this block's (a fork's new block object). */
+  /**
+   * Takes `other`'s token ids (a fork's new block object): nothing to copy when both hold the same id, whose slots
+   * they share.
+   */
   copyTokensFrom(other: TokenBlock): void {
     const n = other.numTokens;
-    const src = other.tokens;
-    const dst = this.tokens;
-    for (let i = 0; i < n; i++) dst[i] = src[i];
+    if (other.store !== this.store || other.base !== this.base) {
+      const src = other.store;
+      const dst = this.store;
+      for (let i = 0; i < n; i++) dst[this.base + i] = src[other.base + i];
+    }
     this.numTokens = n;
   }
 
