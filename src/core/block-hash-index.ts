@@ -14,7 +14,8 @@ import type { HashValue } from './hashing.js';
  * The hash → block map is an open-addressing table with linear probing over typed arrays (no `Map` keyed by
  * BigInts, which hashes the BigInt's digits on every call): each entry holds the block id and the hash's low 64 bits
  * as two 32-bit halves (read through a BigUint64Array, which allocates nothing; a sha256 hex string's first 16
- * digits), compared first; the full hash value kept per block settles equality. The table has at least twice as
+ * digits), compared first, in one slot of four words with the block id; the full hash value kept per block settles
+ * equality unless the hash is a 64-bit integer, which its halves are the whole of. The table has at least twice as
  * many slots as blocks, so it is never more than half full; removal shifts the entries after the hole back
  * (backward-shift deletion, no tombstones), which keeps every probe run unbroken.
  *
@@ -34,13 +35,16 @@ export class BlockHashIndex {
   private readonly tokensFirstBlockId: BlockId;
   /** Table slots − 1 (a power of two minus one). */
   private readonly mask: number;
-  /** Per table slot: the indexed block's id, or -1 for an empty slot. */
-  private readonly slotBlock: Int32Array;
-  private readonly slotHi: Uint32Array;
-  private readonly slotLo: Uint32Array;
+  /**
+   * The table, one slot per {@link SLOT_WORDS} words side by side (a probe reads one cache line): the indexed
+   * block's id (-1 for an empty slot), then the hash's high and low 32 bits.
+   */
+  private readonly slots: Int32Array;
   /** The halves of the last hash split by {@link split}. */
   private hi = 0;
   private lo = 0;
+  /** 1 when the last hash split is a bigint in [0, 2^64), whose halves are the whole of it; else 0. */
+  private exact = 0;
 
   /**
    * An empty index over ids `[firstBlockId, firstBlockId + numBlocks)`, verifying token ids against `tokenStore`'s
@@ -57,9 +61,8 @@ export class BlockHashIndex {
     let size = 16;
     while (size < 2 * numBlocks) size *= 2;
     this.mask = size - 1;
-    this.slotBlock = new Int32Array(size).fill(-1);
-    this.slotHi = new Uint32Array(size);
-    this.slotLo = new Uint32Array(size);
+    this.slots = new Int32Array(size * SLOT_WORDS);
+    for (let k = 0; k < size; k++) this.slots[k * SLOT_WORDS] = -1;
   }
 
   /** The hash cached in `blockId` (in range), or null when the block caches nothing. */
@@ -70,7 +73,7 @@ export class BlockHashIndex {
   /** The id of the block indexed under `hash`, or -1 (not verified: see {@link lookup}). */
   blockOfHash(hash: HashValue): BlockId {
     const slot = this.find(hash);
-    return slot < 0 ? -1 : this.slotBlock[slot];
+    return slot < 0 ? -1 : this.slots[slot * SLOT_WORDS];
   }
 
   /**
@@ -123,14 +126,17 @@ export class BlockHashIndex {
     const i = blockId - this.firstBlockId;
     if (this.hashes[i] !== null) this.unregister(blockId);
     const found = this.find(hash); // leaves the hash's halves in hi / lo
+    const slots = this.slots;
     if (found >= 0) {
-      this.slotBlock[found] = blockId;
+      slots[found * SLOT_WORDS] = blockId;
     } else {
       let slot = this.home(this.hi, this.lo);
-      while (this.slotBlock[slot] >= 0) slot = (slot + 1) & this.mask;
-      this.slotBlock[slot] = blockId;
-      this.slotHi[slot] = this.hi;
-      this.slotLo[slot] = this.lo;
+      while (slots[slot * SLOT_WORDS] >= 0) slot = (slot + 1) & this.mask;
+      const w = slot * SLOT_WORDS;
+      slots[w] = blockId;
+      slots[w + 1] = this.hi;
+      slots[w + 2] = this.lo;
+      slots[w + 3] = this.exact;
     }
     this.hashes[i] = hash;
     this.parents[i] = parent;
@@ -147,7 +153,7 @@ export class BlockHashIndex {
     const hash = this.hashes[i];
     if (hash !== null) {
       const slot = this.find(hash);
-      if (slot >= 0 && this.slotBlock[slot] === blockId) this.removeSlot(slot);
+      if (slot >= 0 && this.slots[slot * SLOT_WORDS] === blockId) this.removeSlot(slot);
     }
     this.hashes[i] = null;
     this.parents[i] = null;
@@ -159,13 +165,17 @@ export class BlockHashIndex {
     this.split(hash);
     const hi = this.hi;
     const lo = this.lo;
+    const exact = this.exact;
     const mask = this.mask;
-    const blocks = this.slotBlock;
+    const slots = this.slots;
     for (let slot = this.home(hi, lo); ; slot = (slot + 1) & mask) {
-      const id = blocks[slot];
+      const w = slot * SLOT_WORDS;
+      const id = slots[w];
       if (id < 0) return -1;
-      if (this.slotLo[slot] === lo && this.slotHi[slot] === hi && this.hashes[id - this.firstBlockId] === hash) {
-        return slot;
+      if (slots[w + 2] === lo && slots[w + 1] === hi) {
+        // Two 64-bit integer hashes with equal halves are equal; anything else is compared whole.
+        if (exact === 1 && slots[w + 3] === 1) return slot;
+        if (this.hashes[id - this.firstBlockId] === hash) return slot;
       }
     }
   }
@@ -173,19 +183,18 @@ export class BlockHashIndex {
   /** Empties `slot` and moves back the entries after it whose probe run crossed it (backward-shift deletion). */
   private removeSlot(slot: number): void {
     const mask = this.mask;
-    const blocks = this.slotBlock;
+    const slots = this.slots;
     let hole = slot;
-    for (let next = (hole + 1) & mask; blocks[next] >= 0; next = (next + 1) & mask) {
-      const home = this.home(this.slotHi[next], this.slotLo[next]);
+    for (let next = (hole + 1) & mask; slots[next * SLOT_WORDS] >= 0; next = (next + 1) & mask) {
+      const n = next * SLOT_WORDS;
+      const home = this.home(slots[n + 1], slots[n + 2]);
       // The entry at `next` may fill the hole when its home is not in the cyclic range (hole, next].
       if (((next - home) & mask) >= ((next - hole) & mask)) {
-        blocks[hole] = blocks[next];
-        this.slotHi[hole] = this.slotHi[next];
-        this.slotLo[hole] = this.slotLo[next];
+        slots.copyWithin(hole * SLOT_WORDS, n, n + SLOT_WORDS);
         hole = next;
       }
     }
-    blocks[hole] = -1;
+    slots[hole * SLOT_WORDS] = -1;
   }
 
   /** The first slot a hash with these halves probes. */
@@ -193,18 +202,27 @@ export class BlockHashIndex {
     return (lo ^ Math.imul(hi, 0x9e3779b1)) & this.mask;
   }
 
-  /** Sets {@link hi} / {@link lo} to the low 64 bits of a bigint hash, or the first 16 hex digits of a string one. */
+  /**
+   * Sets {@link hi} / {@link lo} (as signed 32-bit integers) to the low 64 bits of a bigint hash, or the first 16 hex
+   * digits of a string one, and {@link exact} to whether they are the whole hash (a bigint in [0, 2^64)).
+   */
   private split(hash: HashValue): void {
     if (typeof hash === 'bigint') {
       SPLIT64[0] = hash;
-      this.lo = SPLIT32[0];
-      this.hi = SPLIT32[1];
+      this.lo = SPLIT32[0] | 0;
+      this.hi = SPLIT32[1] | 0;
+      this.exact = hash >= 0n && hash < TWO_TO_64 ? 1 : 0;
     } else {
-      this.hi = parseInt(hash.slice(0, 8), 16) >>> 0;
-      this.lo = parseInt(hash.slice(8, 16), 16) >>> 0;
+      this.hi = parseInt(hash.slice(0, 8), 16) | 0;
+      this.lo = parseInt(hash.slice(8, 16), 16) | 0;
+      this.exact = 0;
     }
   }
 }
+
+/** Words per table slot: block id, hash high half, hash low half, 1 when the halves are the whole hash. */
+const SLOT_WORDS = 4;
+const TWO_TO_64 = 1n << 64n;
 
 /** One 64-bit scratch word and its two 32-bit halves (little-endian: [0] = low, [1] = high). */
 const SPLIT64 = new BigUint64Array(1);
