@@ -211,6 +211,29 @@ function withRoom(src: ArrayLike<number>, start: number, len: number, room: numb
   return out;
 }
 
+/** Per slot, the sequence each `allocate` of `trace` starts (at its prompt's length; null for forked slots). */
+function freshSequences(trace: Trace): (BenchSequence | null)[] {
+  const { kinds, slots, tokenStart, slotSeqIds, slotTokens } = trace;
+  const fresh: (BenchSequence | null)[] = new Array<BenchSequence | null>(slotSeqIds.length).fill(null);
+  for (let i = 0; i < kinds.length; i++) {
+    if (kinds[i] !== ALLOCATE) continue;
+    const slot = slots[i];
+    fresh[slot] = new BenchSequence(slotSeqIds[slot], slotTokens[slot]!, tokenStart[i + 1] - tokenStart[i]);
+  }
+  return fresh;
+}
+
+/** The running child that a `fork` into `slot` makes of `parent`: its tokens so far, with room for its appends. */
+function forkedSequence(trace: Trace, slot: number, parent: BenchSequence): BenchSequence {
+  const child = new BenchSequence(
+    trace.slotSeqIds[slot],
+    withRoom(parent.tokens, 0, parent.len, trace.slotAppendTokens[slot]),
+    parent.len,
+  );
+  child.status = SequenceStatus.RUNNING;
+  return child;
+}
+
 /** What one replay measured. */
 export interface ReplayResult {
   /** Wall-clock time of the timed loop, ms. */
@@ -236,13 +259,8 @@ export function replay(trace: Trace, m: BlockSpaceManager): ReplayResult {
     throw new Error('replay needs a block manager that holds no sequence');
   }
   const numGpuBlocks = m.numTotalGpuBlocks;
-  const { kinds, slots, parents, tokenStart, tokens, slotSeqIds, slotAppendTokens, slotTokens } = trace;
-  const fresh: (BenchSequence | null)[] = new Array<BenchSequence | null>(slotSeqIds.length).fill(null);
-  for (let i = 0; i < kinds.length; i++) {
-    if (kinds[i] !== ALLOCATE) continue;
-    const slot = slots[i];
-    fresh[slot] = new BenchSequence(slotSeqIds[slot], slotTokens[slot]!, tokenStart[i + 1] - tokenStart[i]);
-  }
+  const { kinds, slots, parents, tokenStart, tokens, slotSeqIds } = trace;
+  const fresh = freshSequences(trace);
   const live: (BenchSequence | null)[] = new Array<BenchSequence | null>(slotSeqIds.length).fill(null);
   let refusedAllocations = 0;
   let refusedAppends = 0;
@@ -286,12 +304,7 @@ export function replay(trace: Trace, m: BlockSpaceManager): ReplayResult {
       case FORK: {
         const parent = live[parents[i]];
         if (parent === null) break; // its allocation was refused
-        const child = new BenchSequence(
-          slotSeqIds[slot],
-          withRoom(parent.tokens, 0, parent.len, slotAppendTokens[slot]),
-          parent.len,
-        );
-        child.status = SequenceStatus.RUNNING;
+        const child = forkedSequence(trace, slot, parent);
         m.fork(parent, child);
         live[slot] = child;
         break;
@@ -327,13 +340,8 @@ export function replay(trace: Trace, m: BlockSpaceManager): ReplayResult {
  * bookkeeping costs by itself. Returns wall and process CPU time of the loop, ms.
  */
 export function replayHarness(trace: Trace): { readonly ms: number; readonly cpuMs: number } {
-  const { kinds, slots, parents, tokenStart, tokens, slotSeqIds, slotAppendTokens, slotTokens } = trace;
-  const fresh: (BenchSequence | null)[] = new Array<BenchSequence | null>(slotSeqIds.length).fill(null);
-  for (let i = 0; i < kinds.length; i++) {
-    if (kinds[i] !== ALLOCATE) continue;
-    const slot = slots[i];
-    fresh[slot] = new BenchSequence(slotSeqIds[slot], slotTokens[slot]!, tokenStart[i + 1] - tokenStart[i]);
-  }
+  const { kinds, slots, parents, tokenStart, tokens, slotSeqIds } = trace;
+  const fresh = freshSequences(trace);
   const live: (BenchSequence | null)[] = new Array<BenchSequence | null>(slotSeqIds.length).fill(null);
   let sink = 0;
   const c0 = process.cpuUsage();
@@ -358,12 +366,7 @@ export function replayHarness(trace: Trace): { readonly ms: number; readonly cpu
       case FORK: {
         const parent = live[parents[i]];
         if (parent === null) break;
-        const child = new BenchSequence(
-          slotSeqIds[slot],
-          withRoom(parent.tokens, 0, parent.len, slotAppendTokens[slot]),
-          parent.len,
-        );
-        child.status = SequenceStatus.RUNNING;
+        const child = forkedSequence(trace, slot, parent);
         live[slot] = child;
         break;
       }
