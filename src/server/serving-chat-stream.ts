@@ -6,7 +6,7 @@ import { chatLogprobs } from './logprobs-format.js';
 import { usageInfo, type ChatCompletionRequest, type UsageInfo } from './protocol.js';
 import type { ChatRun } from './serving-chat.js';
 import type { ServingContext } from './serving-context.js';
-import { SseStream } from './sse-stream.js';
+import { SseStream } from '../http/sse-stream.js';
 import { ToolCallStreamer } from './tool-call-stream.js';
 
 /**
@@ -38,7 +38,7 @@ export async function streamChatCompletion(
   const includeUsage = body.stream_options?.include_usage === true;
   const continuousUsage = includeUsage && body.stream_options?.continuous_usage_stats === true;
   reply.hijack();
-  const sse = new SseStream(reply.raw, ctx.randomWeights ? { 'x-pagellm-random-weights': 'true' } : {});
+  const sse = new SseStream(reply.raw, { headers: ctx.randomWeights ? { 'x-pagellm-random-weights': 'true' } : {} });
   sse.onDisconnect(() => ctx.abort(run.requestId));
   const choices = new ChatChoiceStream(run);
   const chunk = (choiceList: unknown[], withUsage: UsageInfo | null): unknown => ({
