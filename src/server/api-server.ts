@@ -8,7 +8,8 @@ import type { KernelBackend } from '../kernels/backend.js';
 import { resolveChatTemplate } from '../model/chat-template.js';
 import { LlamaModel } from '../model/llama-model.js';
 import { PreprocessPool, type ChatTemplateLimits } from '../model/preprocess-pool.js';
-import { readModelSource, totalTensorBytes } from '../model/read-model-source.js';
+import type { ModelSource } from '../model/model-source.js';
+import { readModelSource, totalTensorBytes, type ReadModelSourceOptions } from '../model/read-model-source.js';
 import { AgentCheckServer } from './agent-check.js';
 import { createApp, type CorsOptions } from './app.js';
 import type { PrometheusMetrics } from './prometheus-metrics.js';
@@ -158,21 +159,35 @@ export function defaultServedModelName(modelPath: string): string {
 }
 
 /**
+ * Reads the model's header (no weights are loaded) and refuses a model with random weights (create-random-model)
+ * unless `allowRandomWeights`: their text is meaningless and must not be presented as an answer.
+ * @throws RandomWeightsRefusedError; readModelSource's errors for a missing or unknown model.
+ */
+export async function readModelSourceForAnswers(
+  modelPath: string,
+  allowRandomWeights: boolean,
+  options: ReadModelSourceOptions = {},
+): Promise<ModelSource> {
+  const source = await readModelSource(modelPath, options);
+  if (source.randomWeights === true && !allowRandomWeights) throw new RandomWeightsRefusedError(modelPath);
+  return source;
+}
+
+/**
  * Loads the model, builds the async engine and the HTTP app, and listens. Refuses random-weight models unless
  * `allowRandomWeights` is set, and checks the chat template parses, before any weight is loaded.
  * Mirrors vLLM's `run_server` / `build_async_engine_client` (vllm/entrypoints/openai/api_server.py).
  *
  * @throws RandomWeightsRefusedError, ChatTemplateArgumentError, the model template's ChatTemplateError, RangeError
- *   for an unknown toolCallParser, the
- *   engine's configuration and loading errors, and the listen error (e.g. EADDRINUSE).
+ *   for an unknown toolCallParser, the engine's configuration and loading errors, and the listen error (e.g.
+ *   EADDRINUSE).
  */
 export async function startServer(options: ServerOptions): Promise<ServerHandle> {
-  const source = await readModelSource(
+  const source = await readModelSourceForAnswers(
     options.model,
+    options.allowRandomWeights === true,
     options.tokenizerPath !== undefined ? { tokenizerPath: options.tokenizerPath } : {},
   );
-  if (source.randomWeights === true && options.allowRandomWeights !== true)
-    throw new RandomWeightsRefusedError(options.model);
   const chatTemplate = options.chatTemplate === undefined ? undefined : loadChatTemplateArgument(options.chatTemplate);
   const servedModelNames =
     options.servedModelNames !== undefined && options.servedModelNames.length > 0
