@@ -22,6 +22,7 @@ import type { PreprocessPool } from '../model/preprocess-pool.js';
 import type { Tokenizer } from '../model/tokenizer.js';
 import { messageText } from './chat-message-text.js';
 import { BadRequestError, NotFoundError, OpenAIError, ServiceUnavailableError } from './errors.js';
+import type { PromptInput } from './prompt-input.js';
 import type { ChatMessage, SamplingRequestFields } from './protocol.js';
 import { RequestLimits } from './request-limits.js';
 import { checkTokenIds, requestParamName, samplingParamsInit, type SamplingExtra } from './sampling-request.js';
@@ -305,7 +306,11 @@ export class ServingContext {
    * one is too long), then all are encoded on the event loop when short together, else in the preprocess pool.
    * @throws BadRequestError (context_length_exceeded, naming `param`) for a prompt over the character limit.
    */
-  async encode(texts: readonly string[], addSpecialTokens: boolean, param: 'prompt' | 'messages'): Promise<number[][]> {
+  async encode(
+    texts: readonly string[],
+    addSpecialTokens: boolean,
+    param: 'prompt' | 'messages' | 'input',
+  ): Promise<number[][]> {
     let chars = 0;
     for (const t of texts) {
       this.limits.checkPromptChars(t.length, param);
@@ -313,6 +318,28 @@ export class ServingContext {
     }
     if (chars <= INLINE_TOKENIZE_CHARS) return texts.map((t) => this.tokenizer.encode(t, { addSpecialTokens }));
     return this.preprocess.encode(texts, addSpecialTokens);
+  }
+
+  /**
+   * The token ids of a request's prompts (a completions `prompt` or an embeddings `input`, normalized): the text
+   * prompts encoded together with special tokens ({@link encode}), the token-id prompts checked against the
+   * vocabulary. Returned in the given order, each with its text when it had one.
+   * @throws BadRequestError naming `param`: a prompt over the character limit, an id outside the vocabulary, or an
+   *   empty prompt.
+   */
+  async tokenizePrompts(
+    given: readonly PromptInput[],
+    param: 'prompt' | 'input',
+  ): Promise<{ text: string | undefined; tokenIds: number[] }[]> {
+    const texts = given.flatMap((p) => (p.text !== undefined ? [p.text] : []));
+    const encoded = await this.encode(texts, true, param);
+    let nextText = 0;
+    return given.map((p) => {
+      const tokenIds = p.tokenIds ?? encoded[nextText++];
+      if (p.tokenIds !== undefined) this.checkTokenIds(tokenIds, param);
+      if (tokenIds.length === 0) throw new BadRequestError(`the ${param} is empty`, param);
+      return { text: p.text, tokenIds };
+    });
   }
 
   /** Text of token ids, on the event loop for short lists, else in the preprocess pool. */
