@@ -1,6 +1,6 @@
 import type { LLMEngine } from '../engine/index.js';
 import type { SseStream } from '../http/sse-stream.js';
-import { buildKvCacheSnapshot, engineStateVersion, type SnapshotConfig } from './kv-cache-snapshot.js';
+import { buildKvCacheSnapshot, engineStateVersion, snapshotConfig, type SnapshotConfig } from './kv-cache-snapshot.js';
 import { MetricsHistory, type SeriesPoint } from './metrics-history.js';
 import { encodeKvCacheSnapshot } from './snapshot-encoding.js';
 
@@ -96,15 +96,8 @@ export class DashboardHub {
 
   /** The static part of every snapshot, and the served model's path. */
   hello(): HelloEvent {
-    const bm = this.engine.blockManager;
     return {
-      config: {
-        blockSize: bm.blockSize,
-        numGpuBlocks: bm.numTotalGpuBlocks,
-        numCpuBlocks: bm.numTotalCpuBlocks,
-        enablePrefixCaching: this.engine.enablePrefixCaching,
-        watermarkBlocks: bm.watermarkBlocks,
-      },
+      config: snapshotConfig(this.engine),
       model: this.engine.modelSource?.path ?? null,
       maxUpdatesPerSecond: this.maxUpdatesPerSecond,
       seriesIntervalMs: this.seriesIntervalMs,
