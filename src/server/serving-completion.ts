@@ -167,7 +167,7 @@ async function collectCompletion(
       });
     }
   }
-  if (ctx.randomWeights) reply.header('x-pagellm-random-weights', 'true');
+  void reply.headers(ctx.answerHeaders);
   return {
     id: run.requestId,
     object: 'text_completion',

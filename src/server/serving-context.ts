@@ -80,6 +80,8 @@ export class ServingContext {
    * fingerprint run the same model the same way; `pagellm-random-weights` for a model with random weights.
    */
   readonly systemFingerprint: string;
+  /** Headers every generated answer carries (JSON and SSE): `x-pagellm-random-weights: true` for random weights. */
+  readonly answerHeaders: Readonly<Record<string, string>>;
   /** The bounds every request is checked against before expensive work. */
   readonly limits: RequestLimits;
   readonly preprocess: PreprocessPool;
@@ -108,6 +110,7 @@ export class ServingContext {
     this.vocabSize = this.engine.model.config.vocabSize;
     this.randomWeights = this.source.randomWeights === true;
     this.systemFingerprint = this.randomWeights ? 'pagellm-random-weights' : engineFingerprint(this.engine);
+    this.answerHeaders = this.randomWeights ? { 'x-pagellm-random-weights': 'true' } : {};
     this.chatTemplateOverride = options.chatTemplate;
     this.preprocess = options.preprocess;
     this.trustRequestChatTemplate = options.trustRequestChatTemplate === true;
