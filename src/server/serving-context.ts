@@ -9,6 +9,7 @@ import {
   SamplingParamsError,
   type AsyncLLMEngine,
   type LLMEngine,
+  type PromptInput,
   type RequestOutput,
 } from '../engine/index.js';
 import {
@@ -22,7 +23,6 @@ import type { PreprocessPool } from '../model/preprocess-pool.js';
 import type { Tokenizer } from '../model/tokenizer.js';
 import { messageText } from './chat-message-text.js';
 import { BadRequestError, NotFoundError, OpenAIError, ServiceUnavailableError } from './errors.js';
-import type { PromptInput } from './prompt-input.js';
 import type { ChatMessage, SamplingRequestFields } from './protocol.js';
 import { RequestLimits } from './request-limits.js';
 import { checkTokenIds, requestParamName, samplingParamsInit, type SamplingExtra } from './sampling-request.js';
@@ -333,15 +333,16 @@ export class ServingContext {
   async tokenizePrompts(
     given: readonly PromptInput[],
     param: 'prompt' | 'input',
-  ): Promise<{ text: string | undefined; tokenIds: number[] }[]> {
-    const texts = given.flatMap((p) => (p.text !== undefined ? [p.text] : []));
+  ): Promise<{ text: string | undefined; tokenIds: readonly number[] }[]> {
+    const texts = given.filter((p): p is string => typeof p === 'string');
     const encoded = await this.encode(texts, true, param);
     let nextText = 0;
     return given.map((p) => {
-      const tokenIds = p.tokenIds ?? encoded[nextText++];
-      if (p.tokenIds !== undefined) this.checkTokenIds(tokenIds, param);
+      const text = typeof p === 'string' ? p : p.prompt;
+      const tokenIds = typeof p === 'string' ? encoded[nextText++] : p.promptTokenIds;
+      if (typeof p !== 'string') this.checkTokenIds(tokenIds, param);
       if (tokenIds.length === 0) throw new BadRequestError(`the ${param} is empty`, param);
-      return { text: p.text, tokenIds };
+      return { text, tokenIds };
     });
   }
 

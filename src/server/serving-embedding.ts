@@ -119,7 +119,7 @@ function float32ToBase64(v: Float32Array): string {
 /** Queues every input's pooling request; if one is refused, those already queued are aborted first. */
 function startAll(
   ctx: ServingContext,
-  inputs: ReadonlyArray<{ text: string | undefined; tokenIds: number[] }>,
+  inputs: ReadonlyArray<{ text: string | undefined; tokenIds: readonly number[] }>,
   ids: readonly string[],
   params: PoolingParams,
   priority: number | undefined,
