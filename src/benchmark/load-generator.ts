@@ -30,6 +30,7 @@ export class Semaphore {
     this.available = limit;
   }
 
+  /** Takes a place: at once when one is free, else when a holder releases one to this waiter (FIFO). */
   async acquire(): Promise<void> {
     if (this.available > 0) {
       this.available--;
@@ -38,6 +39,7 @@ export class Semaphore {
     await new Promise<void>((resolve) => this.waiters.push(resolve));
   }
 
+  /** Gives a place back: to the longest waiter when there is one, else to the pool. */
   release(): void {
     const next = this.waiters.shift();
     if (next !== undefined) next();

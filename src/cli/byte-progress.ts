@@ -65,3 +65,26 @@ export function createByteProgress(
     },
   };
 }
+
+/** A progress bar that appears with the first report: see {@link lazyByteProgress}. */
+export interface LazyByteProgress {
+  /** The `(doneBytes, totalBytes)` callback weight loading takes; the first call draws the bar. */
+  readonly report: (doneBytes: number, totalBytes: number) => void;
+  /** Ends the bar; a no-op when nothing was reported. Call it after loading, also after a failure. */
+  stop(): void;
+}
+
+/**
+ * A {@link createByteProgress} bar labelled `label` that is created on the first report, so nothing is drawn
+ * before loading starts and the total is known when it is (the commands hand `report` to the weight loader).
+ */
+export function lazyByteProgress(label: string): LazyByteProgress {
+  let progress: ByteProgress | undefined;
+  return {
+    report: (doneBytes, totalBytes) => {
+      progress ??= createByteProgress(label, totalBytes);
+      progress.set(doneBytes, totalBytes);
+    },
+    stop: () => progress?.stop(),
+  };
+}

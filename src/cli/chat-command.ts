@@ -4,9 +4,8 @@ import { AsyncLLMEngine, RequestOutputKind, SamplingParams } from '../engine/ind
 import { resolveChatTemplate, type ChatMessage, type ChatTemplate } from '../model/chat-template.js';
 import { ChatTemplateMissingError } from '../model/errors.js';
 import type { ModelSource } from '../model/model-source.js';
-import { readModelSource } from '../model/read-model-source.js';
-import { RandomWeightsRefusedError, defaultServedModelName, loadChatTemplateArgument } from '../server/api-server.js';
-import { createByteProgress, type ByteProgress } from './byte-progress.js';
+import { defaultServedModelName, loadChatTemplateArgument, readModelSourceForAnswers } from '../server/api-server.js';
+import { lazyByteProgress } from './byte-progress.js';
 import { CliUsageError } from './cli-usage-error.js';
 import {
   addChatTemplateOption,
@@ -40,17 +39,12 @@ export function createChatCommand(): Command {
   addEngineOptions(cmd);
   cmd.action(async (opts: ChatCliOptions) => {
     checkModelPath(opts.model, '--model <path> or PAGELLM_MODEL');
-    const source = await readModelSource(opts.model);
-    if (source.randomWeights === true && opts.allowRandomWeights !== true)
-      throw new RandomWeightsRefusedError(opts.model);
+    const source = await readModelSourceForAnswers(opts.model, opts.allowRandomWeights === true);
     const template = chatTemplateOf(source, opts);
-    let progress: ByteProgress | undefined;
+    const progress = lazyByteProgress('loading weights');
     const asyncEngine = await AsyncLLMEngine.fromEngineArgs(
-      engineArgsFromCli(opts, opts.model, (done, total) => {
-        progress ??= createByteProgress('loading weights', total);
-        progress.set(done, total);
-      }),
-    ).finally(() => progress?.stop());
+      engineArgsFromCli(opts, opts.model, progress.report),
+    ).finally(() => progress.stop());
     try {
       await converse(asyncEngine, template, opts, source.randomWeights === true);
     } finally {

@@ -1,8 +1,7 @@
 import { Command } from 'commander';
 import { LLM, SamplingParams } from '../engine/index.js';
-import { readModelSource } from '../model/read-model-source.js';
-import { RandomWeightsRefusedError } from '../server/api-server.js';
-import { createByteProgress, type ByteProgress } from './byte-progress.js';
+import { readModelSourceForAnswers } from '../server/api-server.js';
+import { lazyByteProgress } from './byte-progress.js';
 import { CliUsageError } from './cli-usage-error.js';
 import { addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
 import { checkModelPath } from './input-path.js';
@@ -17,18 +16,7 @@ interface GenerateCliOptions extends EngineCliOptions, SamplingCliOptions {
 }
 
 /** `generate`'s default output budget per sequence, in tokens. */
-export const GENERATE_DEFAULT_MAX_TOKENS = 64;
-
-/**
- * Refuses a model with random weights unless `allow` is set: their text is meaningless and must not be presented
- * as an answer. Reads only the model's header. Returns whether the weights are random.
- * @throws RandomWeightsRefusedError.
- */
-export async function checkRandomWeights(modelPath: string, allow: boolean): Promise<boolean> {
-  const source = await readModelSource(modelPath);
-  if (source.randomWeights === true && !allow) throw new RandomWeightsRefusedError(modelPath);
-  return source.randomWeights === true;
-}
+const GENERATE_DEFAULT_MAX_TOKENS = 64;
 
 /**
  * `pagellm generate [prompts...]`: loads the model, runs every prompt (positional arguments and `--prompt`, in that
@@ -54,14 +42,10 @@ export function createGenerateCommand(): Command {
       ...samplingInitFromCli(opts, opts.maxTokens ?? GENERATE_DEFAULT_MAX_TOKENS),
       n: opts.n,
     });
-    const random = await checkRandomWeights(opts.model, opts.allowRandomWeights === true);
-    let progress: ByteProgress | undefined;
-    const llm = await LLM.create(
-      engineArgsFromCli(opts, opts.model, (done, total) => {
-        progress ??= createByteProgress('loading weights', total);
-        progress.set(done, total);
-      }),
-    ).finally(() => progress?.stop());
+    const random =
+      (await readModelSourceForAnswers(opts.model, opts.allowRandomWeights === true)).randomWeights === true;
+    const progress = lazyByteProgress('loading weights');
+    const llm = await LLM.create(engineArgsFromCli(opts, opts.model, progress.report)).finally(() => progress.stop());
     try {
       const outputs = await llm.generate(prompts, params);
       for (const [i, out] of outputs.entries()) {

@@ -22,7 +22,7 @@ interface InfoCliOptions {
 }
 
 /** What `pagellm info` reports (the `--json` output). Sizes in bytes, lengths in tokens. */
-export interface ModelInfo {
+interface ModelInfo {
   model: string;
   format: string;
   architecture: string;

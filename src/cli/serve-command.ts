@@ -1,8 +1,9 @@
 import { Command, Option } from 'commander';
-import { startServer, type ServerHandle } from '../server/api-server.js';
+import type { EngineArgs } from '../engine/index.js';
+import { startServer, type ServerHandle, type ServerOptions } from '../server/api-server.js';
 import { startupLogLines } from '../server/startup-log.js';
 import { TOOL_CALL_PARSERS, type ToolCallParserName } from '../server/tool-call-parser.js';
-import { createByteProgress, type ByteProgress } from './byte-progress.js';
+import { lazyByteProgress } from './byte-progress.js';
 import {
   addChatTemplateOption,
   addEngineOptions,
@@ -53,12 +54,33 @@ function log(line: string): void {
  * `pagellm serve [model]`: loads the model (a progress bar on a terminal), starts the OpenAI-compatible server,
  * prints the startup summary (model, weight bytes, threads, KV cache, maximum concurrency, URL), logs throughput
  * and KV usage every 10 s while there is traffic, and shuts down cleanly on SIGINT / SIGTERM: new requests get 503
- * while those in flight finish (up to --drain-timeout), then the server closes (a second signal exits at once). Mirrors `vllm serve` (vllm/entrypoints/openai/api_server.py, cli_args.py).
+ * while those in flight finish (up to --drain-timeout), then the server closes (a second signal exits at once).
+ * Mirrors `vllm serve` (vllm/entrypoints/openai/api_server.py, cli_args.py).
  */
 export function createServeCommand(version: string): Command {
   const cmd = new Command('serve')
     .description('start the OpenAI-compatible HTTP server')
     .argument('[model]', 'model file or folder (same as --model)');
+  addServeOptions(cmd);
+  cmd.action(async (modelArg: string | undefined, opts: ServeCliOptions) => {
+    checkModelPath(modelArg ?? opts.model, '--model <path>, as the first argument or with PAGELLM_MODEL');
+    const progress = lazyByteProgress('loading weights');
+    const engineArgs = engineArgsFromCli(opts, modelArg ?? opts.model, progress.report);
+    checkServeOptions(cmd, opts);
+    log(`pagellm ${version} starting: model ${engineArgs.model}`);
+    const handle = await startServer(serverOptionsFromCli(engineArgs, opts, version)).finally(() => progress.stop());
+    // Signal handlers go in before the URL is printed: a client may act on that line at once.
+    let stopStats = (): void => undefined;
+    const shutdown = waitForShutdownSignal(handle, opts.drainTimeout * 1000, () => stopStats());
+    logStartup(handle, opts.host);
+    if (opts.disableLogStats !== true) stopStats = startStatsLogger(handle);
+    await shutdown;
+  });
+  return cmd;
+}
+
+/** Declares the options of `pagellm serve`: the engine's, then the server's (listen address, access, limits). */
+function addServeOptions(cmd: Command): void {
   addEngineOptions(cmd).option(
     '--served-model-name <names...>',
     "model name(s) the API answers to (default: the model's folder/file name)",
@@ -129,85 +151,77 @@ export function createServeCommand(version: string): Command {
         ...TOOL_CALL_PARSERS,
       ]),
     );
-  cmd.action(async (modelArg: string | undefined, opts: ServeCliOptions) => {
-    let progress: ByteProgress | undefined;
-    checkModelPath(modelArg ?? opts.model, '--model <path>, as the first argument or with PAGELLM_MODEL');
-    const engineArgs = engineArgsFromCli(opts, modelArg ?? opts.model, (done, total) => {
-      progress ??= createByteProgress('loading weights', total);
-      progress.set(done, total);
-    });
-    if (
-      opts.allowedOrigins === undefined &&
-      (opts.allowedMethods !== undefined || opts.allowedHeaders !== undefined || opts.allowCredentials === true)
-    ) {
-      cmd.error(
-        'error: --allowed-methods, --allowed-headers and --allow-credentials configure CORS, which is off ' +
-          'until --allowed-origins names the origins to allow',
-      );
-    }
-    if (opts.enableAutoToolChoice === true && opts.toolCallParser === undefined) {
-      cmd.error(
-        "error: --enable-auto-tool-choice needs --tool-call-parser to read the calls out of the model's " +
-          `output (${TOOL_CALL_PARSERS.join(', ')})`,
-      );
-    }
-    log(`pagellm ${version} starting: model ${engineArgs.model}`);
-    let handle: ServerHandle;
-    try {
-      handle = await startServer({
-        ...engineArgs,
-        kvCacheStoreLog: log,
-        servedModelNames: opts.servedModelName,
-        host: opts.host,
-        port: opts.port,
-        agentCheckPort: opts.agentCheckPort,
-        apiKey: opts.apiKey ?? (process.env.PAGELLM_API_KEY || undefined),
-        metricsPublic: opts.metricsPublic,
-        allowedHosts: opts.allowedHosts,
-        cors:
-          opts.allowedOrigins === undefined
-            ? undefined
-            : {
-                allowedOrigins: opts.allowedOrigins,
-                allowedMethods: opts.allowedMethods,
-                allowedHeaders: opts.allowedHeaders,
-                allowCredentials: opts.allowCredentials,
-              },
-        requestTimeoutMs: opts.requestTimeout * 1000,
-        keepAliveTimeoutMs: opts.keepAliveTimeout * 1000,
-        chatTemplate: opts.chatTemplate,
-        trustRequestChatTemplate: opts.trustRequestChatTemplate,
-        maxSeqsPerRequest: opts.maxSeqsPerRequest,
-        chatTemplateLimits:
-          opts.chatTemplateTimeout !== undefined ? { timeoutMs: opts.chatTemplateTimeout } : undefined,
-        allowRandomWeights: opts.allowRandomWeights,
-        enableAutoToolChoice: opts.enableAutoToolChoice,
-        toolCallParser: opts.toolCallParser,
-        version,
-      });
-    } finally {
-      progress?.stop();
-    }
-    // Signal handlers go in before the URL is printed: a client may act on that line at once.
-    let stopStats = (): void => undefined;
-    const shutdown = waitForShutdownSignal(handle, opts.drainTimeout * 1000, () => stopStats());
-    for (const line of startupLogLines(handle.summary, handle.url)) log(line);
-    if (handle.agentCheckPort !== undefined) {
-      log(
-        `HAProxy agent check on tcp port ${handle.agentCheckPort} of ${opts.host} (load as JSON: ${handle.url}/load)`,
-      );
-    }
-    const kvStore = handle.engine.kvStoreConnector;
-    if (kvStore !== null) {
-      log(
-        `shared KV store: ${kvStore.store.description} (lookup + fetch timeout ${kvStore.timeoutMs} ms + 100 ms/MB; ` +
-          "eviction is the store's: maxmemory-policy allkeys-lru)",
-      );
-    }
-    if (opts.disableLogStats !== true) stopStats = startStatsLogger(handle);
-    await shutdown;
-  });
-  return cmd;
+}
+
+/**
+ * Refuses option combinations that cannot work (exits through commander with status 1): CORS settings without
+ * --allowed-origins, and --enable-auto-tool-choice without a --tool-call-parser.
+ */
+function checkServeOptions(cmd: Command, opts: ServeCliOptions): void {
+  if (
+    opts.allowedOrigins === undefined &&
+    (opts.allowedMethods !== undefined || opts.allowedHeaders !== undefined || opts.allowCredentials === true)
+  ) {
+    cmd.error(
+      'error: --allowed-methods, --allowed-headers and --allow-credentials configure CORS, which is off ' +
+        'until --allowed-origins names the origins to allow',
+    );
+  }
+  if (opts.enableAutoToolChoice === true && opts.toolCallParser === undefined) {
+    cmd.error(
+      "error: --enable-auto-tool-choice needs --tool-call-parser to read the calls out of the model's " +
+        `output (${TOOL_CALL_PARSERS.join(', ')})`,
+    );
+  }
+}
+
+/** The server's options from the command line (seconds become ms; the API key falls back to PAGELLM_API_KEY). */
+function serverOptionsFromCli(engineArgs: EngineArgs, opts: ServeCliOptions, version: string): ServerOptions {
+  return {
+    ...engineArgs,
+    kvCacheStoreLog: log,
+    servedModelNames: opts.servedModelName,
+    host: opts.host,
+    port: opts.port,
+    agentCheckPort: opts.agentCheckPort,
+    apiKey: opts.apiKey ?? (process.env.PAGELLM_API_KEY || undefined),
+    metricsPublic: opts.metricsPublic,
+    allowedHosts: opts.allowedHosts,
+    cors:
+      opts.allowedOrigins === undefined
+        ? undefined
+        : {
+            allowedOrigins: opts.allowedOrigins,
+            allowedMethods: opts.allowedMethods,
+            allowedHeaders: opts.allowedHeaders,
+            allowCredentials: opts.allowCredentials,
+          },
+    requestTimeoutMs: opts.requestTimeout * 1000,
+    keepAliveTimeoutMs: opts.keepAliveTimeout * 1000,
+    chatTemplate: opts.chatTemplate,
+    trustRequestChatTemplate: opts.trustRequestChatTemplate,
+    maxSeqsPerRequest: opts.maxSeqsPerRequest,
+    chatTemplateLimits: opts.chatTemplateTimeout !== undefined ? { timeoutMs: opts.chatTemplateTimeout } : undefined,
+    allowRandomWeights: opts.allowRandomWeights,
+    enableAutoToolChoice: opts.enableAutoToolChoice,
+    toolCallParser: opts.toolCallParser,
+    version,
+  };
+}
+
+/** Logs the startup summary and URL, then the agent-check port and the shared KV store when there are. */
+function logStartup(handle: ServerHandle, host: string): void {
+  for (const line of startupLogLines(handle.summary, handle.url)) log(line);
+  if (handle.agentCheckPort !== undefined) {
+    log(`HAProxy agent check on tcp port ${handle.agentCheckPort} of ${host} (load as JSON: ${handle.url}/load)`);
+  }
+  const kvStore = handle.engine.kvStoreConnector;
+  if (kvStore !== null) {
+    log(
+      `shared KV store: ${kvStore.store.description} (lookup + fetch timeout ${kvStore.timeoutMs} ms + 100 ms/MB; ` +
+        "eviction is the store's: maxmemory-policy allkeys-lru)",
+    );
+  }
 }
 
 /**

@@ -49,36 +49,46 @@ export class FileCursor {
     return at;
   }
 
+  /** An unsigned 8-bit integer. */
   u8(): number {
     return this.buf.readUInt8(this.ensure(1));
   }
+  /** A signed 8-bit integer. */
   i8(): number {
     return this.buf.readInt8(this.ensure(1));
   }
+  /** A little-endian unsigned 16-bit integer. */
   u16(): number {
     return this.buf.readUInt16LE(this.ensure(2));
   }
+  /** A little-endian signed 16-bit integer. */
   i16(): number {
     return this.buf.readInt16LE(this.ensure(2));
   }
+  /** A little-endian unsigned 32-bit integer. */
   u32(): number {
     return this.buf.readUInt32LE(this.ensure(4));
   }
+  /** A little-endian signed 32-bit integer. */
   i32(): number {
     return this.buf.readInt32LE(this.ensure(4));
   }
+  /** A little-endian f32. */
   f32(): number {
     return this.buf.readFloatLE(this.ensure(4));
   }
+  /** A little-endian f64. */
   f64(): number {
     return this.buf.readDoubleLE(this.ensure(8));
   }
 
+  /** A little-endian unsigned 64-bit integer. @throws ModelFormatError above 2^53 − 1. */
   u64(): number {
     const v = this.buf.readBigUInt64LE(this.ensure(8));
     return this.safe(v);
   }
 
+  /** A little-endian signed 64-bit integer. @throws ModelFormatError outside ±(2^53 − 1). */
   i64(): number {
     const v = this.buf.readBigInt64LE(this.ensure(8));
     return this.safe(v);

@@ -6,6 +6,8 @@ import {
   TokenType,
   sentencePieceTokenizerJson,
   specialTokensPostProcessor,
+  tokenAt,
+  vocabAndAddedTokens,
   type ScoredVocab,
   type TokenizerJson,
 } from './sentencepiece-tokenizer.js';
@@ -167,32 +169,17 @@ function tokenizerJsonFromGguf(file: GgufFile): TokenizerJson {
         `pre-tokenizer ${JSON.stringify(preName)} is not known (known: ${Object.keys(GPT2_PRE_TOKENIZERS).join(', ')})`,
       );
     }
-    const vocab: Record<string, number> = Object.create(null) as Record<string, number>;
-    const added: TokenizerJson['added_tokens'] = [];
-    tokens.forEach((t, i) => {
-      if (!(t in vocab)) vocab[t] = i;
-      if (types[i] === TokenType.CONTROL || types[i] === TokenType.USER_DEFINED) {
-        added.push({
-          id: i,
-          content: t,
-          single_word: false,
-          lstrip: false,
-          rstrip: false,
-          normalized: false,
-          special: types[i] === TokenType.CONTROL,
-        });
-      }
-    });
-    const tok = (id: number | undefined): { id: number; token: string } | undefined =>
-      id !== undefined && id < n ? { id, token: tokens[id] } : undefined;
+    const { vocab, added } = vocabAndAddedTokens(tokens, types, (type) =>
+      type === TokenType.CONTROL ? true : type === TokenType.USER_DEFINED ? false : null,
+    );
     return {
       version: '1.0',
       added_tokens: added,
       normalizer: pre.normalizer,
       pre_tokenizer: pre.preTokenizer,
       post_processor: specialTokensPostProcessor(
-        file.getBool('tokenizer.ggml.add_bos_token', false) ? tok(ids.bos) : undefined,
-        file.getBool('tokenizer.ggml.add_eos_token', false) ? tok(ids.eos) : undefined,
+        file.getBool('tokenizer.ggml.add_bos_token', false) ? tokenAt(tokens, ids.bos) : undefined,
+        file.getBool('tokenizer.ggml.add_eos_token', false) ? tokenAt(tokens, ids.eos) : undefined,
       ),
       decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
       model: {

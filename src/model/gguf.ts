@@ -52,6 +52,7 @@ export class GgufFile {
     readonly fileSize: number,
   ) {}
 
+  /** True when the metadata holds `key`. */
   has(key: string): boolean {
     return this.metadata.has(key);
   }

@@ -132,6 +132,7 @@ export class HfTokenizer implements Tokenizer {
     return this.lib.decode([...ids], { skip_special_tokens: skip, clean_up_tokenization_spaces: false });
   }
 
+  /** The piece of token `id` (added tokens included), or undefined outside the vocabulary. */
   idToToken(id: number): string | undefined {
     return this.lib.id_to_token(id);
   }

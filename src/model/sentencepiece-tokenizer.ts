@@ -50,6 +50,33 @@ export interface TokenizerJson {
   [key: string]: unknown;
 }
 
+/**
+ * The `model.vocab` map (piece → the first id holding it) and the `added_tokens` of a vocabulary, in id order:
+ * `addedAs(type)` says, per token type, whether the token is a special added token (true), a plain added token
+ * (false) or an ordinary piece (null).
+ */
+export function vocabAndAddedTokens(
+  tokens: readonly string[],
+  types: ArrayLike<number>,
+  addedAs: (type: number) => boolean | null,
+): { vocab: Record<string, number>; added: TokenizerJson['added_tokens'] } {
+  const vocab: Record<string, number> = Object.create(null) as Record<string, number>;
+  const added: TokenizerJson['added_tokens'] = [];
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i];
+    if (!(t in vocab)) vocab[t] = i;
+    const special = addedAs(types[i]);
+    if (special === null) continue;
+    added.push({ id: i, content: t, single_word: false, lstrip: false, rstrip: false, normalized: false, special });
+  }
+  return { vocab, added };
+}
+
+/** Token `id` of `tokens` with its text, for {@link specialTokensPostProcessor}; undefined outside the vocabulary. */
+export function tokenAt(tokens: readonly string[], id: number | undefined): { id: number; token: string } | undefined {
+  return id !== undefined && id >= 0 && id < tokens.length ? { id, token: tokens[id] } : undefined;
+}
+
 /** A TemplateProcessing post-processor adding `bos` before and/or `eos` after the text. */
 export function specialTokensPostProcessor(
   bos: { id: number; token: string } | undefined,
@@ -124,28 +151,11 @@ export function sentencePieceTokenizerJson(vocab: ScoredVocab): TokenizerJson {
       `vocabulary arrays differ in length: ${n} tokens, ${vocab.scores.length} scores, ${vocab.types.length} types`,
     );
   }
-  const vocabMap: Record<string, number> = Object.create(null) as Record<string, number>;
-  const added: TokenizerJson['added_tokens'] = [];
-  for (let i = 0; i < n; i++) {
-    const t = vocab.tokens[i];
-    if (!(t in vocabMap)) vocabMap[t] = i;
-    const type = vocab.types[i];
-    if (type === TokenType.CONTROL || type === TokenType.UNKNOWN || type === TokenType.USER_DEFINED) {
-      added.push({
-        id: i,
-        content: t,
-        single_word: false,
-        lstrip: false,
-        rstrip: false,
-        normalized: false,
-        special: type !== TokenType.USER_DEFINED,
-      });
-    }
-  }
+  const { vocab: vocabMap, added } = vocabAndAddedTokens(vocab.tokens, vocab.types, (type) =>
+    type === TokenType.CONTROL || type === TokenType.UNKNOWN ? true : type === TokenType.USER_DEFINED ? false : null,
+  );
   const unkId = vocab.unkId ?? vocab.types.indexOf(TokenType.UNKNOWN);
   const unkToken = unkId >= 0 && unkId < n ? vocab.tokens[unkId] : null;
-  const token = (id: number | undefined): { id: number; token: string } | undefined =>
-    id !== undefined && id >= 0 && id < n ? { id, token: vocab.tokens[id] } : undefined;
   const addSpacePrefix = vocab.addSpacePrefix ?? true;
   const replaceSpace = { type: 'Replace', pattern: { String: ' ' }, content: SPIECE_UNDERLINE };
   const decoders: unknown[] = [
@@ -162,8 +172,8 @@ export function sentencePieceTokenizerJson(vocab: ScoredVocab): TokenizerJson {
       : replaceSpace,
     pre_tokenizer: null,
     post_processor: specialTokensPostProcessor(
-      vocab.addBos ? token(vocab.bosId) : undefined,
-      vocab.addEos ? token(vocab.eosId) : undefined,
+      vocab.addBos ? tokenAt(vocab.tokens, vocab.bosId) : undefined,
+      vocab.addEos ? tokenAt(vocab.tokens, vocab.eosId) : undefined,
     ),
     decoder: { type: 'Sequence', decoders },
     model: {

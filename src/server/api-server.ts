@@ -8,9 +8,10 @@ import type { KernelBackend } from '../kernels/backend.js';
 import { resolveChatTemplate } from '../model/chat-template.js';
 import { LlamaModel } from '../model/llama-model.js';
 import { PreprocessPool, type ChatTemplateLimits } from '../model/preprocess-pool.js';
-import { readModelSource, totalTensorBytes } from '../model/read-model-source.js';
+import type { ModelSource } from '../model/model-source.js';
+import { readModelSource, totalTensorBytes, type ReadModelSourceOptions } from '../model/read-model-source.js';
 import { AgentCheckServer } from './agent-check.js';
-import { createApp, type CorsOptions } from './app.js';
+import { createApp, type App, type CorsOptions } from './app.js';
 import type { PrometheusMetrics } from './prometheus-metrics.js';
 import { ServingContext } from './serving-context.js';
 import { toolCallParser, type ToolCallParserName } from './tool-call-parser.js';
@@ -158,29 +159,31 @@ export function defaultServedModelName(modelPath: string): string {
 }
 
 /**
+ * Reads the model's header (no weights are loaded) and refuses a model with random weights (create-random-model)
+ * unless `allowRandomWeights`: their text is meaningless and must not be presented as an answer.
+ * @throws RandomWeightsRefusedError; readModelSource's errors for a missing or unknown model.
+ */
+export async function readModelSourceForAnswers(
+  modelPath: string,
+  allowRandomWeights: boolean,
+  options: ReadModelSourceOptions = {},
+): Promise<ModelSource> {
+  const source = await readModelSource(modelPath, options);
+  if (source.randomWeights === true && !allowRandomWeights) throw new RandomWeightsRefusedError(modelPath);
+  return source;
+}
+
+/**
  * Loads the model, builds the async engine and the HTTP app, and listens. Refuses random-weight models unless
  * `allowRandomWeights` is set, and checks the chat template parses, before any weight is loaded.
  * Mirrors vLLM's `run_server` / `build_async_engine_client` (vllm/entrypoints/openai/api_server.py).
  *
  * @throws RandomWeightsRefusedError, ChatTemplateArgumentError, the model template's ChatTemplateError, RangeError
- *   for an unknown toolCallParser, the
- *   engine's configuration and loading errors, and the listen error (e.g. EADDRINUSE).
+ *   for an unknown toolCallParser, the engine's configuration and loading errors, and the listen error (e.g.
+ *   EADDRINUSE).
  */
 export async function startServer(options: ServerOptions): Promise<ServerHandle> {
-  const source = await readModelSource(
-    options.model,
-    options.tokenizerPath !== undefined ? { tokenizerPath: options.tokenizerPath } : {},
-  );
-  if (source.randomWeights === true && options.allowRandomWeights !== true)
-    throw new RandomWeightsRefusedError(options.model);
-  const chatTemplate = options.chatTemplate === undefined ? undefined : loadChatTemplateArgument(options.chatTemplate);
-  const servedModelNames =
-    options.servedModelNames !== undefined && options.servedModelNames.length > 0
-      ? options.servedModelNames
-      : [defaultServedModelName(options.model)];
-  if (chatTemplate !== undefined) resolveChatTemplate(source, servedModelNames[0], chatTemplate); // parses or throws
-  if (options.toolCallParser !== undefined) toolCallParser(options.toolCallParser); // a known name or throws
-
+  const { chatTemplate, servedModelNames } = await checkServable(options);
   const preprocess = await PreprocessPool.start({
     model: options.model,
     tokenizerPath: options.tokenizerPath,
@@ -225,28 +228,10 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     if (options.agentCheckPort !== undefined) {
       agentCheck = await AgentCheckServer.start({ host, port: options.agentCheckPort, report: created.load });
     }
-    const theAgentCheck = agentCheck;
     const urlHost = host.includes(':') ? `[${host}]` : host;
-    const summary = summarize(engine, options, servedModelNames);
-    let closing: Promise<void> | null = null;
-    let draining: Promise<void> | null = null;
-    const theApp = app;
-    const close = (): Promise<void> => {
-      closing ??= (async () => {
-        created.startDraining();
-        context.abortAll();
-        await asyncEngine.close();
-        // Let the aborted responses write their last bytes (503 bodies, error events, [DONE]) before the
-        // connections are closed.
-        await context.waitForOpenResponses();
-        await theApp.close();
-        await theAgentCheck?.close();
-        await preprocess.close();
-      })();
-      return closing;
-    };
+    const { close, drain } = shutdownOf(created, context, [asyncEngine, app, agentCheck, preprocess]);
     return {
-      app: theApp,
+      app,
       asyncEngine,
       engine,
       context,
@@ -254,16 +239,9 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       url: `http://${urlHost}:${port}`,
       port,
       agentCheckPort: agentCheck?.port,
-      summary,
+      summary: summarize(engine, options, servedModelNames),
       close,
-      drain(timeoutMs: number): Promise<void> {
-        draining ??= (async () => {
-          created.startDraining();
-          await context.waitForOpenResponses(timeoutMs);
-          await close();
-        })();
-        return draining;
-      },
+      drain,
     };
   } catch (err) {
     await app?.close();
@@ -272,6 +250,70 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     await preprocess.close();
     throw err;
   }
+}
+
+/**
+ * What {@link startServer} checks before any weight is loaded: the model's header (random weights refused unless
+ * allowed), the chat template (read and parsed), the tool-call parser's name. Returns the template text and the
+ * names the API answers to (default: the model's file or folder name).
+ * @throws RandomWeightsRefusedError, ChatTemplateArgumentError, the template's ChatTemplateError, RangeError for an
+ *   unknown toolCallParser.
+ */
+async function checkServable(
+  options: ServerOptions,
+): Promise<{ chatTemplate: string | undefined; servedModelNames: readonly string[] }> {
+  const source = await readModelSourceForAnswers(
+    options.model,
+    options.allowRandomWeights === true,
+    options.tokenizerPath !== undefined ? { tokenizerPath: options.tokenizerPath } : {},
+  );
+  const chatTemplate = options.chatTemplate === undefined ? undefined : loadChatTemplateArgument(options.chatTemplate);
+  const servedModelNames =
+    options.servedModelNames !== undefined && options.servedModelNames.length > 0
+      ? options.servedModelNames
+      : [defaultServedModelName(options.model)];
+  if (chatTemplate !== undefined) resolveChatTemplate(source, servedModelNames[0], chatTemplate); // parses or throws
+  if (options.toolCallParser !== undefined) toolCallParser(options.toolCallParser); // a known name or throws
+  return { chatTemplate, servedModelNames };
+}
+
+/**
+ * The server's {@link ServerHandle.close} and {@link ServerHandle.drain}, each run once however often called.
+ * Close: stop taking requests, abort those in flight, stop the engine, let the aborted responses write their last
+ * bytes, then close the listener, the agent-check port and the preprocess pool (`parts`, in that order after the
+ * engine). Drain: stop taking requests, wait up to `timeoutMs` for those in flight, then close.
+ */
+function shutdownOf(
+  created: App,
+  context: ServingContext,
+  parts: [AsyncLLMEngine, FastifyInstance, AgentCheckServer | undefined, PreprocessPool],
+): Pick<ServerHandle, 'close' | 'drain'> {
+  const [asyncEngine, app, agentCheck, preprocess] = parts;
+  let closing: Promise<void> | null = null;
+  let draining: Promise<void> | null = null;
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      created.startDraining();
+      context.abortAll();
+      await asyncEngine.close();
+      // Let the aborted responses write their last bytes (503 bodies, error events, [DONE]) before the
+      // connections are closed.
+      await context.waitForOpenResponses();
+      await app.close();
+      await agentCheck?.close();
+      await preprocess.close();
+    })();
+    return closing;
+  };
+  const drain = (timeoutMs: number): Promise<void> => {
+    draining ??= (async () => {
+      created.startDraining();
+      await context.waitForOpenResponses(timeoutMs);
+      await close();
+    })();
+    return draining;
+  };
+  return { close, drain };
 }
 
 /** The startup figures of a built engine. */

@@ -6,6 +6,52 @@ import {
   type SpecDecodingSnapshot,
 } from '../engine/index.js';
 
+/** The engine's latency histograms as Prometheus exports them: metric name (after `pagellm:`), help, buckets in s. */
+const HISTOGRAMS: ReadonlyArray<readonly [HistogramName, string, string, readonly number[]]> = [
+  [
+    'ttftMs',
+    'time_to_first_token_seconds',
+    'Time to first token (s).',
+    [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+  ],
+  [
+    'itlMs',
+    'time_per_output_token_seconds',
+    'Time between output tokens (s).',
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
+  ],
+  [
+    'tpotMs',
+    'request_time_per_output_token_seconds',
+    'Mean time per output token of each request (s).',
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
+  ],
+  [
+    'e2eMs',
+    'e2e_request_latency_seconds',
+    'End-to-end request latency (s).',
+    [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60],
+  ],
+  [
+    'queueMs',
+    'request_queue_time_seconds',
+    'Time in the waiting queue before first scheduled (s).',
+    [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  ],
+  [
+    'kvStoreLookupMs',
+    'kv_store_lookup_seconds',
+    "Shared KV store lookup (EXISTS of a prompt's blocks) (s).",
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+  ],
+  [
+    'kvStoreFetchMs',
+    'kv_store_fetch_seconds',
+    'Shared KV store fetch (MGET of the blocks found) (s).',
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+  ],
+];
+
 /**
  * The server's Prometheus metrics (GET /metrics), named as vLLM names them with a `pagellm:` prefix:
  *
@@ -124,66 +170,12 @@ export class PrometheusMetrics {
       randomWeights ? 1 : 0,
     );
 
-    const seconds = (name: string, help: string, buckets: number[]): Histogram =>
-      new Histogram({ name: `pagellm:${name}`, help, buckets, registers });
-    this.histograms = new Map<HistogramName, Histogram>([
-      [
-        'ttftMs',
-        seconds(
-          'time_to_first_token_seconds',
-          'Time to first token (s).',
-          [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
-        ),
-      ],
-      [
-        'itlMs',
-        seconds(
-          'time_per_output_token_seconds',
-          'Time between output tokens (s).',
-          [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
-        ),
-      ],
-      [
-        'tpotMs',
-        seconds(
-          'request_time_per_output_token_seconds',
-          'Mean time per output token of each request (s).',
-          [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
-        ),
-      ],
-      [
-        'e2eMs',
-        seconds(
-          'e2e_request_latency_seconds',
-          'End-to-end request latency (s).',
-          [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60],
-        ),
-      ],
-      [
-        'queueMs',
-        seconds(
-          'request_queue_time_seconds',
-          'Time in the waiting queue before first scheduled (s).',
-          [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-        ),
-      ],
-      [
-        'kvStoreLookupMs',
-        seconds(
-          'kv_store_lookup_seconds',
-          "Shared KV store lookup (EXISTS of a prompt's blocks) (s).",
-          [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
-        ),
-      ],
-      [
-        'kvStoreFetchMs',
-        seconds(
-          'kv_store_fetch_seconds',
-          'Shared KV store fetch (MGET of the blocks found) (s).',
-          [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
-        ),
-      ],
-    ]);
+    this.histograms = new Map(
+      HISTOGRAMS.map(([key, name, help, buckets]) => [
+        key,
+        new Histogram({ name: `pagellm:${name}`, help, buckets: [...buckets], registers }),
+      ]),
+    );
   }
 
   /** Records one engine histogram observation (milliseconds become seconds; token-count histograms are ignored). */

@@ -1,13 +1,14 @@
 import type { FastifyReply } from 'fastify';
 import type { RequestOutput } from '../engine/index.js';
+import { SseStream } from '../http/sse-stream.js';
 import { toOpenAIError } from './errors.js';
 import { HeldLogprobs } from './held-logprobs.js';
 import { chatLogprobs } from './logprobs-format.js';
 import { usageInfo, type ChatCompletionRequest, type UsageInfo } from './protocol.js';
 import type { ChatRun } from './serving-chat.js';
 import type { ServingContext } from './serving-context.js';
-import { SseStream } from './sse-stream.js';
 import { ToolCallStreamer } from './tool-call-stream.js';
+import { chatFinishReason } from './tool-calls-request.js';
 
 /**
  * The streamed answer of POST /v1/chat/completions: `chat.completion.chunk` events, first one per choice with
@@ -38,7 +39,7 @@ export async function streamChatCompletion(
   const includeUsage = body.stream_options?.include_usage === true;
   const continuousUsage = includeUsage && body.stream_options?.continuous_usage_stats === true;
   reply.hijack();
-  const sse = new SseStream(reply.raw, ctx.randomWeights ? { 'x-pagellm-random-weights': 'true' } : {});
+  const sse = new SseStream(reply.raw, { headers: ctx.answerHeaders });
   sse.onDisconnect(() => ctx.abort(run.requestId));
   const choices = new ChatChoiceStream(run);
   const chunk = (choiceList: unknown[], withUsage: UsageInfo | null): unknown => ({
@@ -111,7 +112,7 @@ class ChatChoiceStream {
       if (this.held.hold(o.index, deltas.length > 0, o.finishReason, o.logprobs)) continue;
       if (deltas.length === 0) deltas.push({});
       const entries = this.held.take(o.index, o.logprobs);
-      const finishReason = streamer?.calledTools === true && o.finishReason === 'stop' ? 'tool_calls' : o.finishReason;
+      const finishReason = chatFinishReason(o.finishReason, streamer?.calledTools === true);
       for (const [k, delta] of deltas.entries()) {
         const last = k === deltas.length - 1;
         yield {

@@ -8,7 +8,7 @@ import { usageInfo, type ChatCompletionRequest } from './protocol.js';
 import { streamChatCompletion } from './serving-chat-stream.js';
 import type { ServingContext } from './serving-context.js';
 import { prepareStructuredOutputs } from './structured-outputs-request.js';
-import { finishedToolCalls, prepareToolCalling } from './tool-calls-request.js';
+import { chatFinishReason, finishedToolCalls, prepareToolCalling } from './tool-calls-request.js';
 
 /** A chat completions request admitted to the engine: what the JSON answer and the SSE stream are built from. */
 export interface ChatRun {
@@ -149,11 +149,11 @@ async function collectChatCompletion(
           ? { role: 'assistant', content: o.text }
           : { role: 'assistant', content: found!.content === '' ? null : found!.content, tool_calls: toolCalls },
       logprobs: run.logprobs === null || o.logprobs === null ? null : chatLogprobs(o.logprobs, run.logprobs),
-      finish_reason: toolCalls !== null && o.finishReason === 'stop' ? 'tool_calls' : o.finishReason,
+      finish_reason: chatFinishReason(o.finishReason, toolCalls !== null),
       stop_reason: o.stopReason,
     };
   });
-  if (ctx.randomWeights) reply.header('x-pagellm-random-weights', 'true');
+  void reply.headers(ctx.answerHeaders);
   return {
     id: run.requestId,
     object: 'chat.completion',

@@ -1,12 +1,12 @@
 import type { FastifyReply } from 'fastify';
 import type { RequestOutput } from '../engine/index.js';
+import { SseStream } from '../http/sse-stream.js';
 import { toOpenAIError } from './errors.js';
 import { HeldLogprobs } from './held-logprobs.js';
 import { completionLogprobs } from './logprobs-format.js';
 import { usageInfo, type CompletionLogprobs, type CompletionRequest, type UsageInfo } from './protocol.js';
 import type { CompletionRun } from './serving-completion.js';
 import type { ServingContext } from './serving-context.js';
-import { SseStream } from './sse-stream.js';
 
 /**
  * The streamed answer of POST /v1/completions: `text_completion` chunks as server-sent events, one per choice per
@@ -40,7 +40,7 @@ export async function streamCompletion(
     stopWatching();
   }
   reply.hijack();
-  const sse = new SseStream(reply.raw, ctx.randomWeights ? { 'x-pagellm-random-weights': 'true' } : {});
+  const sse = new SseStream(reply.raw, { headers: ctx.answerHeaders });
   sse.onDisconnect(() => run.ids.forEach((id) => ctx.abort(id)));
   const choices = new CompletionChoiceStream(run);
   const chunk = (choiceList: unknown[], withUsage: UsageInfo | null | undefined): unknown => ({

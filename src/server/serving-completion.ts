@@ -89,13 +89,7 @@ async function startCompletion(ctx: ServingContext, body: CompletionRequest): Pr
   const given = normalizePromptInput(body.prompt);
   ctx.limits.checkNumSeqs(given.length, n, body.best_of ?? null, given.length > 1 ? 'prompt' : 'n');
   const structuredOutputs = (await prepareStructuredOutputs(ctx.engine, body))?.params;
-  const texts = given.flatMap((p) => (p.text !== undefined ? [p.text] : []));
-  const encoded = await ctx.encode(texts, true, 'prompt');
-  let nextText = 0;
-  const prepared = given.map((p) => {
-    const tokenIds = p.tokenIds ?? encoded[nextText++];
-    if (p.tokenIds !== undefined) ctx.checkTokenIds(tokenIds, 'prompt');
-    if (tokenIds.length === 0) throw new BadRequestError('the prompt is empty', 'prompt');
+  const prepared = (await ctx.tokenizePrompts(given, 'prompt')).map(({ text, tokenIds }) => {
     const maxTokens = ctx.resolveMaxTokens(
       tokenIds.length,
       body.max_tokens,
@@ -110,7 +104,7 @@ async function startCompletion(ctx: ServingContext, body: CompletionRequest): Pr
       bestOf: body.best_of,
       structuredOutputs,
     });
-    return { text: p.text, tokenIds, params };
+    return { text, tokenIds, params };
   });
   const requestId = ctx.newRequestId('cmpl');
   const ids = prepared.map((_, i) => (prepared.length === 1 ? requestId : `${requestId}-${i}`));
@@ -173,7 +167,7 @@ async function collectCompletion(
       });
     }
   }
-  if (ctx.randomWeights) reply.header('x-pagellm-random-weights', 'true');
+  void reply.headers(ctx.answerHeaders);
   return {
     id: run.requestId,
     object: 'text_completion',

@@ -9,6 +9,7 @@ import {
   SamplingParamsError,
   type AsyncLLMEngine,
   type LLMEngine,
+  type PromptInput,
   type RequestOutput,
 } from '../engine/index.js';
 import {
@@ -79,6 +80,8 @@ export class ServingContext {
    * fingerprint run the same model the same way; `pagellm-random-weights` for a model with random weights.
    */
   readonly systemFingerprint: string;
+  /** Headers every generated answer carries (JSON and SSE): `x-pagellm-random-weights: true` for random weights. */
+  readonly answerHeaders: Readonly<Record<string, string>>;
   /** The bounds every request is checked against before expensive work. */
   readonly limits: RequestLimits;
   readonly preprocess: PreprocessPool;
@@ -107,6 +110,7 @@ export class ServingContext {
     this.vocabSize = this.engine.model.config.vocabSize;
     this.randomWeights = this.source.randomWeights === true;
     this.systemFingerprint = this.randomWeights ? 'pagellm-random-weights' : engineFingerprint(this.engine);
+    this.answerHeaders = this.randomWeights ? { 'x-pagellm-random-weights': 'true' } : {};
     this.chatTemplateOverride = options.chatTemplate;
     this.preprocess = options.preprocess;
     this.trustRequestChatTemplate = options.trustRequestChatTemplate === true;
@@ -305,7 +309,11 @@ export class ServingContext {
    * one is too long), then all are encoded on the event loop when short together, else in the preprocess pool.
    * @throws BadRequestError (context_length_exceeded, naming `param`) for a prompt over the character limit.
    */
-  async encode(texts: readonly string[], addSpecialTokens: boolean, param: 'prompt' | 'messages'): Promise<number[][]> {
+  async encode(
+    texts: readonly string[],
+    addSpecialTokens: boolean,
+    param: 'prompt' | 'messages' | 'input',
+  ): Promise<number[][]> {
     let chars = 0;
     for (const t of texts) {
       this.limits.checkPromptChars(t.length, param);
@@ -313,6 +321,29 @@ export class ServingContext {
     }
     if (chars <= INLINE_TOKENIZE_CHARS) return texts.map((t) => this.tokenizer.encode(t, { addSpecialTokens }));
     return this.preprocess.encode(texts, addSpecialTokens);
+  }
+
+  /**
+   * The token ids of a request's prompts (a completions `prompt` or an embeddings `input`, normalized): the text
+   * prompts encoded together with special tokens ({@link encode}), the token-id prompts checked against the
+   * vocabulary. Returned in the given order, each with its text when it had one.
+   * @throws BadRequestError naming `param`: a prompt over the character limit, an id outside the vocabulary, or an
+   *   empty prompt.
+   */
+  async tokenizePrompts(
+    given: readonly PromptInput[],
+    param: 'prompt' | 'input',
+  ): Promise<{ text: string | undefined; tokenIds: readonly number[] }[]> {
+    const texts = given.filter((p): p is string => typeof p === 'string');
+    const encoded = await this.encode(texts, true, param);
+    let nextText = 0;
+    return given.map((p) => {
+      const text = typeof p === 'string' ? p : p.prompt;
+      const tokenIds = typeof p === 'string' ? encoded[nextText++] : p.promptTokenIds;
+      if (typeof p !== 'string') this.checkTokenIds(tokenIds, param);
+      if (tokenIds.length === 0) throw new BadRequestError(`the ${param} is empty`, param);
+      return { text, tokenIds };
+    });
   }
 
   /** Text of token ids, on the event loop for short lists, else in the preprocess pool. */

@@ -65,14 +65,8 @@ export async function serveEmbedding(
   }
   const given = normalizePromptInput(body.input);
   ctx.limits.checkNumSeqs(given.length, 1, null, 'input');
-  const texts = given.flatMap((p) => (p.text !== undefined ? [p.text] : []));
-  for (const t of texts) ctx.limits.checkPromptChars(t.length, 'input');
-  const encoded = await ctx.encode(texts, true, 'prompt');
-  let nextText = 0;
-  const inputs = given.map((p) => {
-    const tokenIds = p.tokenIds ?? encoded[nextText++];
-    if (p.tokenIds !== undefined) ctx.checkTokenIds(tokenIds, 'input');
-    if (tokenIds.length === 0) throw new BadRequestError('the input is empty', 'input');
+  const inputs = await ctx.tokenizePrompts(given, 'input');
+  for (const { tokenIds } of inputs) {
     if (tokenIds.length > ctx.maxModelLen) {
       throw new BadRequestError(
         `This model's maximum context length is ${ctx.maxModelLen} tokens. However, your ` +
@@ -81,8 +75,7 @@ export async function serveEmbedding(
         'context_length_exceeded',
       );
     }
-    return { text: p.text, tokenIds };
-  });
+  }
 
   const requestId = ctx.newRequestId('embd');
   const ids = inputs.map((_, i) => (inputs.length === 1 ? requestId : `${requestId}-${i}`));
@@ -126,7 +119,7 @@ function float32ToBase64(v: Float32Array): string {
 /** Queues every input's pooling request; if one is refused, those already queued are aborted first. */
 function startAll(
   ctx: ServingContext,
-  inputs: ReadonlyArray<{ text: string | undefined; tokenIds: number[] }>,
+  inputs: ReadonlyArray<{ text: string | undefined; tokenIds: readonly number[] }>,
   ids: readonly string[],
   params: PoolingParams,
   priority: number | undefined,

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { StructuredOutputError, StructuredOutputsParams, type LLMEngine } from '../engine/index.js';
+import { StructuredOutputError, StructuredOutputsParams, type FinishReason, type LLMEngine } from '../engine/index.js';
 import { BadRequestError } from './errors.js';
 import type { ChatMessage as TemplateMessage } from '../model/chat-template.js';
 import type { ChatCompletionRequest, ChatTool } from './protocol.js';
@@ -154,6 +154,17 @@ function firstCallOnly(parse: ToolCallExtractor): ToolCallExtractor {
 /** A fresh tool-call id in OpenAI's form, `call_` and 24 hex digits. */
 export function newToolCallId(): string {
   return `call_${randomUUID().replaceAll('-', '').slice(0, 24)}`;
+}
+
+/**
+ * A chat choice's `finish_reason`: OpenAI's `tool_calls` when the model stopped on its own (`stop`) after calling
+ * tools, else the engine's reason (a call cut off by `length` stays `length`).
+ */
+export function chatFinishReason(
+  reason: FinishReason | null,
+  calledTools: boolean,
+): FinishReason | 'tool_calls' | null {
+  return calledTools && reason === 'stop' ? 'tool_calls' : reason;
 }
 
 /**

@@ -1,15 +1,8 @@
 import type { LLMEngine } from '../engine/index.js';
-import { buildKvCacheSnapshot, engineStateVersion, type SnapshotConfig } from './kv-cache-snapshot.js';
+import type { SseStream } from '../http/sse-stream.js';
+import { buildKvCacheSnapshot, engineStateVersion, snapshotConfig, type SnapshotConfig } from './kv-cache-snapshot.js';
 import { MetricsHistory, type SeriesPoint } from './metrics-history.js';
 import { encodeKvCacheSnapshot } from './snapshot-encoding.js';
-
-/** A connected page's event stream (a Node `ServerResponse` fits). */
-export interface EventSink {
-  /** Writes a chunk; false when the socket's buffer is full (wait for 'drain'). */
-  write(chunk: string): boolean;
-  end(): void;
-  once(event: 'drain', listener: () => void): unknown;
-}
 
 /** Options of {@link DashboardHub}. */
 export interface DashboardHubOptions {
@@ -33,11 +26,10 @@ export interface HelloEvent {
 }
 
 interface Client {
-  readonly sink: EventSink;
+  /** A `'skip'` stream: writes are dropped while its socket is backed up. */
+  readonly stream: SseStream;
   /** Version of the last snapshot written to it. */
   sentVersion: number;
-  /** Its socket buffer is full: send nothing until it drains. */
-  blocked: boolean;
 }
 
 /**
@@ -104,15 +96,8 @@ export class DashboardHub {
 
   /** The static part of every snapshot, and the served model's path. */
   hello(): HelloEvent {
-    const bm = this.engine.blockManager;
     return {
-      config: {
-        blockSize: bm.blockSize,
-        numGpuBlocks: bm.numTotalGpuBlocks,
-        numCpuBlocks: bm.numTotalCpuBlocks,
-        enablePrefixCaching: this.engine.enablePrefixCaching,
-        watermarkBlocks: bm.watermarkBlocks,
-      },
+      config: snapshotConfig(this.engine),
       model: this.engine.modelSource?.path ?? null,
       maxUpdatesPerSecond: this.maxUpdatesPerSecond,
       seriesIntervalMs: this.seriesIntervalMs,
@@ -136,31 +121,32 @@ export class DashboardHub {
     return text;
   }
 
-  /** Starts streaming to `sink`: hello, the current snapshot, then updates until {@link removeClient}. */
-  addClient(sink: EventSink): void {
+  /**
+   * Starts streaming to `stream` (opened with the `'skip'` slow-client policy): hello, the current snapshot, then
+   * updates until the client disconnects; a stream backed up when a snapshot was due gets the latest one when it
+   * drains. The timers stop with the last page. After {@link close} the stream is ended at once.
+   */
+  addClient(stream: SseStream): void {
     if (this.closed) {
-      sink.end();
+      stream.end();
       return;
     }
     if (this.clients.size === 0) this.start();
-    const client: Client = { sink, sentVersion: 0, blocked: false };
+    const client: Client = { stream, sentVersion: 0 };
     this.clients.add(client);
-    this.write(client, 'hello', JSON.stringify(this.hello()));
+    stream.onDrain(() => {
+      if (this.clients.has(client) && this.cached !== null)
+        this.sendSnapshot(client, this.cached.text, this.cached.version);
+    });
+    stream.onDisconnect(() => this.removeClient(client));
+    void stream.sendText(JSON.stringify(this.hello()), 'hello');
     this.sendSnapshot(client, this.currentSnapshotText(), this.cached!.version);
-  }
-
-  /** Stops streaming to `sink` (its connection closed); the timers stop with the last page. */
-  removeClient(sink: EventSink): void {
-    for (const c of this.clients) {
-      if (c.sink === sink) this.clients.delete(c);
-    }
-    if (this.clients.size === 0) this.stop();
   }
 
   /** Ends every stream and stops the timers; later connections are ended at once. */
   close(): void {
     this.closed = true;
-    for (const c of this.clients) c.sink.end();
+    for (const c of this.clients) c.stream.end();
     this.clients.clear();
     this.stop();
   }
@@ -183,7 +169,7 @@ export class DashboardHub {
   sampleSeries(): SeriesPoint {
     const point = this.history.sample(this.engine.getStats(), Date.now());
     const text = JSON.stringify(point);
-    for (const c of this.clients) if (!c.blocked) this.write(c, 'series', text);
+    for (const c of this.clients) void c.stream.sendText(text, 'series');
     return point;
   }
 
@@ -215,20 +201,13 @@ export class DashboardHub {
     this.seriesTimer = null;
   }
 
-  private sendSnapshot(c: Client, text: string, version: number): void {
-    if (c.blocked || c.sentVersion >= version) return;
-    c.sentVersion = version;
-    this.write(c, 'snapshot', text);
+  private removeClient(client: Client): void {
+    if (this.clients.delete(client) && this.clients.size === 0) this.stop();
   }
 
-  private write(c: Client, event: string, data: string): void {
-    const ok = c.sink.write(`event: ${event}\ndata: ${data}\n\n`);
-    if (ok) return;
-    c.blocked = true;
-    c.sink.once('drain', () => {
-      c.blocked = false;
-      if (!this.clients.has(c) || this.cached === null) return;
-      this.sendSnapshot(c, this.cached.text, this.cached.version);
-    });
+  private sendSnapshot(c: Client, text: string, version: number): void {
+    if (c.stream.isBackedUp || c.sentVersion >= version) return;
+    c.sentVersion = version;
+    void c.stream.sendText(text, 'snapshot');
   }
 }

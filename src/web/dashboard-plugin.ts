@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { LLMEngine } from '../engine/index.js';
+import { SseStream } from '../http/sse-stream.js';
 import { getBlockDetail } from './block-detail.js';
 import { DashboardHub, type DashboardHubOptions } from './dashboard-hub.js';
 import { DashboardError, UnknownBlockError } from './errors.js';
@@ -183,22 +184,15 @@ export async function dashboardPlugin(app: FastifyInstance, options: DashboardPl
     return reply.header('cache-control', 'no-store').send(getBlockDetail(engine, Number(raw)));
   });
 
-  app.get('/dashboard/api/events', guarded, (request, reply) => {
+  app.get('/dashboard/api/events', guarded, (_request, reply) => {
     reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-store, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
-    res.write('retry: 2000\n\n');
-    const sink = res;
-    const done = (): void => hub.removeClient(sink);
-    request.raw.once('close', done);
-    res.once('close', done);
-    res.once('error', done);
-    hub.addClient(sink);
+    hub.addClient(
+      new SseStream(reply.raw, {
+        slowClient: 'skip',
+        headers: { 'cache-control': 'no-store, no-transform' },
+        retryMs: 2000,
+      }),
+    );
   });
 }
 

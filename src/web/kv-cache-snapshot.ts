@@ -170,36 +170,92 @@ const MAX_OWNER_INDEX = 0xfffe;
  * first listed one and appears in `multiOwners`.
  */
 export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnapshotOptions = {}): KvCacheSnapshot {
+  const now = options.now ?? Date.now();
+  const stats = engine.getStats();
+  const columns = blockColumns(engine);
+  const { groups, numWaitingNotListed } = listedGroups(engine.scheduler, options.maxWaitingListed ?? 200);
+  const { requests, blockTables, multiOwners } = requestRows(groups, engine.blockManager, columns, stats.now);
+  return {
+    time: now,
+    config: snapshotConfig(engine),
+    ...columns,
+    multiOwners,
+    requests,
+    numWaitingNotListed,
+    blockTables,
+    stats: snapshotStats(stats),
+  };
+}
+
+/** The static cache configuration of `engine` (the same in every snapshot, and in the dashboard's hello). */
+export function snapshotConfig(engine: Pick<SnapshotEngine, 'blockManager' | 'enablePrefixCaching'>): SnapshotConfig {
+  const bm = engine.blockManager;
+  return {
+    blockSize: bm.blockSize,
+    numGpuBlocks: bm.numTotalGpuBlocks,
+    numCpuBlocks: bm.numTotalCpuBlocks,
+    enablePrefixCaching: engine.enablePrefixCaching,
+    watermarkBlocks: bm.watermarkBlocks,
+  };
+}
+
+/** The per-block columns of a snapshot (index = absolute block id, GPU ids first). */
+type BlockColumns = Pick<KvCacheSnapshot, 'state' | 'refCount' | 'tokens' | 'owner' | 'flags'>;
+
+/**
+ * The block columns from the allocators' states: state, ref count and flags of every block, the tokens of cached
+ * blocks, the null block RESERVED and blocks fetched from the shared store flagged. Owners (and the tokens of
+ * blocks in use) are filled in by {@link requestRows} from the block tables.
+ */
+function blockColumns(engine: SnapshotEngine): BlockColumns {
   const bm = engine.blockManager;
   const alloc = bm.blockAllocator;
-  const numGpu = bm.numTotalGpuBlocks;
-  const numCpu = bm.numTotalCpuBlocks;
-  const total = numGpu + numCpu;
-  const blockSize = bm.blockSize;
-  const stats = engine.getStats();
-
-  const state = new Uint8Array(total);
-  const refCount = new Uint8Array(total);
-  const tokens = new Uint16Array(total);
-  const owner = new Uint16Array(total);
-  const flags = new Uint8Array(total);
-  fillDevice(alloc.getBlockStates(Device.GPU), true, blockSize, state, refCount, tokens, flags);
-  fillDevice(alloc.getBlockStates(Device.CPU), false, blockSize, state, refCount, tokens, flags);
+  const total = bm.numTotalGpuBlocks + bm.numTotalCpuBlocks;
+  const columns: BlockColumns = {
+    state: new Uint8Array(total),
+    refCount: new Uint8Array(total),
+    tokens: new Uint16Array(total),
+    owner: new Uint16Array(total),
+    flags: new Uint8Array(total),
+  };
+  fillDevice(alloc.getBlockStates(Device.GPU), true, bm.blockSize, columns);
+  fillDevice(alloc.getBlockStates(Device.CPU), false, bm.blockSize, columns);
   const nullBlock = alloc.getNullBlock();
-  if (nullBlock !== null) state[nullBlock.blockId] = BlockState.RESERVED;
-  for (const id of engine.kvStoreConnector?.blocksFromStore() ?? []) flags[id] |= BlockFlag.FROM_STORE;
+  if (nullBlock !== null) columns.state[nullBlock.blockId] = BlockState.RESERVED;
+  for (const id of engine.kvStoreConnector?.blocksFromStore() ?? []) columns.flags[id] |= BlockFlag.FROM_STORE;
+  return columns;
+}
 
-  // Requests: running, swapped, then waiting (capped).
-  const maxWaiting = options.maxWaitingListed ?? 200;
+/**
+ * The groups a snapshot lists: running, swapped, then the first `maxWaiting` waiting ones (fewer when the owner
+ * column's u16 would overflow).
+ */
+function listedGroups(
+  scheduler: SchedulerQueues,
+  maxWaiting: number,
+): { groups: [SequenceGroup, RequestQueue][]; numWaitingNotListed: number } {
   const groups: [SequenceGroup, RequestQueue][] = [];
-  for (const g of engine.scheduler.running) groups.push([g, 'running']);
-  for (const g of engine.scheduler.swapped) groups.push([g, 'swapped']);
-  const waiting = engine.scheduler.waiting;
+  for (const g of scheduler.running) groups.push([g, 'running']);
+  for (const g of scheduler.swapped) groups.push([g, 'swapped']);
+  const waiting = scheduler.waiting;
   const listedWaiting = Math.min(waiting.length, maxWaiting, Math.max(0, MAX_OWNER_INDEX - groups.length));
   for (let i = 0; i < listedWaiting; i++) groups.push([waiting[i], 'waiting']);
+  return { groups, numWaitingNotListed: waiting.length - listedWaiting };
+}
 
-  const now = options.now ?? Date.now();
-  const perfNow = stats.now;
+/**
+ * One row per listed group and its sequences, their block tables laid end to end, and, walking those tables, the
+ * owner, tokens held and LOOKAHEAD flag of each block they hold (`columns` is updated in place).
+ * @param perfNow the engine's clock (ms, `performance.now()`), for the requests' ages.
+ */
+function requestRows(
+  groups: readonly [SequenceGroup, RequestQueue][],
+  bm: BlockSpaceManager,
+  columns: BlockColumns,
+  perfNow: number,
+): { requests: RequestRow[]; blockTables: Int32Array; multiOwners: Map<number, number[]> } {
+  const { state, tokens, owner, flags } = columns;
+  const total = state.length;
   const tableIds: number[] = [];
   const multi = new Map<number, number[]>();
   const requests: RequestRow[] = [];
@@ -257,27 +313,7 @@ export function buildKvCacheSnapshot(engine: SnapshotEngine, options: BuildSnaps
       seqs,
     });
   }
-
-  return {
-    time: now,
-    config: {
-      blockSize,
-      numGpuBlocks: numGpu,
-      numCpuBlocks: numCpu,
-      enablePrefixCaching: engine.enablePrefixCaching,
-      watermarkBlocks: bm.watermarkBlocks,
-    },
-    state,
-    refCount,
-    tokens,
-    owner,
-    flags,
-    multiOwners: multi,
-    requests,
-    numWaitingNotListed: waiting.length - listedWaiting,
-    blockTables: Int32Array.from(tableIds),
-    stats: snapshotStats(stats),
-  };
+  return { requests, blockTables: Int32Array.from(tableIds), multiOwners: multi };
 }
 
 /** The engine figures a snapshot carries. */
@@ -298,15 +334,9 @@ function snapshotStats(s: EngineStats): SnapshotStats {
   };
 }
 
-function fillDevice(
-  s: BlockStates,
-  gpu: boolean,
-  blockSize: number,
-  state: Uint8Array,
-  refCount: Uint8Array,
-  tokens: Uint16Array,
-  flags: Uint8Array,
-): void {
+/** Fills the columns of one tier's blocks from its allocator's states (`gpu`: the compute tier). */
+function fillDevice(s: BlockStates, gpu: boolean, blockSize: number, columns: BlockColumns): void {
+  const { state, refCount, tokens, flags } = columns;
   const first = s.firstBlockId;
   const inUse = gpu ? BlockState.USED : BlockState.SWAPPED;
   const fullTokens = Math.min(blockSize, 0xffff);
