@@ -1,7 +1,8 @@
-import { BlockIdOutOfRangeError, InvalidBlockPairsError } from './errors.js';
+import type { BlockPair } from '../core/index.js';
 
-/** A (source, destination) pair of physical block ids, as the block manager returns them. */
-export type BlockPair = readonly [number, number];
+/** The block manager's (source, destination) pair (core's {@link BlockPair}), as the cache engine takes it. */
+export type { BlockPair };
+import { BlockIdOutOfRangeError, InvalidBlockPairsError } from './errors.js';
 
 /**
  * Checks a list of (source, destination) block pairs before any byte moves, so a bad list never half-applies

@@ -1,5 +1,5 @@
 import type { Block, BlockId } from './block.js';
-import type { CopyOnWritePair } from './copy-on-write-tracker.js';
+import type { BlockPair } from './block-pair.js';
 import type { BlockHash, HashValue } from './hashing.js';
 
 /**
@@ -111,7 +111,7 @@ export interface BlockAllocator {
    */
   swapIn(blocks: readonly Block[], shareKeys?: readonly number[]): void;
   /** The copy-on-write (source, destination) pairs recorded since the last call, and forgets them. */
-  clearCopyOnWrites(): readonly CopyOnWritePair[];
+  clearCopyOnWrites(): readonly BlockPair[];
   /**
    * How many new blocks this allocator would need to hold the full blocks among `blocks` (distinct physical ids
    * counted once; with prefix caching, content already cached and in use here costs nothing).

@@ -1,7 +1,7 @@
 import { AllocStatus } from './alloc-status.js';
 import type { Block, BlockId } from './block.js';
 import { BlockTable } from './block-table.js';
-import type { CopyOnWritePair } from './copy-on-write-tracker.js';
+import type { BlockPair } from './block-pair.js';
 import { CpuGpuBlockAllocator } from './cpu-gpu-block-allocator.js';
 import { Device } from './device.js';
 import { InvalidStateError, UnknownSequenceError } from './errors.js';
@@ -12,9 +12,6 @@ import { extraHashOf, firstWaiting, newTokenCount } from './sequence-reads.js';
 import { resolveBlockSpaceManagerOptions, type BlockSpaceManagerOptions } from './block-space-manager-options.js';
 
 export type { BlockSpaceManagerOptions } from './block-space-manager-options.js';
-
-/** A (source, destination) pair of physical block indices inside their devices' KV caches. */
-export type PhysicalBlockPair = readonly [source: number, destination: number];
 
 /**
  * The block space manager the scheduler talks to: it owns one block table per sequence and answers "can this
@@ -195,7 +192,7 @@ export class BlockSpaceManager {
    * {@link InvalidArgumentError} for more new tokens than it has unseen, {@link NoFreeBlocksError} (nothing
    * changes). Mirrors vLLM's `append_slots` (V1: `allocate_slots(request, num_new_tokens)`).
    */
-  appendSlots(seq: SequenceLike, numLookaheadSlots = 0, numNewTokens?: number): readonly CopyOnWritePair[] {
+  appendSlots(seq: SequenceLike, numLookaheadSlots = 0, numNewTokens?: number): readonly BlockPair[] {
     const table = this.tableOf(seq);
     const seen = table.numFullSlots;
     if (
@@ -283,7 +280,7 @@ export class BlockSpaceManager {
    * physical blocks to copy. Throws {@link NoFreeBlocksError} when they do not fit (nothing changes).
    * Mirrors vLLM's `swap_in`.
    */
-  swapIn(seqGroup: SequenceGroupLike): PhysicalBlockPair[] {
+  swapIn(seqGroup: SequenceGroupLike): BlockPair[] {
     return this.swap(seqGroup, SequenceStatus.SWAPPED, Device.CPU, Device.GPU);
   }
 
@@ -292,7 +289,7 @@ export class BlockSpaceManager {
    * blocks to copy. Throws {@link NoFreeBlocksError} when they do not fit (nothing changes).
    * Mirrors vLLM's `swap_out`.
    */
-  swapOut(seqGroup: SequenceGroupLike): PhysicalBlockPair[] {
+  swapOut(seqGroup: SequenceGroupLike): BlockPair[] {
     return this.swap(seqGroup, SequenceStatus.RUNNING, Device.GPU, Device.CPU);
   }
 
@@ -406,7 +403,7 @@ export class BlockSpaceManager {
     return AllocStatus.LATER;
   }
 
-  private swap(seqGroup: SequenceGroupLike, status: SequenceStatus, src: Device, dst: Device): PhysicalBlockPair[] {
+  private swap(seqGroup: SequenceGroupLike, status: SequenceStatus, src: Device, dst: Device): BlockPair[] {
     const tables: BlockTable[] = [];
     const blocks: Block[] = [];
     for (const seq of seqGroup.getSeqs(status)) {
@@ -416,7 +413,7 @@ export class BlockSpaceManager {
     }
     const mapping = this.blockAllocator.swap(blocks, src, dst);
     for (const t of tables) t.update(t.blocks);
-    const pairs: PhysicalBlockPair[] = [];
+    const pairs: BlockPair[] = [];
     for (const [s, d] of mapping) {
       pairs.push([this.blockAllocator.getPhysicalBlockId(src, s), this.blockAllocator.getPhysicalBlockId(dst, d)]);
     }

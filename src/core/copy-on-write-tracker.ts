@@ -1,10 +1,8 @@
 import type { Block, BlockId } from './block.js';
+import type { BlockPair } from './block-pair.js';
 import type { RefCounterReader } from './ref-counter.js';
 
-/** A recorded copy: KV of physical block `source` must be copied to `destination` before the next forward pass. */
-export type CopyOnWritePair = readonly [source: BlockId, destination: BlockId];
-
-const NO_COPIES: readonly CopyOnWritePair[] = Object.freeze([]);
+const NO_COPIES: readonly BlockPair[] = Object.freeze([]);
 
 /**
  * Decides whether a block may be appended to in place and records the copies made when it may not.
@@ -18,7 +16,7 @@ const NO_COPIES: readonly CopyOnWritePair[] = Object.freeze([]);
  */
 export class CopyOnWriteTracker {
   private readonly refCounter: RefCounterReader;
-  private copyOnWrites: CopyOnWritePair[] = [];
+  private copyOnWrites: BlockPair[] = [];
 
   constructor(refCounter: RefCounterReader) {
     this.refCounter = refCounter;
@@ -57,7 +55,7 @@ export class CopyOnWriteTracker {
   }
 
   /** Returns the recorded (source, destination) pairs in the order made, and forgets them. */
-  clearCopyOnWrites(): readonly CopyOnWritePair[] {
+  clearCopyOnWrites(): readonly BlockPair[] {
     if (this.copyOnWrites.length === 0) return NO_COPIES;
     const out = this.copyOnWrites;
     this.copyOnWrites = [];

@@ -1,6 +1,6 @@
 import type { Block, BlockId } from './block.js';
 import type { BlockAllocator, BlockStates } from './block-allocator.js';
-import type { CopyOnWritePair } from './copy-on-write-tracker.js';
+import type { BlockPair } from './block-pair.js';
 import { Device } from './device.js';
 import { InvalidArgumentError, NoFreeBlocksError, NullBlockError, UnknownBlockIdError } from './errors.js';
 import type { BlockHash, HashAlgorithm, HashValue } from './hashing.js';
@@ -381,7 +381,7 @@ export class CpuGpuBlockAllocator {
   }
 
   /** Copy-on-write pairs recorded on the GPU since the last call (absolute ids = GPU physical ids), in order. */
-  clearCopyOnWrites(): readonly CopyOnWritePair[] {
+  clearCopyOnWrites(): readonly BlockPair[] {
     return this.gpuAllocator.clearCopyOnWrites();
   }
 

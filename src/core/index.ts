@@ -40,7 +40,8 @@ export {
   type BlockHash,
 } from './hashing.js';
 export { RefCounter, type RefCounterReader } from './ref-counter.js';
-export { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
+export type { BlockPair } from './block-pair.js';
+export { CopyOnWriteTracker } from './copy-on-write-tracker.js';
 export { BlockPool, type PooledBlock } from './block-pool.js';
 export { BlockList } from './block-list.js';
 export type { BlockAllocator, BlockStates } from './block-allocator.js';
@@ -52,6 +53,7 @@ export {
 } from './prefix-caching-block-allocator.js';
 export { PrefixCachingBlock } from './prefix-caching-block.js';
 export { BlockHashIndex } from './block-hash-index.js';
+export { BlockTokenStore } from './block-token-store.js';
 export { LRUEvictor, type Evictor } from './evictor.js';
 export {
   CpuGpuBlockAllocator,
@@ -60,4 +62,4 @@ export {
   type CpuGpuBlockAllocatorOptions,
 } from './cpu-gpu-block-allocator.js';
 export { BlockTable } from './block-table.js';
-export { BlockSpaceManager, type BlockSpaceManagerOptions, type PhysicalBlockPair } from './block-space-manager.js';
+export { BlockSpaceManager, type BlockSpaceManagerOptions } from './block-space-manager.js';

@@ -1,6 +1,7 @@
 import type { Block, BlockId } from './block.js';
 import { BlockPool } from './block-pool.js';
-import { CopyOnWriteTracker, type CopyOnWritePair } from './copy-on-write-tracker.js';
+import type { BlockPair } from './block-pair.js';
+import { CopyOnWriteTracker } from './copy-on-write-tracker.js';
 import { DoubleFreeError, InvalidArgumentError, NoFreeBlocksError, UnknownBlockIdError } from './errors.js';
 import {
   checkFullBlockTokenIds,
@@ -148,7 +149,7 @@ export abstract class RefCountedBlockAllocator<B extends TokenBlock> {
   }
 
   /** See {@link BlockAllocator.clearCopyOnWrites}. */
-  clearCopyOnWrites(): readonly CopyOnWritePair[] {
+  clearCopyOnWrites(): readonly BlockPair[] {
     return this.cowTracker.clearCopyOnWrites();
   }
 

@@ -7,7 +7,7 @@ import {
   initHashing,
   NoFreeBlocksError,
   SequenceStatus,
-  type CopyOnWritePair,
+  type BlockPair,
   type PrefixCachingBlockAllocator,
 } from '../../src/core/index.js';
 import { FakeSequence, FakeSequenceGroup } from './fake-sequence.js';
@@ -208,7 +208,7 @@ class Harness {
     const ok = this.m.canAppendSlots(g, lookahead);
     for (const s of g.seqs) {
       const before = ok ? null : this.snapshot();
-      let cows: readonly CopyOnWritePair[];
+      let cows: readonly BlockPair[];
       try {
         cows = this.m.appendSlots(s, lookahead);
       } catch (err) {
@@ -301,7 +301,7 @@ class Harness {
     g.setStatus(SequenceStatus.RUNNING);
   }
 
-  private applyCopies(cows: readonly CopyOnWritePair[]): void {
+  private applyCopies(cows: readonly BlockPair[]): void {
     for (const [src, dst] of cows) this.phys.set(dst, (this.phys.get(src) ?? []).slice());
   }
 

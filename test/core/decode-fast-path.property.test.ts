@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { BlockSpaceManager, initHashing, SequenceStatus, type CopyOnWritePair } from '../../src/core/index.js';
+import { BlockSpaceManager, initHashing, SequenceStatus, type BlockPair } from '../../src/core/index.js';
 import { FakeSequence, FakeSequenceGroup } from './fake-sequence.js';
 
 /**
@@ -62,7 +62,7 @@ function makeSide(blockSize: number, numGpuBlocks: number, enableCaching: boolea
  * The general append of the sequence's last token: `BlockTable.appendTokenIdsRange` with `numComputedSlots = 0`
  * (no sliding window, so no effect) instead of null, which keeps it off the one-token fast path.
  */
-function generalAppend(m: BlockSpaceManager, s: FakeSequence): readonly CopyOnWritePair[] {
+function generalAppend(m: BlockSpaceManager, s: FakeSequence): readonly BlockPair[] {
   const table = m.getBlockTableObject(s);
   const seen = table.numFullSlots;
   table.appendTokenIdsRange(s.tokens, seen, seen + 1, 0, 0, s.extraHash());
@@ -89,7 +89,7 @@ function apply(fast: Side, general: Side, op: Op, nextId: number): number {
     }
     case 'decode': {
       if (id < 0) return nextId;
-      const results: [boolean, readonly CopyOnWritePair[]][] = [];
+      const results: [boolean, readonly BlockPair[]][] = [];
       for (const [side, explicit] of [
         [fast, false],
         [general, true],
