@@ -166,14 +166,7 @@ export class SamplingParams {
   readonly outputTextBufferLength: number;
 
   constructor(init: SamplingParamsInit = {}) {
-    if (init === null || typeof init !== 'object') {
-      throw new SamplingParamsError('(params)', `must be an object, got ${describe(init)}`);
-    }
-    for (const key of Object.keys(init)) {
-      if (!KNOWN_FIELDS.has(key)) {
-        throw new SamplingParamsError(key, `unknown field; known fields are ${[...KNOWN_FIELDS].join(', ')}`);
-      }
-    }
+    checkKnownFields(init);
     this.n = checkInt('n', init.n ?? 1);
     if (this.n < 1) throw new SamplingParamsError('n', `must be at least 1, got ${this.n}`);
     this.bestOf = checkInt('bestOf', init.bestOf ?? this.n);
@@ -210,30 +203,8 @@ export class SamplingParams {
       this.seed = checkInt('seed', init.seed);
     }
 
-    const stop = init.stop ?? [];
-    const stops: string[] =
-      typeof stop === 'string'
-        ? [stop]
-        : Array.isArray(stop)
-          ? [...stop]
-          : (() => {
-              throw new SamplingParamsError('stop', `must be a string or an array of strings, got ${describe(stop)}`);
-            })();
-    for (const s of stops) {
-      if (typeof s !== 'string') throw new SamplingParamsError('stop', `must hold strings only, got ${describe(s)}`);
-      if (s.length === 0) throw new SamplingParamsError('stop', 'cannot contain an empty string');
-    }
-    this.stop = Object.freeze(stops);
-
-    const stopIds = init.stopTokenIds ?? [];
-    if (!Array.isArray(stopIds)) {
-      throw new SamplingParamsError('stopTokenIds', `must be an array of token ids, got ${describe(stopIds)}`);
-    }
-    for (const id of stopIds) {
-      checkInt('stopTokenIds', id);
-      if (id < 0) throw new SamplingParamsError('stopTokenIds', `token ids must be non-negative, got ${id}`);
-    }
-    this.stopTokenIds = Object.freeze([...stopIds]);
+    this.stop = Object.freeze(parseStop(init.stop ?? []));
+    this.stopTokenIds = Object.freeze(parseStopTokenIds(init.stopTokenIds ?? []));
     this.includeStopStrInOutput = checkBool('includeStopStrInOutput', init.includeStopStrInOutput ?? false);
     this.ignoreEos = checkBool('ignoreEos', init.ignoreEos ?? false);
     this.skipSpecialTokens = checkBool('skipSpecialTokens', init.skipSpecialTokens ?? true);
@@ -259,33 +230,8 @@ export class SamplingParams {
       if (this.logprobs < 0) throw new SamplingParamsError('logprobs', `must be non-negative, got ${this.logprobs}`);
     }
 
-    const bias = new Map<number, number>();
-    if (init.logitBias !== undefined && init.logitBias !== null) {
-      if (typeof init.logitBias !== 'object' || Array.isArray(init.logitBias)) {
-        throw new SamplingParamsError('logitBias', `must map token ids to numbers, got ${describe(init.logitBias)}`);
-      }
-      for (const [k, v] of Object.entries(init.logitBias)) {
-        const id = Number(k);
-        if (!Number.isSafeInteger(id) || id < 0 || String(id) !== k) {
-          throw new SamplingParamsError('logitBias', `keys must be token ids, got ${JSON.stringify(k)}`);
-        }
-        const b = checkNumber('logitBias', v);
-        if (b < -100 || b > 100) {
-          throw new SamplingParamsError('logitBias', `bias of token ${id} must be in [-100, 100], got ${b}`);
-        }
-        bias.set(id, b);
-      }
-    }
-    this.logitBias = bias;
-
-    const kind = init.outputKind ?? RequestOutputKind.CUMULATIVE;
-    if (!Object.values(RequestOutputKind).includes(kind)) {
-      throw new SamplingParamsError(
-        'outputKind',
-        `must be one of ${Object.values(RequestOutputKind).join(', ')}, got ${describe(kind)}`,
-      );
-    }
-    this.outputKind = kind;
+    this.logitBias = parseLogitBias(init.logitBias);
+    this.outputKind = parseOutputKind(init.outputKind ?? RequestOutputKind.CUMULATIVE);
 
     this.structuredOutputs =
       init.structuredOutputs === undefined || init.structuredOutputs === null
@@ -370,4 +316,73 @@ export class SamplingParams {
   static from(params: SamplingParams | SamplingParamsInit | undefined): SamplingParams {
     return params instanceof SamplingParams ? params : new SamplingParams(params ?? {});
   }
+}
+
+/** Throws {@link SamplingParamsError} unless `init` is an object whose keys are all SamplingParams fields. */
+function checkKnownFields(init: SamplingParamsInit): void {
+  if (init === null || typeof init !== 'object') {
+    throw new SamplingParamsError('(params)', `must be an object, got ${describe(init)}`);
+  }
+  for (const key of Object.keys(init)) {
+    if (!KNOWN_FIELDS.has(key)) {
+      throw new SamplingParamsError(key, `unknown field; known fields are ${[...KNOWN_FIELDS].join(', ')}`);
+    }
+  }
+}
+
+/** `stop` as a list of non-empty strings. Throws {@link SamplingParamsError}. */
+function parseStop(stop: unknown): string[] {
+  if (typeof stop !== 'string' && !Array.isArray(stop)) {
+    throw new SamplingParamsError('stop', `must be a string or an array of strings, got ${describe(stop)}`);
+  }
+  const stops: unknown[] = typeof stop === 'string' ? [stop] : [...(stop as unknown[])];
+  for (const s of stops) {
+    if (typeof s !== 'string') throw new SamplingParamsError('stop', `must hold strings only, got ${describe(s)}`);
+    if (s.length === 0) throw new SamplingParamsError('stop', 'cannot contain an empty string');
+  }
+  return stops as string[];
+}
+
+/** `stopTokenIds` as a copied list of non-negative integers. Throws {@link SamplingParamsError}. */
+function parseStopTokenIds(stopIds: unknown): number[] {
+  if (!Array.isArray(stopIds)) {
+    throw new SamplingParamsError('stopTokenIds', `must be an array of token ids, got ${describe(stopIds)}`);
+  }
+  for (const id of stopIds as unknown[]) {
+    checkInt('stopTokenIds', id);
+    if ((id as number) < 0) throw new SamplingParamsError('stopTokenIds', `token ids must be non-negative, got ${id}`);
+  }
+  return [...(stopIds as number[])];
+}
+
+/** `logitBias` (token id → bias in [-100, 100]) as a map; empty when absent. Throws {@link SamplingParamsError}. */
+function parseLogitBias(logitBias: unknown): Map<number, number> {
+  const bias = new Map<number, number>();
+  if (logitBias === undefined || logitBias === null) return bias;
+  if (typeof logitBias !== 'object' || Array.isArray(logitBias)) {
+    throw new SamplingParamsError('logitBias', `must map token ids to numbers, got ${describe(logitBias)}`);
+  }
+  for (const [k, v] of Object.entries(logitBias)) {
+    const id = Number(k);
+    if (!Number.isSafeInteger(id) || id < 0 || String(id) !== k) {
+      throw new SamplingParamsError('logitBias', `keys must be token ids, got ${JSON.stringify(k)}`);
+    }
+    const b = checkNumber('logitBias', v);
+    if (b < -100 || b > 100) {
+      throw new SamplingParamsError('logitBias', `bias of token ${id} must be in [-100, 100], got ${b}`);
+    }
+    bias.set(id, b);
+  }
+  return bias;
+}
+
+/** Checks that `kind` is a {@link RequestOutputKind}. Throws {@link SamplingParamsError}. */
+function parseOutputKind(kind: unknown): RequestOutputKind {
+  if (!(Object.values(RequestOutputKind) as unknown[]).includes(kind)) {
+    throw new SamplingParamsError(
+      'outputKind',
+      `must be one of ${Object.values(RequestOutputKind).join(', ')}, got ${describe(kind)}`,
+    );
+  }
+  return kind as RequestOutputKind;
 }
