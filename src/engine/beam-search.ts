@@ -1,6 +1,6 @@
 import { SamplingParamsError } from './errors.js';
 import type { TokenLogprob } from './sampler.js';
-import { SequenceStatus, type Sequence } from './sequence.js';
+import { SequenceStatus, type FinishReason, type Sequence } from './sequence.js';
 import type { BeamSearchGroupParams, CompletedBeam, SequenceGroup } from './sequence-group.js';
 
 /** Options of a beam search, as vLLM's `BeamSearchParams` (vllm/sampling_params.py). */
@@ -24,7 +24,8 @@ export interface BeamSearchSequence {
   readonly text: string;
   /** The beam's score: cumulativeLogprob / length^lengthPenalty (EOS not counted in the length). */
   readonly score: number;
-  readonly finishReason: 'stop' | 'length';
+  /** How the beam ended: EOS / a stop rule, or its length (a beam is never aborted). */
+  readonly finishReason: Exclude<FinishReason, 'abort'>;
 }
 
 /** The best beams of one prompt, best first. Mirrors vLLM's `BeamSearchOutput` (vllm/beam_search.py). */
