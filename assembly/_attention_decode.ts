@@ -107,6 +107,22 @@ type ValuesPass = i16;
     }
     v128.store(ap, a0); v128.store(ap, a1, 16); v128.store(ap, a2, 32); v128.store(ap, a3, 48);
   }
+  // Small heads (hs 4..15, e.g. 8): 4 head values per register, the 4 blocks' p values loaded once per token.
+  for (; c + 4 <= hs; c += 4) {
+    const ap = ar + (<usize>c << 2);
+    let a0 = v128.load(ap), a1 = f32x4.splat(0);
+    for (let o = 0; o < bs; o++) {
+      const oo = <usize>o * rs;
+      const pp = pr + (<usize>o << 2);
+      let pv0 = load<f32>(pp), pv1 = load<f32>(pp + step), pv2 = load<f32>(pp + 2 * step), pv3 = load<f32>(pp + 3 * step);
+      if (sizeof<T>() == 1) { pv0 *= s0; pv1 *= s1; pv2 *= s2; pv3 *= s3; }
+      a0 = f32x4.add(a0, f32x4.mul(f32x4.splat(pv0), ld4<T>(v0 + oo, c)));
+      a1 = f32x4.add(a1, f32x4.mul(f32x4.splat(pv1), ld4<T>(v1 + oo, c)));
+      a0 = f32x4.add(a0, f32x4.mul(f32x4.splat(pv2), ld4<T>(v2 + oo, c)));
+      a1 = f32x4.add(a1, f32x4.mul(f32x4.splat(pv3), ld4<T>(v3 + oo, c)));
+    }
+    v128.store(ap, f32x4.add(a0, a1));
+  }
   for (; c < hs; c++) {
     let a = load<f32>(ar + (<usize>c << 2));
     for (let o = 0; o < bs; o++) {
