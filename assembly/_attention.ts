@@ -132,3 +132,69 @@ export const KV_I8: i32 = 2;
   for (; e + 4 <= hs; e += 4) v128.store(out + (<usize>e << 2), f32x4.mul(v128.load(acc + (<usize>e << 2)), iv));
   for (; e < hs; e++) store<f32>(out + (<usize>e << 2), load<f32>(acc + (<usize>e << 2)) * inv);
 }
+
+// Softmax helpers of the attention kernels. Bit for bit the results of _simd's exp4 / rowMax / expShiftSum, with
+// cheaper instructions: wasm's f32x4.min / max (NaN- and −0-exact) and i32x4.trunc_sat_f32x4_s lower to several
+// x64 instructions each, where pmin / pmax are one minps / maxps and the rounding "magic number" leaves 2^n's
+// exponent in the sum's low bits. Attention logits hold no NaN, so pmin / pmax agree with min / max here; an
+// attention row's exponentials were about half the decode kernel's time on 8-value heads.
+
+/** 1.5 · 2^23: adding it to |y| < 2^22 rounds y to the nearest integer (ties to even) in the low mantissa bits. */
+const ROUND_MAGIC: f32 = 12582912.0;
+
+/** e^x for four lanes, equal to _simd's exp4 for non-NaN x (lanes below −87.3 give 0). */
+// @ts-ignore: decorator
+@inline export function expLanes(x: v128): v128 {
+  const under = f32x4.lt(x, f32x4.splat(-87.3));
+  let v = f32x4.pmin(f32x4.pmax(x, f32x4.splat(-87.3)), f32x4.splat(88.7));
+  const t = f32x4.add(f32x4.mul(v, f32x4.splat(1.44269504088896341)), f32x4.splat(ROUND_MAGIC));
+  const n = f32x4.sub(t, f32x4.splat(ROUND_MAGIC));
+  v = f32x4.sub(v, f32x4.mul(n, f32x4.splat(0.693359375)));
+  v = f32x4.add(v, f32x4.mul(n, f32x4.splat(2.12194440e-4)));
+  const r2 = f32x4.mul(v, v);
+  let p = f32x4.splat(1.9875691500e-4);
+  p = f32x4.add(f32x4.mul(p, v), f32x4.splat(1.3981999507e-3));
+  p = f32x4.add(f32x4.mul(p, v), f32x4.splat(8.3334519073e-3));
+  p = f32x4.add(f32x4.mul(p, v), f32x4.splat(4.1665795894e-2));
+  p = f32x4.add(f32x4.mul(p, v), f32x4.splat(1.6666665459e-1));
+  p = f32x4.add(f32x4.mul(p, v), f32x4.splat(5.0000001201e-1));
+  p = f32x4.add(f32x4.add(f32x4.mul(p, r2), v), f32x4.splat(1.0));
+  // t's bits are bits(ROUND_MAGIC) + n; bits(ROUND_MAGIC) << 23 vanishes, so (bits(t) + 127) << 23 is 2^n.
+  const pow2 = i32x4.shl(i32x4.add(t, i32x4.splat(127)), 23);
+  return v128.andnot(f32x4.mul(p, pow2), under);
+}
+
+/** Largest of the n floats at p (−∞ when n is 0; the inputs hold no NaN). */
+// @ts-ignore: decorator
+@inline export function rowMaxLanes(p: usize, n: i32): f32 {
+  let mv = f32x4.splat(-Infinity);
+  let j = 0;
+  for (; j + 4 <= n; j += 4) mv = f32x4.pmax(mv, v128.load(p + (<usize>j << 2)));
+  const s = f32x4.pmax(mv, v128.shuffle<f32>(mv, mv, 2, 3, 0, 1));
+  let m = f32x4.extract_lane(f32x4.pmax(s, v128.shuffle<f32>(s, s, 1, 0, 3, 2)), 0);
+  for (; j < n; j++) {
+    const x = load<f32>(p + (<usize>j << 2));
+    if (x > m) m = x;
+  }
+  return m;
+}
+
+/** Replaces each of the n floats x at p by e^(x − m) and returns their sum, as _simd's expShiftSum sums them. */
+// @ts-ignore: decorator
+@inline export function expShiftSumLanes(p: usize, n: i32, m: f32): f32 {
+  const mm = f32x4.splat(m);
+  let sv = f32x4.splat(0);
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const e = expLanes(f32x4.sub(v128.load(p + (<usize>j << 2)), mm));
+    sv = f32x4.add(sv, e);
+    v128.store(p + (<usize>j << 2), e);
+  }
+  let sum = f32x4.extract_lane(hsum4(sv, sv, sv, sv), 0);
+  for (; j < n; j++) {
+    const e = f32x4.extract_lane(expLanes(f32x4.splat(load<f32>(p + (<usize>j << 2)) - m)), 0);
+    sum += e;
+    store<f32>(p + (<usize>j << 2), e);
+  }
+  return sum;
+}

@@ -2,9 +2,9 @@
 // (v1) or one 512-token partition (v2). Two passes as vLLM's v1 kernel — logits of every row, softmax, then Σ p·V —
 // with runs of 4 full blocks read token-major (4 interleaved memory streams). v2 partials are reduced by
 // decodeV2Reduce.
-import { exp1, rowMax, expShiftSum } from './_simd';
+import { exp1 } from './_simd';
 import {
-  finishRow, pi, pu, ld4, ld1, dotK4, dotK1, dotK4p, rowsScratch, windowLo, P_OUT, P_QUERY, P_KC, P_VC, P_KS, P_VS, P_TABLES,
+  finishRow, pi, pu, ld4, ld1, dotK4, dotK1, dotK4p, rowsScratch, windowLo, rowMaxLanes, expShiftSumLanes, P_OUT, P_QUERY, P_KC, P_VC, P_KS, P_VS, P_TABLES,
   P_SEQLENS, P_NSEQS, P_NH, P_NKV, P_HS, P_BS, P_MAXB, P_SCALE, P_ALIBI, P_WINDOW, P_PART, P_MAXPARTS, P_PARTIALS,
   P_COUNTER, P_LSTRIDE, P_KVPER,
 } from './_attention';
@@ -106,6 +106,22 @@ type ValuesPass = i16;
       a3 = f32x4.add(a3, f32x4.mul(p, ld4<T>(v3 + oo, c + 12)));
     }
     v128.store(ap, a0); v128.store(ap, a1, 16); v128.store(ap, a2, 32); v128.store(ap, a3, 48);
+  }
+  // Small heads (hs 4..15, e.g. 8): 4 head values per register, the 4 blocks' p values loaded once per token.
+  for (; c + 4 <= hs; c += 4) {
+    const ap = ar + (<usize>c << 2);
+    let a0 = v128.load(ap), a1 = f32x4.splat(0);
+    for (let o = 0; o < bs; o++) {
+      const oo = <usize>o * rs;
+      const pp = pr + (<usize>o << 2);
+      let pv0 = load<f32>(pp), pv1 = load<f32>(pp + step), pv2 = load<f32>(pp + 2 * step), pv3 = load<f32>(pp + 3 * step);
+      if (sizeof<T>() == 1) { pv0 *= s0; pv1 *= s1; pv2 *= s2; pv3 *= s3; }
+      a0 = f32x4.add(a0, f32x4.mul(f32x4.splat(pv0), ld4<T>(v0 + oo, c)));
+      a1 = f32x4.add(a1, f32x4.mul(f32x4.splat(pv1), ld4<T>(v1 + oo, c)));
+      a0 = f32x4.add(a0, f32x4.mul(f32x4.splat(pv2), ld4<T>(v2 + oo, c)));
+      a1 = f32x4.add(a1, f32x4.mul(f32x4.splat(pv3), ld4<T>(v3 + oo, c)));
+    }
+    v128.store(ap, f32x4.add(a0, a1));
   }
   for (; c < hs; c++) {
     let a = load<f32>(ar + (<usize>c << 2));
@@ -245,8 +261,8 @@ function decodeRows<T>(pb: usize, table: usize, kvh0: i32, g: i32, nRows: i32, r
   const len = hi - lo;
   for (let r = 0; r < nRows; r++) {
     const row = lg + <usize>r * (<usize>lstride << 2);
-    const m = rowMax(row, len);
-    const sum = expShiftSum(row, len, m);
+    const m = rowMaxLanes(row, len);
+    const sum = expShiftSumLanes(row, len, m);
     store<f32>(st + (<usize>r << 3), m);
     store<f32>(st + (<usize>r << 3), sum, 4);
   }

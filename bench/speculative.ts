@@ -14,7 +14,8 @@
  *     (see {@link runNgramPart}).
  *
  * Run: [NODE_OPTIONS=--experimental-wasm-relaxed-simd] npx tsx bench/speculative.ts [--part score,ngram] [--threads 2] [--dtypes q8_0,f32] [--batches 1,16]
- *   [--ks 1,2,4,5,8] [--context 128] [--steps 5] [--rounds 5] [--block-size 16] [--profile] [--fresh]
+ *   [--ks 1,2,4,5,8] [--context 128] [--steps 5] [--rounds 5] [--block-size 16] [--profile] [--fresh] [--model PATH]
+ * (--model: part (a) on that model file instead of the random ones, e.g. stories260K.bin.)
  * The random GGUFs are shared with bench/forward.ts (os.tmpdir()/pagellm-bench-smollm2-135m-<dtype>.gguf).
  */
 import { existsSync } from 'node:fs';
@@ -44,6 +45,8 @@ const { values: args } = parseArgs({
     'block-size': { type: 'string', default: '16' },
     profile: { type: 'boolean', default: false },
     fresh: { type: 'boolean', default: false },
+    // Part (a) on a model file instead of the random SmolLM2-shaped ones (e.g. stories260K: shared/models/...).
+    model: { type: 'string' },
     // Part (b) options, read by bench/speculative-ngram.ts.
     'ngram-threads': { type: 'string', default: '1' },
     tokens: { type: 'string', default: '256' },
@@ -66,7 +69,8 @@ function median(xs: number[]): number {
 
 /**
  * One forward batch where every sequence computes the `seqLen − contextLen` tokens after its context; every token's
- * logits are asked for. Sequences computing one token are decodes, the others prefill-style (query length > 1).
+ * logits are asked for. Sequences computing one token are decodes, the others prefill-style (query length > 1):
+ * after a context, speculating decodes (ForwardBatch.numSpecDecodes).
  */
 function makeBatch(
   builder: AttentionMetadataBuilder,
@@ -78,7 +82,10 @@ function makeBatch(
   const tokenIds = new Int32Array(md.numTokens);
   for (let i = 0; i < md.numTokens; i++) tokenIds[i] = (i * 7919 + salt * 104729) % vocab;
   const numPrefills = seqs.filter((s) => s.seqLen - s.contextLen > 1).length;
-  return { ...md, tokenIds, numPrefills, sampleIndices: Int32Array.from({ length: md.numTokens }, (_, i) => i) };
+  // Scoring after a context is a verification: attended decode-style, as the engine's speculating decodes are.
+  const numSpecDecodes = seqs.filter((s) => s.contextLen > 0 && s.seqLen - s.contextLen > 1).length;
+  const sampleIndices = Int32Array.from({ length: md.numTokens }, (_, i) => i);
+  return { ...md, tokenIds, numPrefills, numSpecDecodes, sampleIndices };
 }
 
 /** Median ms per step for each k at one batch size, k values interleaved over rounds; profile per k if asked. */
@@ -169,9 +176,10 @@ async function runScorePart(): Promise<void> {
       `${threads} thread(s), context ${args.context} tokens/seq, block size ${blockSize}, logits for every scored ` +
       `token; median of ${args.rounds} rounds × ${args.steps} steps, k interleaved`,
   );
-  for (const dtype of args.dtypes!.split(',') as Array<'f32' | 'q8_0'>) {
-    const path = join(tmpdir(), `pagellm-bench-smollm2-135m-${dtype}.gguf`);
-    if (args.fresh || !existsSync(path)) {
+  const dtypes = args.model === undefined ? (args.dtypes!.split(',') as Array<'f32' | 'q8_0'>) : ['file' as const];
+  for (const dtype of dtypes) {
+    const path = args.model ?? join(tmpdir(), `pagellm-bench-smollm2-135m-${dtype}.gguf`);
+    if (dtype !== 'file' && (args.fresh || !existsSync(path))) {
       createRandomModel({
         configPath: join(shapeDir, 'config.json'),
         tokenizerPath: join(shapeDir, 'tokenizer.json'),
@@ -194,7 +202,7 @@ async function runScorePart(): Promise<void> {
         },
       });
       const simd = 'simd' in backend ? ` (${String(backend.simd)} SIMD kernels)` : '';
-      console.log(`\n${dtype}: ${(weightBytes / 1e6).toFixed(1)} MB of weights${simd}`);
+      console.log(`\n${dtype === 'file' ? path : dtype}: ${(weightBytes / 1e6).toFixed(1)} MB of weights${simd}`);
       console.log('batch | tokens scored/seq | ms/step | × (1 token) | CPU ms/step | × (1 token) | scored tokens/s');
       for (const batch of batches) {
         const r = scoreStepTimes(backend, model, batch, ks);
@@ -202,8 +210,8 @@ async function runScorePart(): Promise<void> {
         for (const k of ks) {
           const { ms, cpuMs, profile } = r.get(k)!;
           console.log(
-            `${String(batch).padStart(5)} | ${String(k).padStart(17)} | ${ms.toFixed(1).padStart(7)} | ` +
-              `${(ms / base.ms).toFixed(2).padStart(11)} | ${cpuMs.toFixed(1).padStart(11)} | ` +
+            `${String(batch).padStart(5)} | ${String(k).padStart(17)} | ${ms.toFixed(ms < 10 ? 3 : 1).padStart(7)} | ` +
+              `${(ms / base.ms).toFixed(2).padStart(11)} | ${cpuMs.toFixed(cpuMs < 10 ? 3 : 1).padStart(11)} | ` +
               `${(cpuMs / base.cpuMs).toFixed(2).padStart(11)} | ${((batch * k * 1000) / ms).toFixed(0).padStart(15)}`,
           );
           if (args.profile) console.log(`        ms/step by op: ${profile}`);

@@ -46,8 +46,8 @@ export interface ModelInputBuilderOptions {
  * token, or (speculative decoding) its last token followed by the drafts its lookahead slots were reserved for —
  * with their positions and KV-cache slots, its context length and block table; and a sample index at the last token
  * of each decode and of each prefill whose chunk reaches the end of the sequence (intermediate chunks are not
- * sampled), or at every position of a speculating decode. Prefills and speculating decodes (queries longer than one
- * token) come first, then single-token decodes, each in the scheduler's order. Pooling requests are never sampled:
+ * sampled), or at every position of a speculating decode. Prefills come first, then speculating decodes (queries
+ * longer than one token), then single-token decodes, each in the scheduler's order. Pooling requests are never sampled:
  * they get hidden-state indices instead — the prompt's last token ('last' pooling, once the chunk reaches it) or
  * every token of the chunk ('mean').
  *
@@ -83,10 +83,12 @@ export class ModelInputBuilder {
     const pooled: PooledSequence[] = [];
     const hiddenAt: number[] = [];
     let numPrefills = 0;
+    let numSpecDecodes = 0;
     let numTokens = 0;
     for (const e of entries) {
       const { s, seq, contextLen, seqLen, draftTokenIds } = e;
       if (isPrefillStyle(e)) numPrefills++;
+      if (!s.isPrefill && draftTokenIds.length > 0) numSpecDecodes++;
       seqs.push({ blockTable: this.getBlockTable(seq), contextLen, seqLen });
       const chunkStart = numTokens;
       numTokens += seqLen - contextLen;
@@ -135,6 +137,7 @@ export class ModelInputBuilder {
       numTokens,
       numSeqs: meta.numSeqs,
       numPrefills,
+      numSpecDecodes,
       queryStartLoc: meta.queryStartLoc,
       seqLens: meta.seqLens,
       blockTables: meta.blockTables,
@@ -191,12 +194,20 @@ function entriesOf(s: ScheduledSequenceGroup): BatchEntry[] {
   });
 }
 
-/** Prefills and speculating decodes (query length > 1) run prefill-style attention and come first in the batch. */
+/** Prefills and speculating decodes (query length > 1): the batch's numPrefills part, before single-token decodes. */
 function isPrefillStyle(e: BatchEntry): boolean {
   return e.s.isPrefill || e.draftTokenIds.length > 0;
 }
 
-/** Prefill-style entries first, then single-token decodes, each part in the scheduler's order. */
+/**
+ * Prefills first, then speculating decodes, then single-token decodes, each part in the scheduler's order: the
+ * speculating decodes close the prefill-style part (ForwardBatch.numSpecDecodes), where the forward pass attends them
+ * decode-style, one query row per scored token.
+ */
 function orderForBatch(entries: BatchEntry[]): BatchEntry[] {
-  return [...entries.filter(isPrefillStyle), ...entries.filter((e) => !isPrefillStyle(e))];
+  return [
+    ...entries.filter((e) => e.s.isPrefill),
+    ...entries.filter((e) => !e.s.isPrefill && isPrefillStyle(e)),
+    ...entries.filter((e) => !isPrefillStyle(e)),
+  ];
 }

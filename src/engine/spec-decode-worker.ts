@@ -186,6 +186,7 @@ export class SpecDecodeWorker {
     const k = drafts.length;
     const p = row.params;
     const greedy = p.temperature < SAMPLING_EPS;
+    if (greedy) return this.verifyGreedy(s, raw, row, masks);
     const needOutput = p.hasPenalties || p.minTokens > 0;
     if (this.logits.length < (k + 1) * v) {
       this.logits = new Float64Array((k + 1) * v);
@@ -206,16 +207,10 @@ export class SpecDecodeWorker {
         xi,
       );
       lse[i] = logSumExp(xi);
-      if (!greedy) for (let j = 0; j < v; j++) probs[i * v + j] = Math.exp(xi[j] - lse[i]);
+      for (let j = 0; j < v; j++) probs[i * v + j] = Math.exp(xi[j] - lse[i]);
     }
     const result = this.rejectionSampler.sample(
-      {
-        draftTokenIds: drafts,
-        targetProbs: greedy ? x : probs,
-        draftProbs: greedy ? null : (s.draftProbs ?? null),
-        greedy,
-        generator: row.generator,
-      },
+      { draftTokenIds: drafts, targetProbs: probs, draftProbs: s.draftProbs ?? null, greedy, generator: row.generator },
       v,
     );
     const wantRank = row.numTopLogprobs > 0 || p.logprobs !== null;
@@ -226,9 +221,66 @@ export class SpecDecodeWorker {
         topLogprobs: topLogprobsOf(xi, lse[i], row.numTopLogprobs),
       };
     });
-    this.stats.observeDraft(k, result.numAcceptedTokens);
-    this.backoff.observe(s.seq.seqId, k, result.numAcceptedTokens);
-    this.proposer.onDraftVerified?.(s.seq.seqId, k, result.numAcceptedTokens);
+    return this.finishDraft(s, k, result.numAcceptedTokens, emitted);
+  }
+
+  /**
+   * {@link verify} for a greedy row (temperature 0), the rejection sampler's greedy rule without its probability
+   * rows: row i is processed only once drafts [0, i) were accepted, its argmax emitted, and the walk stops at the
+   * first argmax that differs from the draft (or after the bonus row). Each emitted token costs what the Sampler
+   * spends on a greedy row (one processed copy, one log-sum-exp for its logprob); rows after a rejection cost
+   * nothing. Mirrors vLLM's greedy fast path (`rejection_greedy_sample_kernel`,
+   * vllm/v1/sample/rejection_sampler.py).
+   */
+  private verifyGreedy(
+    s: SampledSequence,
+    raw: Float32Array,
+    row: SamplingRow,
+    masks: Int32Array[] | null,
+  ): SamplerRowOutput {
+    const v = this.vocabSize;
+    const drafts = s.draftTokenIds!;
+    const k = drafts.length;
+    const p = row.params;
+    const needOutput = p.hasPenalties || p.minTokens > 0;
+    if (this.logits.length < v) this.logits = new Float64Array(v);
+    const x = this.logits.subarray(0, v);
+    const wantRank = row.numTopLogprobs > 0 || p.logprobs !== null;
+    const emitted: SamplerRowOutput[] = [];
+    for (let i = 0; i <= k; i++) {
+      const rowI =
+        masks === null && !needOutput
+          ? row
+          : {
+              ...row,
+              tokenBitmask: masks === null ? row.tokenBitmask : masks[i],
+              outputTokenIds: needOutput ? [...row.outputTokenIds, ...drafts.slice(0, i)] : row.outputTokenIds,
+            };
+      processLogits(raw.subarray(i * v, (i + 1) * v), rowI, x);
+      // The Sampler's greedy pick: the first index of the largest value, then the row's log-sum-exp.
+      let best = 0;
+      let max = -Infinity;
+      for (let j = 0; j < v; j++) {
+        if (x[j] > max) {
+          max = x[j];
+          best = j;
+        }
+      }
+      const lse = logSumExp(x);
+      emitted.push({
+        samples: [{ tokenId: best, logprob: x[best] - lse, rank: wantRank ? rankOf(x, best) : 0 }],
+        topLogprobs: topLogprobsOf(x, lse, row.numTopLogprobs),
+      });
+      if (i === k || best !== drafts[i]) break;
+    }
+    return this.finishDraft(s, k, emitted.length - 1, emitted);
+  }
+
+  /** Records a verified draft (stats, backoff, proposer) and shapes its output: accepted tokens, then the last. */
+  private finishDraft(s: SampledSequence, k: number, accepted: number, emitted: SamplerRowOutput[]): SamplerRowOutput {
+    this.stats.observeDraft(k, accepted);
+    this.backoff.observe(s.seq.seqId, k, accepted);
+    this.proposer.onDraftVerified?.(s.seq.seqId, k, accepted);
     return { ...emitted[emitted.length - 1], acceptedTokens: emitted.slice(0, -1) };
   }
 

@@ -20,6 +20,13 @@ export interface ForwardBatch {
   readonly numSeqs: number;
   /** The first numPrefills sequences are prefills (any query length); the rest are decodes with one token each. */
   readonly numPrefills: number;
+  /**
+   * Speculative decoding: the last numSpecDecodes of the numPrefills prefill-style sequences are speculating decodes
+   * (the sequence's last token and its drafts), attended decode-style — each query token one pagedAttention row
+   * with its own causal length — as plain decoding attends that position. Absent: 0 (every prefill-style sequence
+   * goes through prefillAttention).
+   */
+  readonly numSpecDecodes?: number;
   /** [numSeqs + 1] prefix sums of each sequence's new-token count. */
   readonly queryStartLoc: Int32Array;
   /** Context length of each sequence after this step, in tokens [numSeqs]. */

@@ -4,6 +4,7 @@ import type { ModelConfig } from './model-config.js';
 import type { LayerWeights, ModelWeights } from './model-weights.js';
 import { Activations, HiddenStateBuffers, SampleBuffers } from './forward-buffers.js';
 import { RopeCache } from './rope-cache.js';
+import { BatchStager, type StagedBatch } from './staged-batch.js';
 
 /** A forward batch or the KV caches handed to {@link LlamaModel.forward} are inconsistent with each other or the model. */
 export class ForwardBatchError extends Error {
@@ -45,26 +46,6 @@ export interface LlamaModelOptions {
   readonly profile?: boolean;
 }
 
-/** A batch's metadata staged in the arena for one forward pass, with the counts the layers need. */
-interface StagedBatch {
-  readonly numTokens: number;
-  /** [numTokens] token ids, positions and KV slots (−1 = do not write). */
-  readonly ids: Int32Array;
-  readonly positions: Int32Array;
-  readonly slots: Int32Array;
-  /** [numSeqs] context lengths, [numSeqs + 1] query start offsets, [numSeqs × maxBlocksPerSeq] block tables. */
-  readonly seqLens: Int32Array;
-  readonly queryStartLoc: Int32Array;
-  readonly blockTables: Int32Array;
-  readonly maxBlocksPerSeq: number;
-  readonly numSeqs: number;
-  /** Sequences run by prefillAttention (the first ones; all of them in 'unified' attention mode) and their tokens. */
-  readonly numPrefills: number;
-  readonly numPrefillTokens: number;
-  /** Use the stacked q/k/v and gate/up weights (numTokens ≤ fuseUpToTokens). */
-  readonly fuse: boolean;
-}
-
 /**
  * The Llama-family decoder (Llama with GQA, tied embeddings, rope theta and Llama-3 scaling, both RoPE conventions;
  * Mistral sliding window; Qwen2 q/k/v bias; Qwen3 per-head q/k RMSNorm) over a flattened batch on the paged KV cache.
@@ -87,7 +68,9 @@ export class LlamaModel implements CausalLM {
   private acts: Activations;
   private samples: SampleBuffers;
   private hiddenOut: HiddenStateBuffers | null = null;
-  private blockTablesBuf: Int32Array;
+  private readonly stager: BatchStager;
+  /** A view of the whole kernel memory (for {@link splitRows}); renewed when the memory grows. */
+  private heap: Float32Array = new Float32Array(0);
   private readonly fuseUpToTokens: number;
   private readonly attentionMode: AttentionMode;
   private readonly profiling: boolean;
@@ -135,7 +118,7 @@ export class LlamaModel implements CausalLM {
       config,
       Math.max(1, options.maxNumSampled ?? Math.min(this.acts.tokens, 256)),
     );
-    this.blockTablesBuf = backend.arena.allocI32(Math.max(64, this.acts.tokens * 4));
+    this.stager = new BatchStager(backend.arena, this.acts.tokens);
   }
 
   /** Tokens the activation buffers currently hold. */
@@ -165,7 +148,7 @@ export class LlamaModel implements CausalLM {
     const S = batch.sampleIndices.length;
     if (S > this.samples.rows)
       this.samples = new SampleBuffers(this.backend, this.config, Math.max(S, 2 * this.samples.rows));
-    const m = this.stageBatch(batch);
+    const m = this.stager.stage(batch, this.acts, this.attentionMode === 'prefill', T <= this.fuseUpToTokens);
     const hidden = this.acts.hidden.subarray(0, T * this.config.dim);
     this.timed('embedding', () => this.backend.embedding(hidden, this.weights.tokenEmbedding, m.ids, T));
     for (let l = 0; l < this.config.numLayers; l++) {
@@ -196,38 +179,6 @@ export class LlamaModel implements CausalLM {
       out.set(hidden.subarray(i * dim, (i + 1) * dim), j * dim);
     }
     this.backend.rmsNorm(out, out, this.weights.outputNorm, indices.length, dim, this.config.normEps);
-  }
-
-  /** Copies the batch's metadata into the arena (the wasm kernels address everything by arena offset). */
-  private stageBatch(batch: ForwardBatch): StagedBatch {
-    const a = this.acts;
-    const T = batch.numTokens;
-    const numSeqs = batch.numSeqs;
-    const mbps = batch.maxBlocksPerSeq;
-    const stage = (buf: Int32Array, src: Int32Array, n: number): Int32Array => {
-      const view = buf.subarray(0, n);
-      view.set(src.subarray(0, n));
-      return view;
-    };
-    if (this.blockTablesBuf.length < numSeqs * mbps) {
-      this.blockTablesBuf = this.backend.arena.allocI32(Math.max(numSeqs * mbps, 2 * this.blockTablesBuf.length));
-    }
-    const qsl = stage(a.queryStartLoc, batch.queryStartLoc, numSeqs + 1);
-    const numPrefills = this.attentionMode === 'split' ? batch.numPrefills : numSeqs;
-    return {
-      numTokens: T,
-      ids: stage(a.tokenIds, batch.tokenIds, T),
-      positions: stage(a.positions, batch.positions, T),
-      slots: stage(a.slotMapping, batch.slotMapping, T),
-      seqLens: stage(a.seqLens, batch.seqLens, numSeqs),
-      queryStartLoc: qsl,
-      blockTables: stage(this.blockTablesBuf, batch.blockTables, numSeqs * mbps),
-      maxBlocksPerSeq: mbps,
-      numSeqs,
-      numPrefills,
-      numPrefillTokens: qsl[numPrefills],
-      fuse: T <= this.fuseUpToTokens,
-    };
   }
 
   /**
@@ -265,12 +216,15 @@ export class LlamaModel implements CausalLM {
     });
   }
 
-  /** Attention of q over the cache: prefills (the first numPrefills sequences) and decodes (the rest) → out. */
+  /**
+   * Attention of q over the cache: the prefill-style sequences the stager kept for prefillAttention (its first
+   * numPrefillTokens tokens), then every other token as one pagedAttention row (decodes, and the query tokens of
+   * short prefill-style sequences such as speculative verifications) → out.
+   */
   private attention(m: StagedBatch, q: Float32Array, cache: KvCacheLayer, out: Float32Array): void {
     const c = this.config;
     const { qDim } = this;
-    const mbps = m.maxBlocksPerSeq;
-    const { numPrefills, numSeqs, numPrefillTokens } = m;
+    const { numPrefills, numPrefillTokens, numDecodeRows } = m;
     const T = m.numTokens;
     const base = {
       numHeads: c.numHeads,
@@ -279,27 +233,27 @@ export class LlamaModel implements CausalLM {
       scale: this.scale,
       slidingWindow: c.slidingWindow,
       cache,
-      maxBlocksPerSeq: mbps,
+      maxBlocksPerSeq: m.maxBlocksPerSeq,
     };
     if (numPrefills > 0) {
       this.backend.prefillAttention({
         ...base,
         out: out.subarray(0, numPrefillTokens * qDim),
         query: q.subarray(0, numPrefillTokens * qDim),
-        blockTables: m.blockTables.subarray(0, numPrefills * mbps),
-        seqLens: m.seqLens.subarray(0, numPrefills),
-        queryStartLoc: m.queryStartLoc.subarray(0, numPrefills + 1),
+        blockTables: m.prefillBlockTables,
+        seqLens: m.prefillSeqLens,
+        queryStartLoc: m.prefillQueryStartLoc,
         numSeqs: numPrefills,
       });
     }
-    if (numSeqs > numPrefills) {
+    if (numDecodeRows > 0) {
       this.backend.pagedAttention({
         ...base,
-        out: out.subarray(numPrefillTokens * qDim, T * qDim),
-        query: q.subarray(numPrefillTokens * qDim, T * qDim),
-        blockTables: m.blockTables.subarray(numPrefills * mbps, numSeqs * mbps),
-        seqLens: m.seqLens.subarray(numPrefills, numSeqs),
-        numSeqs: numSeqs - numPrefills,
+        out: numPrefillTokens === 0 ? out : out.subarray(numPrefillTokens * qDim, T * qDim),
+        query: numPrefillTokens === 0 ? q : q.subarray(numPrefillTokens * qDim, T * qDim),
+        blockTables: m.decodeBlockTables,
+        seqLens: m.decodeSeqLens,
+        numSeqs: numDecodeRows,
       });
     }
   }
@@ -323,13 +277,7 @@ export class LlamaModel implements CausalLM {
       } else {
         const gate = a.gate.subarray(0, T * hiddenDim);
         const up = a.up.subarray(0, T * hiddenDim);
-        this.timed('split', () => {
-          for (let t = 0; t < T; t++) {
-            const row = t * 2 * hiddenDim;
-            gate.set(gateUp.subarray(row, row + hiddenDim), t * hiddenDim);
-            up.set(gateUp.subarray(row + hiddenDim, row + 2 * hiddenDim), t * hiddenDim);
-          }
-        });
+        this.timed('split', () => this.splitRows(gateUp, T, [gate, up]));
         this.timed('siluMul', () => be.siluMul(act, gate, up, T * hiddenDim));
       }
     } else {
@@ -377,14 +325,7 @@ export class LlamaModel implements CausalLM {
       const q = a.q.subarray(0, T * qDim);
       const k = a.k.subarray(0, T * kvDim);
       const v = a.v.subarray(0, T * kvDim);
-      this.timed('split', () => {
-        for (let t = 0; t < T; t++) {
-          const row = t * width;
-          q.set(qkv.subarray(row, row + qDim), t * qDim);
-          k.set(qkv.subarray(row + qDim, row + qDim + kvDim), t * kvDim);
-          v.set(qkv.subarray(row + qDim + kvDim, row + width), t * kvDim);
-        }
-      });
+      this.timed('split', () => this.splitRows(qkv, T, [q, k, v]));
       return [q, k, v];
     }
     const q = a.q.subarray(0, T * qDim);
@@ -396,6 +337,31 @@ export class LlamaModel implements CausalLM {
       be.matmul(v, normed, w.wv, T, w.bv);
     });
     return [q, k, v];
+  }
+
+  /**
+   * Splits T rows of stacked columns into one [T, width] buffer per part: row t of `src` is the parts' row t side by
+   * side (widths parts[i].length / T). Copies go through one whole-memory view (copyWithin), so a verification
+   * step's few rows cost no per-row subarray views.
+   */
+  private splitRows(src: Float32Array, T: number, parts: readonly Float32Array[]): void {
+    // The memory's current buffer: views made before the memory grew hold shorter buffers (copyWithin would clamp).
+    const buffer = this.backend.arena.memory.buffer;
+    if (this.heap.buffer !== buffer) this.heap = new Float32Array(buffer);
+    const heap = this.heap;
+    let width = 0;
+    for (const p of parts) width += p.length / T;
+    const s0 = src.byteOffset >> 2;
+    let col = 0;
+    for (const p of parts) {
+      const w = p.length / T;
+      const d0 = p.byteOffset >> 2;
+      for (let t = 0; t < T; t++) {
+        const from = s0 + t * width + col;
+        heap.copyWithin(d0 + t * w, from, from + w);
+      }
+      col += w;
+    }
   }
 
   /** Runs `fn`; with `options.profile`, adds its wall time in ms to profile[op]. */
@@ -421,6 +387,10 @@ export class LlamaModel implements CausalLM {
     if (!Number.isInteger(S) || S < 1 || S > T) fail(`numSeqs must be in [1, numTokens=${T}], got ${S}`);
     if (!Number.isInteger(b.numPrefills) || b.numPrefills < 0 || b.numPrefills > S) {
       fail(`numPrefills must be in [0, numSeqs=${S}], got ${b.numPrefills}`);
+    }
+    const nsd = b.numSpecDecodes ?? 0;
+    if (!Number.isInteger(nsd) || nsd < 0 || nsd > b.numPrefills) {
+      fail(`numSpecDecodes must be in [0, numPrefills=${b.numPrefills}], got ${nsd}`);
     }
     for (const [name, arr] of [
       ['tokenIds', b.tokenIds],
