@@ -29,7 +29,7 @@ export class KvStoreRecordError extends Error {
   override readonly name = 'KvStoreRecordError';
 }
 
-/** A chained block hash (xxhash64 bigint or sha256 hex) as a string for keys and records. */
+/** A chained block hash (a 64-bit bigint of murmur3x2 or xxhash64, or sha256 hex) as a string for keys and records. */
 export function hashValueToString(value: bigint | string | null): string {
   if (value === null) return '';
   return typeof value === 'bigint' ? value.toString(16).padStart(16, '0') : value;

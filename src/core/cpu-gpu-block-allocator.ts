@@ -4,7 +4,7 @@ import type { BlockPair } from './block-pair.js';
 import { Device } from './device.js';
 import { InvalidArgumentError, NoFreeBlocksError, NullBlockError, UnknownBlockIdError } from './errors.js';
 import type { BlockHash, HashAlgorithm, HashValue } from './hashing.js';
-import { assertHashAlgorithm } from './hashing.js';
+import { assertHashAlgorithm, DEFAULT_HASH_ALGORITHM } from './hashing.js';
 import { BlockTokenStore } from './block-token-store.js';
 import { BlockPool } from './block-pool.js';
 import { NaiveBlock, NaiveBlockAllocator } from './naive-block-allocator.js';
@@ -25,7 +25,7 @@ export interface CpuGpuBlockAllocatorOptions {
   readonly numCpuBlocks: number;
   /** Tokens per block. */
   readonly blockSize: number;
-  /** Hash function for prefix caching (default `'xxhash64'`). */
+  /** Hash function for prefix caching (default {@link DEFAULT_HASH_ALGORITHM}). */
   readonly hashAlgorithm?: HashAlgorithm;
 }
 
@@ -144,7 +144,7 @@ export class CpuGpuBlockAllocator {
       return new CpuGpuBlockAllocator(gpu, cpu, 'naive');
     }
     if (allocatorType === 'prefix_caching') {
-      const hashAlgorithm = options.hashAlgorithm ?? 'xxhash64';
+      const hashAlgorithm = options.hashAlgorithm ?? DEFAULT_HASH_ALGORITHM;
       assertHashAlgorithm(hashAlgorithm);
       let gpu: PrefixCachingBlockAllocator | null = null;
       const blockPool = new BlockPool(() => new PrefixCachingBlock(blockSize, gpu!, tokenStore), poolSize);

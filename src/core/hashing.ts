@@ -10,10 +10,11 @@ import { describe } from './validate.js';
  * A block's hash chains the previous block's hash, the block's token ids and an optional extra key (cache salt,
  * adapter id), so equal hashes mean "same tokens after the same prefix under the same key". Three algorithms:
  *
- * - `murmur3x2`: two 32-bit MurmurHash3 lanes over the token ids in plain TypeScript
- *   (murmur3x2.ts), chained through the parent hash's halves; the value is an unsigned 64-bit `bigint`. No
- *   initialisation, no copy into WebAssembly memory: about 2× cheaper per block than xxhash64 (docs/benchmarks.md).
- * - `xxhash64` (default): xxHash's 64-bit hash from the `xxhash-wasm` package; the value is an unsigned `bigint`.
+ * - `murmur3x2` (the block manager's and allocators' default, {@link DEFAULT_HASH_ALGORITHM}): two 32-bit
+ *   MurmurHash3 lanes over the token ids in plain TypeScript (murmur3x2.ts), chained through the parent hash's
+ *   halves; the value is an unsigned 64-bit `bigint`. No initialisation, no copy into WebAssembly memory: about 2.7×
+ *   cheaper per block than xxhash64 (docs/benchmarks.md).
+ * - `xxhash64` (a {@link BlockHasher}'s default when built alone): xxHash's 64-bit hash from the `xxhash-wasm` package; the value is an unsigned `bigint`.
  *   The WebAssembly module loads asynchronously, so call `await initHashing()` once at start-up; after that every
  *   hash is synchronous. (vLLM uses Python's built-in hash, later sha256 or xxhash via `prefix_caching_hash_algo`;
  *   nano-vllm uses xxh64 as here.)
@@ -33,6 +34,13 @@ import { describe } from './validate.js';
 
 /** Which hash function block hashes use. */
 export type HashAlgorithm = 'murmur3x2' | 'xxhash64' | 'sha256';
+
+/**
+ * The prefix cache's block hash when none is named: murmur3x2, plain TypeScript that needs no initialisation and
+ * costs about a third of an xxhash-wasm call per 16-token block. A hit is taken only after the cached block's token
+ * ids, parent hash and extra key compare equal, so the hash's quality decides only how often a lookup must compare.
+ */
+export const DEFAULT_HASH_ALGORITHM: HashAlgorithm = 'murmur3x2';
 
 /** A block hash value: an unsigned 64-bit `bigint` (murmur3x2, xxhash64) or a 64-character lowercase hex string (sha256). */
 export type HashValue = bigint | string;

@@ -34,6 +34,7 @@ export {
   initHashing,
   isHashingInitialized,
   BlockHasher,
+  DEFAULT_HASH_ALGORITHM,
   computeBlockHashes,
   type HashAlgorithm,
   type HashValue,

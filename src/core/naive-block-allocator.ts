@@ -140,7 +140,7 @@ export class NaiveBlockAllocator extends RefCountedBlockAllocator<NaiveBlock> im
         this.refCounter.incr(id);
       }
       const b = blocks[i] as NaiveBlock;
-      b.blockId = id;
+      b.moveTo(this.tokenStore, id);
       b.owner = this;
     }
   }

@@ -6,7 +6,14 @@ import { BlockHashIndex } from './block-hash-index.js';
 import { BlockTracker } from './block-tracker.js';
 import { InvalidArgumentError } from './errors.js';
 import { LRUEvictor } from './evictor.js';
-import { BlockHasher, PromptBlockHash, type BlockHash, type HashAlgorithm, type HashValue } from './hashing.js';
+import {
+  BlockHasher,
+  DEFAULT_HASH_ALGORITHM,
+  PromptBlockHash,
+  type BlockHash,
+  type HashAlgorithm,
+  type HashValue,
+} from './hashing.js';
 import type { NaiveBlockAllocatorOptions } from './naive-block-allocator.js';
 import { parentHashOf, PrefixCachingBlock } from './prefix-caching-block.js';
 import { RefCountedBlockAllocator } from './ref-counted-block-allocator.js';
@@ -15,7 +22,7 @@ import { RefCountedBlockAllocator } from './ref-counted-block-allocator.js';
 export interface PrefixCachingBlockAllocatorOptions extends Omit<NaiveBlockAllocatorOptions, 'blockPool'> {
   /** Block objects shared with the other device's allocator (see {@link NaiveBlockAllocatorOptions.blockPool}). */
   readonly blockPool?: BlockPool<PrefixCachingBlock>;
-  /** Hash function for block contents (default `'xxhash64'`, which needs `await initHashing()` first). */
+  /** Hash function for block contents (default {@link DEFAULT_HASH_ALGORITHM}; xxhash64 needs `await initHashing()`). */
   readonly hashAlgorithm?: HashAlgorithm;
 }
 
@@ -66,7 +73,7 @@ export class PrefixCachingBlockAllocator
       options.blockPool,
       (a) => new PrefixCachingBlock(options.blockSize, a as PrefixCachingBlockAllocator),
     );
-    this.hasher = new BlockHasher(options.hashAlgorithm ?? 'xxhash64');
+    this.hasher = new BlockHasher(options.hashAlgorithm ?? DEFAULT_HASH_ALGORITHM);
     const first = this.firstBlockId;
     const n = this.numBlocks;
     this.evictor = new LRUEvictor(first, n);
@@ -215,23 +222,21 @@ export class PrefixCachingBlockAllocator
       }
     }
     for (let i = 0; i < n; i++) {
-      const b = blocks[i];
+      const b = blocks[i] as PrefixCachingBlock;
       const key = keyOf(i);
       const first = firstOfKey.get(key)!;
       if (first === i && hitIds[i] < 0) {
         let id = this.allocateBlockId();
-        if (b.isFull && b.contentHash !== null) {
-          b.blockId = id;
-          id = this.promoteToImmutableBlock(b, parentHashOf(b));
-        }
+        b.moveTo(this.tokenStore, id);
+        if (b.isFull && b.contentHash !== null) id = this.promoteToImmutableBlock(b, parentHashOf(b));
         assigned.set(key, id);
         b.blockId = id;
       } else if (first === i) {
-        b.blockId = assigned.get(key)!;
+        b.moveTo(this.tokenStore, assigned.get(key)!);
       } else {
         const id = assigned.get(key)!;
         this.refCounter.incr(id);
-        b.blockId = id;
+        b.moveTo(this.tokenStore, id);
       }
       (b as PrefixCachingBlock).owner = this;
     }

@@ -97,6 +97,7 @@ export abstract class RefCountedBlockAllocator<B extends TokenBlock> {
 
   /** See {@link BlockAllocator.free}. */
   free(block: Block, keepBlockObject = false): void {
+    if (keepBlockObject && block.blockId !== null) (block as B).detach(); // its tokens outlive the id
     this.freeBlockId(block);
     if (!keepBlockObject) this.blockPool.freeBlock(block as B);
   }
@@ -145,6 +146,8 @@ export abstract class RefCountedBlockAllocator<B extends TokenBlock> {
   /** See {@link BlockAllocator.swapOut}: releases the blocks' ids (last block first), all or nothing. */
   swapOut(blocks: readonly Block[]): void {
     this.checkReleasable(blocks, 'swap out');
+    // The blocks keep their tokens until swapIn gives them ids elsewhere: the ids released here may be reused first.
+    for (const b of blocks) (b as B).detach();
     for (let i = blocks.length - 1; i >= 0; i--) this.freeBlockId(blocks[i]);
   }
 

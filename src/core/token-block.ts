@@ -22,15 +22,20 @@ export abstract class TokenBlock implements PooledBlock {
   prevBlock: Block | null = null;
   extraHash: string | null = null;
   poolId = -1;
-  /** The token slots of every block id this block can hold (its allocators' store). Read-only outside the core. */
-  readonly store: Uint32Array;
-  private readonly storeFirstBlockId: BlockId;
+  /** The token store of the allocator the block belongs to (its ids' slots). */
+  private home: BlockTokenStore;
   /**
-   * The index in {@link store} of the block's first slot: `(blockId − store's first id) × blockSize`; the first
-   * {@link numTokens} slots from there hold its token ids. Kept when the id is released, so a swap can carry the
-   * tokens to the id the block gets next.
+   * Where the block's token ids are: its home store's slots, or (after {@link detach}, while it holds no id) an array
+   * of its own. Read-only outside the core.
+   */
+  store: Uint32Array;
+  /**
+   * The index in {@link store} of the block's first slot (in the home store: `(blockId − store's first id) ×
+   * blockSize`); the first {@link numTokens} slots from there hold its token ids.
    */
   base = 0;
+  /** The block's own slots, made the first time it is detached. */
+  private own: Uint32Array | null = null;
   /** Token ids stored (0..blockSize). */
   numTokens = 0;
   /** Tokens the block holds when full. */
@@ -42,8 +47,8 @@ export abstract class TokenBlock implements PooledBlock {
   /** A block writing its tokens in `tokenStore` (whose block size must be `blockSize`). */
   constructor(blockSize: number, tokenStore: BlockTokenStore) {
     this.blockSize = blockSize;
+    this.home = tokenStore;
     this.store = tokenStore.tokens;
-    this.storeFirstBlockId = tokenStore.firstBlockId;
   }
 
   /** The physical block id, null once freed. */
@@ -52,19 +57,44 @@ export abstract class TokenBlock implements PooledBlock {
   }
 
   /**
-   * Gives the block another id (null: released). Its token ids move to the new id's slots (a copy on write, a swap;
-   * nothing when it gets its own id back or holds no token yet).
+   * Gives the block another id of its allocator (null: released). Its token ids move to the new id's slots (a copy
+   * on write, the end of a swap; nothing when it gets its own id back or holds no token yet).
    */
   set blockId(blockId: BlockId | null) {
-    this.id = blockId;
-    if (blockId === null) return;
-    const base = (blockId - this.storeFirstBlockId) * this.blockSize;
-    const from = this.base;
-    if (base !== from) {
-      const n = this.numTokens;
-      if (n > 0) this.store.copyWithin(base, from, from + n);
-      this.base = base;
+    if (blockId === null) this.id = null;
+    else this.moveTo(this.home, blockId);
+  }
+
+  /**
+   * Gives the block `blockId` of the allocator whose token slots are `tokenStore` (a swap in hands it to another
+   * allocator), carrying its token ids to the new id's slots.
+   */
+  moveTo(tokenStore: BlockTokenStore, blockId: BlockId): void {
+    const base = tokenStore.base(blockId);
+    const n = this.numTokens;
+    const to = tokenStore.tokens;
+    if (n > 0 && (to !== this.store || base !== this.base)) {
+      if (to === this.store) to.copyWithin(base, this.base, this.base + n);
+      else to.set(this.store.subarray(this.base, this.base + n), base);
     }
+    this.home = tokenStore;
+    this.store = to;
+    this.base = base;
+    this.id = blockId;
+  }
+
+  /**
+   * Copies the block's token ids into slots of its own, so they outlive its id: called before the id is released
+   * while the block object lives on (a swap out, `free(block, keepBlockObject)`), since the released id's slots
+   * may be given to another block before the next {@link moveTo}.
+   */
+  detach(): void {
+    const n = this.numTokens;
+    if (this.store === this.own) return;
+    const own = this.own ?? (this.own = new Uint32Array(this.blockSize));
+    own.set(this.store.subarray(this.base, this.base + n));
+    this.store = own;
+    this.base = 0;
   }
 
   /** The token ids stored, as a fresh array (O(blockSize); the hot paths read {@link store}). */

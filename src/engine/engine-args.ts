@@ -1,6 +1,5 @@
 import type { PoolingType } from './pooling-params.js';
 import { CacheEngine, makeKvCacheSpec } from '../cache/index.js';
-import { initHashing } from '../core/index.js';
 import { createBackend, type BackendKind, type KvCacheDType } from '../kernels/index.js';
 import { RedisKvBlockStore } from '../cache/redis-kv-block-store.js';
 import type { KvCacheSpec } from '../cache/index.js';
@@ -115,7 +114,6 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
   const cacheDtype: KvCacheDType =
     args.kvCacheDtype === undefined || args.kvCacheDtype === 'auto' ? 'fp32' : args.kvCacheDtype;
   const enablePrefixCaching = args.enablePrefixCaching ?? true;
-  if (enablePrefixCaching) await initHashing();
 
   const backend = await createBackend({ kind: args.backend ?? 'wasm', threads: args.threads });
   let kvStore: LLMEngineOptions['kvStore'];

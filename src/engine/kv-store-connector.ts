@@ -121,7 +121,8 @@ export class KvStoreConnector implements WaitingGate {
   readonly timeoutMs: number;
   private readonly log: (line: string) => void;
   private readonly getBlockTable: (seq: Sequence) => ArrayLike<number>;
-  private readonly hasher = new BlockHasher('xxhash64');
+  /** The prefix cache's own block hash (its algorithm), so store keys are the cache's hash chain. */
+  private readonly hasher: BlockHasher;
   private readonly lookups = new WeakMap<SequenceGroup, Lookup>();
   /** Keys written (or read) recently: a block is sent once, not at every prompt that shares it. */
   private readonly writtenKeys = new Map<string, true>();
@@ -132,7 +133,10 @@ export class KvStoreConnector implements WaitingGate {
 
   constructor(o: KvStoreConnectorOptions) {
     this.store = o.store;
-    this.identity = identityDigest(o.modelIdentity);
+    // The key space is the model identity under the prefix cache's hash algorithm: replicas hashing otherwise
+    // never share keys.
+    this.identity = identityDigest(`${o.modelIdentity} hash=${o.blockManager.hashAlgorithm}`);
+    this.hasher = new BlockHasher(o.blockManager.hashAlgorithm);
     this.keyPrefix = `pagellm:kv:${Buffer.from(this.identity).toString('hex')}:`;
     this.blockManager = o.blockManager;
     this.cacheEngine = o.cacheEngine;

@@ -9,7 +9,8 @@ const SAMPLE_BYTES = 64 * 1024;
 /**
  * The identity under which a replica shares KV blocks through the store: a fingerprint of the model (format, config,
  * tensor table, and the first and last 64 KiB of each weight file — two files with equal names but other weights
- * differ here) and the KV layout (element type, block size, layers, KV heads, head size) and block hash algorithm.
+ * differ here) and the KV layout (element type, block size, layers, KV heads, head size); the connector adds the block hash
+ * algorithm.
  * Replicas read each other's blocks only when these strings are equal, so a replica with another model, dtype or
  * block size never reads bytes it would misinterpret.
  * @throws the file system's errors when a weight file cannot be read.
@@ -21,7 +22,7 @@ export async function kvStoreModelIdentity(source: ModelSource, spec: KvCacheSpe
   for (const file of [...new Set(source.tensors.map((t) => t.file))].sort()) h.update(await sampleFile(file));
   const layout =
     `dtype=${spec.cacheDtype} block=${spec.blockSize} layers=${spec.numLayers} kvHeads=${spec.numKvHeads} ` +
-    `headSize=${spec.headSize} hash=xxhash64`;
+    `headSize=${spec.headSize}`;
   return `pagellm-kv/1 model=${h.digest('hex').slice(0, 32)} ${layout}`;
 }
 

@@ -26,7 +26,7 @@ export interface LLMEngineOptions {
   readonly cacheEngine: CacheEngine;
   /** Budgets and policies; maxModelLen defaults to the model's maxPositionEmbeddings. */
   readonly scheduler?: Partial<SchedulerConfigInit>;
-  /** Share KV blocks of equal prompt prefixes (default true). xxhash64 hashing must be initialised (initHashing). */
+  /** Share KV blocks of equal prompt prefixes (default true), hashed with core's `DEFAULT_HASH_ALGORITHM`. */
   readonly enablePrefixCaching?: boolean;
   /** Fraction of compute-tier blocks kept free when admitting prompts (default 0.01). */
   readonly watermark?: number;

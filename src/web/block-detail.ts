@@ -40,7 +40,7 @@ export interface BlockDetail {
   readonly holders: readonly BlockHolder[];
 }
 
-/** `hash` as hex: a bigint (xxhash64) padded to 16 digits, a sha256 hex string as is; cut to 16 digits. */
+/** `hash` as hex: a 64-bit bigint (murmur3x2, xxhash64) padded to 16 digits, a sha256 hex string as is; cut to 16 digits. */
 export function hashPrefix(hash: HashValue): string {
   const hex = typeof hash === 'bigint' ? hash.toString(16).padStart(16, '0') : hash;
   return hex.slice(0, 16);

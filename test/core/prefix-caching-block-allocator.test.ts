@@ -264,7 +264,13 @@ describe('PrefixCachingBlockAllocator', () => {
 
   it('swaps in: cached content is shared, the rest is allocated and cached', () => {
     const gpu = make(8);
-    const cpu = new PrefixCachingBlockAllocator({ numBlocks: 8, blockSize: BS, firstBlockId: 8 });
+    // The same hash algorithm on both tiers (as CpuGpuBlockAllocator.create gives them), so contents can match.
+    const cpu = new PrefixCachingBlockAllocator({
+      numBlocks: 8,
+      blockSize: BS,
+      firstBlockId: 8,
+      hashAlgorithm: 'xxhash64',
+    });
     const onGpu = allocPrompt(gpu, [1, 2, 3, 4]); // still in use on the GPU
     const seq = allocPrompt(cpu, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
     const keys = seq.map((b) => b.blockId!);
@@ -278,6 +284,35 @@ describe('PrefixCachingBlockAllocator', () => {
     expect(gpu.isBlockCached(seq[1].blockId!)).toBe(true);
     expect(gpu.isBlockCached(seq[2].blockId!)).toBe(false);
     expect(gpu.getRefCount(onGpu[0].blockId!)).toBe(2);
+  });
+
+  it("a swap between allocators with token stores of their own carries every block's tokens to its new id", () => {
+    for (const hashAlgorithm of ['murmur3x2', 'xxhash64', 'sha256'] as const) {
+      const gpu = new PrefixCachingBlockAllocator({ numBlocks: 8, blockSize: BS, hashAlgorithm });
+      const cpu = new PrefixCachingBlockAllocator({ numBlocks: 8, blockSize: BS, firstBlockId: 8, hashAlgorithm });
+      const prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+      const seq = allocPrompt(cpu, prompt);
+      const keys = seq.map((b) => b.blockId!);
+      cpu.swapOut(seq);
+      allocPrompt(cpu, [90, 91, 92, 93, 94, 95, 96, 97]); // reuses the CPU ids the swap released
+      gpu.swapIn(seq, keys);
+      expect(
+        seq.map((b) => b.tokenIds),
+        hashAlgorithm,
+      ).toEqual([
+        [1, 2, 3, 4],
+        [5, 6, 7, 8],
+        [9, 10],
+      ]);
+      expect(seq.every((b) => b.blockId! < 8)).toBe(true);
+      // The swapped-in full blocks are cached under their content on the GPU: the same prompt shares them.
+      const again = allocPrompt(gpu, prompt.slice(0, 8));
+      expect(again.map((b) => b.blockId)).toEqual([seq[0].blockId, seq[1].blockId]);
+      // And a copy on write of the swapped-in tail keeps its tokens.
+      gpu.fork(seq[2]);
+      seq[2].appendTokenIds([11]);
+      expect(seq[2].tokenIds).toEqual([9, 10, 11]);
+    }
   });
 
   it('records access times for blocks in use', () => {
