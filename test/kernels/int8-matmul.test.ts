@@ -181,7 +181,7 @@ for (const flavor of FLAVORS) {
       );
     });
 
-    it('quantize_act matches the scalar reference byte for byte (q8_0/q8_1 and q8_K groups, signed and split)', () => {
+    it('quantize_act matches the scalar reference byte for byte (q8_0/q8_1 and q8_K groups, signed and split, block sums)', () => {
       const r = rng(7);
       const { k: kern, arena, ctl } = env;
       for (const [k, group, split] of [
@@ -206,6 +206,14 @@ for (const flavor of FLAVORS) {
             Array.from(split ? ref.q : ref.q.subarray(0, k)),
           );
           expect(Array.from(dy)).toEqual(Array.from(ref.dy));
+          if (!split) {
+            // Signed mode: the exact Σq of each 16 values as i16 after the codes (the k-quant block sums).
+            const bs = new Int16Array(act.buffer, act.byteOffset + k, k / 16);
+            const want = Array.from({ length: k / 16 }, (_, s) =>
+              ref.q.subarray(16 * s, 16 * s + 16).reduce((a, b) => a + b, 0),
+            );
+            expect(Array.from(bs)).toEqual(want);
+          }
           expect(Array.from(tail)).toEqual(Array.from(ref.tail.subarray(0, tail.length)));
           arena.reset(mark);
         }
