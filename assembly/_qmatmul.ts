@@ -9,6 +9,7 @@ import { actRowBytes, dotQ8Row } from './_int8';
 import { unpackQ4_0, unpackQ4_1, unpackQ5_0, unpackQ5_1 } from './_unpack_legacy';
 import { scaleMinK4, scaleQ3K, unpackQ2K, unpackQ3K, unpackQ4K, unpackQ5K, unpackQ6K } from './_unpack_k';
 import { tileRowBytes, tileRows } from './_qtile';
+import { ilv4, packedRows } from './_qpack';
 import { dotQ23KRow, dotQ45KRow, dotQ6KRow } from './_fused_k';
 import { dotLegacyRow } from './_fused_legacy';
 
@@ -125,6 +126,14 @@ export function decodeQuantRow(dtype: i32, src: usize, dst: usize, k: i32, scrat
 const Q_BLOCK_ROWS: i32 = 8;
 
 /**
+ * X rows from which k-quant weights are packed (prepPacked); fewer take the tile form (prepTile), cheaper to prepare.
+ * The plain build never packs: without relaxed SIMD each packed step costs three instructions and a byte shuffle,
+ * slower than the tile form (measured 0.85× at 16-64 rows). Both forms give the same floats (same integer sums, same
+ * f32 operations in the same order).
+ */
+const PACK_MIN_ROWS: i32 = ASC_FEATURE_RELAXED_SIMD ? 8 : 0x7fffffff;
+
+/**
  * Integer scales and offsets of k-quant super-block src (16 i16 each at isc, imin; value = D·isc·c − M·imin with the
  * codes c of unpackBlock) and D, M at dm (f32) and dm + 32, as ggml's dequantize_row_q2_K … q6_K define them.
  */
@@ -211,6 +220,46 @@ function prepTile(dtype: i32, w: usize, ws: usize, r: i32, re: i32, k: i32, scra
   return dm;
 }
 
+/**
+ * Prepares weight rows [r, re) (≤ Q_BLOCK_ROWS) of a k-quant dtype in packed form (_qpack.ts) at scratch
+ * (16.25·k + 192 bytes): il [8k], sv [2k], mn [k], dm [k/4], then unpacking space for 4 rows. Rows past re in the
+ * last group are left as they were (their lanes are computed but never stored).
+ */
+function prepPacked(dtype: i32, w: usize, ws: usize, r: i32, re: i32, k: i32, scratch: usize): void {
+  const kz = <usize>k;
+  const il = scratch, sv = il + (kz << 3), mn = sv + (kz << 1), dm = mn + kz;
+  const tmp = dm + (kz >> 2), tub = tileRowBytes(k), trash = tmp + 4 * tub;
+  const nb = k / blockValues(dtype);
+  const bb = <usize>blockBytes(dtype);
+  for (let h = 0; h < 2 && r + 4 * h < re; h++) {
+    for (let j = 0; j < 4; j++) {
+      const rr = r + 4 * h + j;
+      if (rr >= re) break;
+      const src = w + <usize>rr * ws, u = tmp + <usize>j * tub;
+      const lane = dm + (<usize>(4 * h + j) << 2);
+      for (let b = 0; b < nb; b++) {
+        const blk = src + <usize>b * bb;
+        unpackBlock(dtype, blk, u + (<usize>b << 8), trash, trash + 64);
+        kScales(dtype, blk, u + kz + (<usize>b << 5), mn + <usize>(4 * h + j) * (kz >> 3) + (<usize>b << 5),
+          lane + (<usize>b << 6));
+      }
+    }
+    const u1 = tmp + tub, u2 = u1 + tub, u3 = u2 + tub;
+    const ilh = il + <usize>h * (kz << 2);
+    for (let c: usize = 0; c < (kz >> 4); c++) {
+      const o = c << 4;
+      ilv4(v128.load(tmp + o), v128.load(u1 + o), v128.load(u2 + o), v128.load(u3 + o), ilh + (c << 6));
+    }
+    const svh = sv + <usize>h * kz;
+    for (let s: usize = 0; s < (kz >> 4); s++) {
+      const o = kz + (s << 1);
+      const c0 = <i32>load<u16>(tmp + o), c1 = <i32>load<u16>(u1 + o);
+      const c2 = <i32>load<u16>(u2 + o), c3 = <i32>load<u16>(u3 + o);
+      v128.store(svh + (s << 4), i32x4(c0 | (c0 << 16), c1 | (c1 << 16), c2 | (c2 << 16), c3 | (c3 << 16)));
+    }
+  }
+}
+
 /** x · one weight row of a quantized dtype, decoding the row's blocks in registers (one-row products). */
 // @ts-ignore: decorator
 @inline function oneRow(dtype: i32, wr: usize, act: usize, k: i32): f32 {
@@ -234,8 +283,8 @@ const Q_STREAM_ITEM_BYTES: i32 = 1048576;
 
 /**
  * out[m, n] = act[m] · wᵀ + bias for a quantized dtype. act: m quantized activation rows (actRowBytes(k) apart;
- * split mode for q8_0, signed mode otherwise). scratch: this thread's ≥ 12·k + 256 bytes when m > 1 (prepTile). Threads
- * take guided items of weight rows from the shared counter.
+ * split mode for q8_0, signed mode otherwise). scratch: this thread's ≥ 18·k + 320 bytes when m > 1 (prepPacked takes
+ * 16.25·k + 192, prepTile 12·k + 256). Threads take guided items of weight rows from the shared counter.
  */
 export function qmatmul(dtype: i32, out: usize, act: usize, w: usize, bias: usize, m: i32, n: i32, k: i32,
   scratch: usize, nt: i32): void {
@@ -255,17 +304,27 @@ export function qmatmul(dtype: i32, out: usize, act: usize, w: usize, bias: usiz
       }
       continue;
     }
-    // Several X rows: blocks of up to Q_BLOCK_ROWS weight rows, prepared once in tile form, meet every X row in
-    // register tiles of 4 weight rows × 2 X rows.
-    const kind = dtype == DT_Q8_0 ? 1 : dtype >= DT_Q2_K ? 2 : 0;
+    // Several X rows: blocks of up to Q_BLOCK_ROWS weight rows, prepared once (packed: legacy and k-quants; tile
+    // form: q8_0), meet every X row in register tiles.
     const ub = tileRowBytes(k);
+    const kz = <usize>k;
     for (let r = r0; r < r1; r += Q_BLOCK_ROWS) {
       const re = min(r1, r + Q_BLOCK_ROWS);
-      const dm = prepTile(dtype, w, ws, r, re, k, scratch);
-      for (let h = 0; h < re - r; h += 4) {
-        const c = <usize>(r + h) << 2;
-        tileRows(kind, scratch + <usize>h * ub, ub, dm + (<usize>h << 2), act, as, m, k, out + c, os,
-          bias != 0 ? bias + c : 0, min(4, re - r - h));
+      const c = <usize>r << 2;
+      const b = bias != 0 ? bias + c : 0;
+      if (dtype < DT_Q2_K || m < PACK_MIN_ROWS) {
+        // Few X rows: tile form (cheaper to prepare than the packed one).
+        const dm = prepTile(dtype, w, ws, r, re, k, scratch);
+        const kind = dtype == DT_Q8_0 ? 1 : dtype >= DT_Q2_K ? 2 : 0;
+        for (let h = 0; h < re - r; h += 4) {
+          const ch = <usize>h << 2;
+          tileRows(kind, scratch + <usize>h * ub, ub, dm + ch, act, as, m, k, out + c + ch, os, b != 0 ? b + ch : 0,
+            min(4, re - r - h));
+        }
+      } else {
+        prepPacked(dtype, w, ws, r, re, k, scratch);
+        const sv = scratch + (kz << 3), mn = sv + (kz << 1);
+        packedRows(dtype == DT_Q6_K, scratch, sv, mn, mn + kz, act, as, m, k, out + c, os, b, re - r);
       }
     }
   }

@@ -108,7 +108,7 @@ export class WasmBackend implements KernelBackend {
         );
       }
       const work = m * n * k * (quant ? NS_PER_INT8_MAC : NS_PER_MAC);
-      const stride = Math.ceil((16 * k + 320) / 64) * 64;
+      const stride = Math.ceil((18 * k + 320) / 64) * 64;
       // Per-thread scratch: decoded weight rows and the touch result (batched), a 2^112-scaled copy of x (f16
       // decode), or unpacked quantized weight rows.
       const needScratch = m > FEW_ROWS || w.dtype === 'f16' || (quant && (w.dtype !== 'q8_0' || m > 1));
