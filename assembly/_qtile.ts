@@ -49,41 +49,28 @@ import { dot16, dotSplit16, isum4 } from './_int8';
   let f0 = f32x4.splat(0), f1 = f0;
   for (let g = 0; g < nb; g++) {
     const o = <usize>g << 5;
-    let p00: v128, p01: v128, p02: v128, p03: v128, p10 = f0, p11 = f0, p12 = f0, p13 = f0;
+    const iz = i32x4.splat(0);
+    let p00 = iz, p01 = iz, p02 = iz, p03 = iz, p10 = iz, p11 = iz, p12 = iz, p13 = iz;
     if (split) {
-      // |pair| ≤ 2·128·127: the two halves widen to i32 separately.
+      // |pair| ≤ 2·128·127: the two halves widen to i32 separately. A loop over the halves keeps the live vectors few
+      // (V8 issues every load of a straight-line block first and spills the rest).
       const n0 = a0 + <usize>k, n1 = a1 + <usize>k;
-      let x = v128.load(a0 + o), y = v128.load(n0 + o);
-      let w0 = v128.load(u + o), w1 = v128.load(u1 + o), w2 = v128.load(u2 + o), w3 = v128.load(u3 + o);
-      p00 = i32x4.extadd_pairwise_i16x8_s(dotSplit16(w0, x, y));
-      p01 = i32x4.extadd_pairwise_i16x8_s(dotSplit16(w1, x, y));
-      p02 = i32x4.extadd_pairwise_i16x8_s(dotSplit16(w2, x, y));
-      p03 = i32x4.extadd_pairwise_i16x8_s(dotSplit16(w3, x, y));
-      if (two) {
-        x = v128.load(a1 + o);
-        y = v128.load(n1 + o);
-        p10 = i32x4.extadd_pairwise_i16x8_s(dotSplit16(w0, x, y));
-        p11 = i32x4.extadd_pairwise_i16x8_s(dotSplit16(w1, x, y));
-        p12 = i32x4.extadd_pairwise_i16x8_s(dotSplit16(w2, x, y));
-        p13 = i32x4.extadd_pairwise_i16x8_s(dotSplit16(w3, x, y));
-      }
-      x = v128.load(a0 + o, 16);
-      y = v128.load(n0 + o, 16);
-      w0 = v128.load(u + o, 16);
-      w1 = v128.load(u1 + o, 16);
-      w2 = v128.load(u2 + o, 16);
-      w3 = v128.load(u3 + o, 16);
-      p00 = i32x4.add(p00, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w0, x, y)));
-      p01 = i32x4.add(p01, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w1, x, y)));
-      p02 = i32x4.add(p02, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w2, x, y)));
-      p03 = i32x4.add(p03, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w3, x, y)));
-      if (two) {
-        x = v128.load(a1 + o, 16);
-        y = v128.load(n1 + o, 16);
-        p10 = i32x4.add(p10, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w0, x, y)));
-        p11 = i32x4.add(p11, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w1, x, y)));
-        p12 = i32x4.add(p12, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w2, x, y)));
-        p13 = i32x4.add(p13, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w3, x, y)));
+      for (let hh: usize = 0; hh < 32; hh += 16) {
+        const oh = o + hh;
+        const x = v128.load(a0 + oh), y = v128.load(n0 + oh);
+        const x1 = two ? v128.load(a1 + oh) : x, y1 = two ? v128.load(n1 + oh) : y;
+        let w = v128.load(u + oh);
+        p00 = i32x4.add(p00, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w, x, y)));
+        if (two) p10 = i32x4.add(p10, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w, x1, y1)));
+        w = v128.load(u1 + oh);
+        p01 = i32x4.add(p01, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w, x, y)));
+        if (two) p11 = i32x4.add(p11, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w, x1, y1)));
+        w = v128.load(u2 + oh);
+        p02 = i32x4.add(p02, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w, x, y)));
+        if (two) p12 = i32x4.add(p12, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w, x1, y1)));
+        w = v128.load(u3 + oh);
+        p03 = i32x4.add(p03, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w, x, y)));
+        if (two) p13 = i32x4.add(p13, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w, x1, y1)));
       }
     } else {
       // Codes ≤ 31: |pair| ≤ 2·31·127, so the two halves add in i16 before widening. Row by row, so that only the
