@@ -312,6 +312,37 @@ describe('wasm matmul of quantized weights', () => {
     },
   );
 
+  it.each(QUANT_WEIGHT_DTYPES)(
+    '%s: products of 3, 9 and 20 rows agree row for row bit for bit (tile form and packed weights, relaxed build)',
+    async (dtype) => {
+      // 3 rows: tile form; 9 and 20: packed weights for the k-quants (8+ rows), tile form otherwise. Both forms share
+      // their integer sums and f32 operations, so the rows must agree exactly.
+      const be = await WasmBackend.create({ simd: 'relaxed', threads: 1 });
+      backends.push(be);
+      const qb = WEIGHT_LAYOUTS[dtype].blockValues;
+      const r = rng(qb + dtype.length);
+      const n = 13,
+        k = 3 * qb,
+        m = 20;
+      const mark = be.arena.mark();
+      const values = randomF32(r, n * k, 0.5);
+      const wRef = encodeWeight(values, n, k, dtype);
+      const w = encodeWeight(values, n, k, dtype, be.arena.allocBytes(wRef.data.length));
+      const x = toArena(be.arena, randomF32(r, m * k, 2));
+      const full = be.arena.allocF32(m * n);
+      be.matmul(full, x, w, m);
+      for (const rows of [3, 9]) {
+        const part = be.arena.allocF32(rows * n);
+        be.matmul(part, x.subarray(0, rows * k), w, rows);
+        for (let i = 0; i < rows * n; i++) {
+          if (!Object.is(part[i], full[i]))
+            expect.fail(`${dtype} m=${rows} out ${i}: ${part[i]} ≠ ${full[i]} (m=${m})`);
+        }
+      }
+      be.arena.reset(mark);
+    },
+  );
+
   it('embedding of quantized tables decodes each row as ggml (within the rounding of dsc·u − msc)', async () => {
     const be = await WasmBackend.create();
     backends.push(be);
