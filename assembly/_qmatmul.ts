@@ -137,7 +137,8 @@ const PACK_MIN_ROWS: i32 = ASC_FEATURE_RELAXED_SIMD ? 8 : 0x7fffffff;
  * Integer scales and offsets of k-quant super-block src (16 i16 each at isc, imin; value = D·isc·c − M·imin with the
  * codes c of unpackBlock) and D, M at dm (f32) and dm + 32, as ggml's dequantize_row_q2_K … q6_K define them.
  */
-function kScales(dtype: i32, src: usize, isc: usize, imin: usize, dm: usize): void {
+// @ts-ignore: decorator
+@inline function kScales(dtype: i32, src: usize, isc: usize, imin: usize, dm: usize): void {
   let d: f32, mm: f32;
   if (dtype == DT_Q4_K || dtype == DT_Q5_K) {
     d = f16(load<u16>(src));
@@ -179,6 +180,30 @@ function kScales(dtype: i32, src: usize, isc: usize, imin: usize, dm: usize): vo
   store<f32>(dm, mm, 32);
 }
 
+/** Super-block b of a k-quant row (dtype a constant at the call site) at blk into tile form (codes, isc, imin, D/M). */
+// @ts-ignore: decorator
+@inline function kTile(dtype: i32, blk: usize, u: usize, isc: usize, imin: usize, lane: usize, tmp: usize, b: i32): void {
+  const o = u + (<usize>b << 8);
+  if (dtype == DT_Q2_K) unpackQ2K(blk, o, tmp, tmp + 64);
+  else if (dtype == DT_Q3_K) unpackQ3K(blk, o, tmp, tmp + 64);
+  else if (dtype == DT_Q4_K) unpackQ4K(blk, o, tmp, tmp + 64);
+  else if (dtype == DT_Q5_K) unpackQ5K(blk, o, tmp, tmp + 64);
+  else unpackQ6K(blk, o, tmp, tmp + 64);
+  kScales(dtype, blk, isc + (<usize>b << 5), imin + (<usize>b << 5), lane + (<usize>b << 6));
+}
+
+/** Block b of a legacy-quant row (dtype a constant at the call site) at blk into tile form: codes, D and M lanes. */
+// @ts-ignore: decorator
+@inline function legacyTile(dtype: i32, blk: usize, u: usize, lane: usize, tmp: usize, b: i32): void {
+  const o = u + (<usize>b << 5);
+  if (dtype == DT_Q4_0) unpackQ4_0(blk, o, tmp, tmp + 8);
+  else if (dtype == DT_Q4_1) unpackQ4_1(blk, o, tmp, tmp + 8);
+  else if (dtype == DT_Q5_0) unpackQ5_0(blk, o, tmp, tmp + 8);
+  else unpackQ5_1(blk, o, tmp, tmp + 8);
+  store<f32>(lane + (<usize>b << 6), load<f32>(tmp));
+  store<f32>(lane + (<usize>b << 6), load<f32>(tmp, 8), 32);
+}
+
 /**
  * Prepares weight rows [r, re) (re − r ≤ Q_BLOCK_ROWS) of w in tile form (_qtile.ts) at scratch: rows tileRowBytes(k)
  * apart, then the per-block D/M lanes, then 128 bytes of unpacking space. Returns the address of the D/M lanes.
@@ -188,7 +213,6 @@ function prepTile(dtype: i32, w: usize, ws: usize, r: i32, re: i32, k: i32, scra
   const dm = scratch + <usize>Q_BLOCK_ROWS * ub;
   const nb = k / blockValues(dtype);
   const tmp = dm + (<usize>nb << 6);
-  const bb = <usize>blockBytes(dtype);
   for (let rr = r; rr < re; rr++) {
     const j = <usize>(rr - r);
     const src = w + <usize>rr * ws, u = scratch + j * ub;
@@ -203,17 +227,22 @@ function prepTile(dtype: i32, w: usize, ws: usize, r: i32, re: i32, k: i32, scra
       }
     } else if (dtype >= DT_Q2_K) {
       const isc = u + <usize>k, imin = isc + (<usize>k >> 3);
-      for (let b = 0; b < nb; b++) {
-        const blk = src + <usize>b * bb;
-        unpackBlock(dtype, blk, u + (<usize>b << 8), tmp, tmp + 64);
-        kScales(dtype, blk, isc + (<usize>b << 5), imin + (<usize>b << 5), lane + (<usize>b << 6));
+      // One loop per type so that the block unpack and the scale decoding inline.
+      switch (dtype) {
+        case DT_Q2_K: for (let b = 0; b < nb; b++) kTile(DT_Q2_K, src + <usize>b * 84, u, isc, imin, lane, tmp, b); break;
+        case DT_Q3_K: for (let b = 0; b < nb; b++) kTile(DT_Q3_K, src + <usize>b * 110, u, isc, imin, lane, tmp, b); break;
+        case DT_Q4_K: for (let b = 0; b < nb; b++) kTile(DT_Q4_K, src + <usize>b * 144, u, isc, imin, lane, tmp, b); break;
+        case DT_Q5_K: for (let b = 0; b < nb; b++) kTile(DT_Q5_K, src + <usize>b * 176, u, isc, imin, lane, tmp, b); break;
+        default: for (let b = 0; b < nb; b++) kTile(DT_Q6_K, src + <usize>b * 210, u, isc, imin, lane, tmp, b); break;
       }
     } else {
-      // Legacy: unpackRow's value = dsc·u − msc with dsc, msc equal over a block's two 16-value halves.
-      for (let b = 0; b < nb; b++) {
-        unpackBlock(dtype, src + <usize>b * bb, u + (<usize>b << 5), tmp, tmp + 8);
-        store<f32>(lane + (<usize>b << 6), load<f32>(tmp));
-        store<f32>(lane + (<usize>b << 6), load<f32>(tmp, 8), 32);
+      // Legacy: unpackRow's value = dsc·u − msc with dsc, msc equal over a block's two 16-value halves; one loop
+      // per type so that the block unpack inlines (a call per 32 values cost ~10% at two X rows).
+      switch (dtype) {
+        case DT_Q4_0: for (let b = 0; b < nb; b++) legacyTile(DT_Q4_0, src + <usize>b * 18, u, lane, tmp, b); break;
+        case DT_Q4_1: for (let b = 0; b < nb; b++) legacyTile(DT_Q4_1, src + <usize>b * 20, u, lane, tmp, b); break;
+        case DT_Q5_0: for (let b = 0; b < nb; b++) legacyTile(DT_Q5_0, src + <usize>b * 22, u, lane, tmp, b); break;
+        default: for (let b = 0; b < nb; b++) legacyTile(DT_Q5_1, src + <usize>b * 24, u, lane, tmp, b); break;
       }
     }
   }

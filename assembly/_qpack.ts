@@ -106,7 +106,8 @@ import { isum4 } from './_int8';
 
 /**
  * Packed k-quant rows (8, nr stored) against one or two activation rows (q8_K): per super-block the exact integers
- * Σ_s isc_s·(Σ c·q)_s (sub16: pmaddwd of each sub-block's i16 sums by the rows' scales) and Σ_s imin_s·bs_s per row, then f += T1·(D·dy) − T2·(M·dy) as f32x4.
+ * Σ_s isc_s·(Σ c·q)_s (sub16: pmaddwd of each sub-block's i16 sums by the rows' scales) and Σ_s imin_s·bs_s per
+ * row, then f += T1·(D·dy) − T2·(M·dy) as f32x4.
  */
 // @ts-ignore: decorator
 @inline function packed256(il: usize, sv: usize, mn: usize, dm: usize, a0: usize, a1: usize, k: i32, two: bool,
