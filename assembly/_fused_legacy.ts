@@ -3,22 +3,12 @@
 // ggml_vec_dot_q5_1_q8_1 (ggml/src/ggml-cpu/arch/x86/quants.c): integer sums per block, the −8/−16 offsets or the
 // +m minimum applied through the activation block sums.
 import { f16 } from './_simd';
-import { isum4 } from './_int8';
+import { dot16, isum4 } from './_int8';
 import { highBits } from './_unpack_legacy';
 
 const DT_Q4_0: i32 = 5;
 const DT_Q4_1: i32 = 6;
 const DT_Q5_0: i32 = 7;
-
-/** i16 lanes of pairwise a·u sums (a signed, u in [0, 127]); both builds give the same total per vector. */
-// @ts-ignore: decorator
-@inline function dot16(a: v128, u: v128): v128 {
-  if (ASC_FEATURE_RELAXED_SIMD) {
-    return i16x8.relaxed_dot_i8x16_i7x16_s(a, u);
-  } else {
-    return i16x8.add(i16x8.extmul_low_i8x16_s(a, u), i16x8.extmul_high_i8x16_s(a, u));
-  }
-}
 
 /** Exact Σ u·y of block b of a legacy-quant row (bo: the block; a: its 32 activation bytes) in the lanes' total. */
 // @ts-ignore: decorator

@@ -3,8 +3,8 @@
 //
 // Activations are quantized per block to int8 (ggml's q8_0 / q8_1 blocks of 32 values for the legacy quants, q8_K
 // blocks of 256 for the k-quants). The layout of one quantized activation row of k values (actRowBytes(k) bytes):
-//   [0, 2k)            signed mode: q[k] int8 (then k unused bytes); split mode (q8_0 weights): max(q, 0)[k] then
-//                      max(−q, 0)[k], both in [0, 127]
+//   [0, 2k)            signed mode: q[k] int8, then bs[k/16] i16 = Σq over each 16 values (then 7k/8 unused bytes);
+//                      split mode (q8_0 weights): max(q, 0)[k] then max(−q, 0)[k], both in [0, 127]
 //   [2k, 2k + k/4)     dy[k/16] f32: the activation block scale of each 16 values
 //   [2k + k/4, 2k + k/2)  signed mode: ybs[k/16] f32 = dy · Σq over each 16 values (the block sums q8_1 and q8_K
 //                      carry); split mode: dy of each 32-value block, k/32 f32
@@ -40,6 +40,31 @@ export const ACT_SPLIT: i32 = 1;
     // |a·b| ≤ 128·127, so the i16 sum of two products cannot overflow.
     const p = i16x8.add(i16x8.extmul_low_i8x16_s(a, b), i16x8.extmul_high_i8x16_s(a, b));
     return i32x4.add(c, i32x4.extadd_pairwise_i16x8_s(p));
+  }
+}
+
+/** i16 lanes of pairwise a·u sums (a signed, u in [0, 127]); both builds give the same total per vector. */
+// @ts-ignore: decorator
+@inline export function dot16(a: v128, u: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) {
+    return i16x8.relaxed_dot_i8x16_i7x16_s(a, u);
+  } else {
+    return i16x8.add(i16x8.extmul_low_i8x16_s(a, u), i16x8.extmul_high_i8x16_s(a, u));
+  }
+}
+
+/**
+ * i16 lanes of pairwise w·y sums for signed w (any int8) and a split activation (p = max(y, 0), n = max(−y, 0)):
+ * per pair of bytes the two relaxed partial sums differ by w0·y0 + w1·y1 exactly (one of p, n is 0 per byte), which
+ * fits i16 (|·| ≤ 2·128·127). Totals per vector as dot16.
+ */
+// @ts-ignore: decorator
+@inline export function dotSplit16(w: v128, p: v128, n: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) {
+    return i16x8.sub(i16x8.relaxed_dot_i8x16_i7x16_s(w, p), i16x8.relaxed_dot_i8x16_i7x16_s(w, n));
+  } else {
+    const y = i8x16.sub(p, n);
+    return i16x8.add(i16x8.extmul_low_i8x16_s(w, y), i16x8.extmul_high_i8x16_s(w, y));
   }
 }
 
@@ -129,7 +154,9 @@ export function quantizeActRow(x: usize, k: i32, group: i32, mode: i32, dst: usi
         if ((s & 1) == 0) store<f32>(tail + (<usize>(s >> 1) << 2), d);
       } else {
         v128.store(dst + <usize>j, q);
-        store<f32>(tail + (<usize>s << 2), d * <f32>byteSum(q));
+        const bs = byteSum(q);
+        store<i16>(dst + <usize>k + (<usize>s << 1), <i16>bs);
+        store<f32>(tail + (<usize>s << 2), d * <f32>bs);
       }
     }
   }
@@ -137,7 +164,7 @@ export function quantizeActRow(x: usize, k: i32, group: i32, mode: i32, dst: usi
 
 /**
  * out[s] = exact Σ over the 16 values of sub-block s of u · q (u: unpacked weight codes in [0, 127], q: signed
- * activation bytes) for nsub sub-blocks: the integer core of dotUnpacked (a test hook checks it against scalar sums).
+ * activation bytes) for nsub sub-blocks (a test hook checks unpacked codes with it against scalar sums).
  */
 export function subDots(u: usize, q: usize, nsub: i32, out: usize): void {
   const z = i32x4.splat(0);
@@ -147,40 +174,6 @@ export function subDots(u: usize, q: usize, nsub: i32, out: usize): void {
   }
 }
 
-/**
- * Σ_s dsc[s]·dy[s]·(Σ u·q over s) − Σ_s msc[s]·ybs[s]: one unpacked weight row (codes u[k] in [0, 127], value of
- * code u in sub-block s = dsc[s]·u − msc[s]) against one signed-mode activation row at act. Sub-block integer sums
- * are exact, reduced four at a time (isum4) before any float operation, so both builds give identical floats.
- */
-// @ts-ignore: decorator
-@inline export function dotUnpacked(u: usize, dsc: usize, msc: usize, act: usize, k: i32): f32 {
-  const nsub = k >> 4;
-  const dy = act + (<usize>k << 1);
-  const ybs = dy + (<usize>k >> 2);
-  const z = i32x4.splat(0);
-  let acc = f32x4.splat(0), macc = acc;
-  let s = 0;
-  for (; s + 4 <= nsub; s += 4) {
-    const o = <usize>s << 4;
-    const i0 = dotI8(v128.load(act + o), v128.load(u + o), z);
-    const i1 = dotI8(v128.load(act + o, 16), v128.load(u + o, 16), z);
-    const i2 = dotI8(v128.load(act + o, 32), v128.load(u + o, 32), z);
-    const i3 = dotI8(v128.load(act + o, 48), v128.load(u + o, 48), z);
-    const so = <usize>s << 2;
-    const t = f32x4.convert_i32x4_s(isum4(i0, i1, i2, i3));
-    acc = f32x4.add(acc, f32x4.mul(t, f32x4.mul(v128.load(dsc + so), v128.load(dy + so))));
-    macc = f32x4.add(macc, f32x4.mul(v128.load(msc + so), v128.load(ybs + so)));
-  }
-  let r = hsumF(acc) - hsumF(macc);
-  for (; s < nsub; s++) {
-    const o = <usize>s << 4;
-    const so = <usize>s << 2;
-    const t = <f32>isum(dotI8(v128.load(act + o), v128.load(u + o), z));
-    r += t * (load<f32>(dsc + so) * load<f32>(dy + so)) - load<f32>(msc + so) * load<f32>(ybs + so);
-  }
-  return r;
-}
-
 /** Sum of the four lanes of an f32x4 (same order as _simd.hsum). */
 // @ts-ignore: decorator
 @inline function hsumF(v: v128): f32 {
@@ -188,21 +181,10 @@ export function subDots(u: usize, q: usize, nsub: i32, out: usize): void {
   return f32x4.extract_lane(f32x4.add(s, v128.shuffle<f32>(s, s, 1, 0, 3, 2)), 0);
 }
 
-/**
- * c + Σ w·y over groups of four bytes for signed w (any int8) and a split activation (p = max(y, 0), n = max(−y, 0)).
- * Per pair of bytes the two i16 partial sums differ by w0·y0 + w1·y1 exactly (one of p, n is 0 per byte), which fits
- * i16 (|·| ≤ 2·128·127), so one widening serves both halves. Lane grouping as dotI8 (totals only).
- */
+/** c + Σ w·y over groups of four bytes for signed w and a split activation (dotSplit16 widened to i32). */
 // @ts-ignore: decorator
 @inline function dotSplit(w: v128, p: v128, n: v128, c: v128): v128 {
-  if (ASC_FEATURE_RELAXED_SIMD) {
-    const d = i16x8.sub(i16x8.relaxed_dot_i8x16_i7x16_s(w, p), i16x8.relaxed_dot_i8x16_i7x16_s(w, n));
-    return i32x4.add(c, i32x4.extadd_pairwise_i16x8_s(d));
-  } else {
-    const y = i8x16.sub(p, n);
-    const d = i16x8.add(i16x8.extmul_low_i8x16_s(w, y), i16x8.extmul_high_i8x16_s(w, y));
-    return i32x4.add(c, i32x4.extadd_pairwise_i16x8_s(d));
-  }
+  return i32x4.add(c, i32x4.extadd_pairwise_i16x8_s(dotSplit16(w, p, n)));
 }
 
 /** Exact Σ w·q of one q8_0 block's 32 signed weights (at qs) against a split-mode activation (p: max(q,0), n: max(−q,0)). */

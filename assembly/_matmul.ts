@@ -335,7 +335,7 @@ function gemm(dtype: i32, out: usize, x: usize, w: usize, bias: usize, m: i32, n
 /**
  * out[m, n] = x[m, k] · wᵀ + bias. dtype: 0 f32, 1 f16, 2 bf16, or a quantized type of _qmatmul.ts, for which act
  * holds the m rows of x quantized by quantize_act (x itself is not read). scratch: per-thread area of scratchStride
- * bytes (≥ 16·k + 16), required when m > FEW_ROWS (decoded weight rows and the touch result of gemm), for quantized
+ * bytes (≥ 18·k + 320), required when m > FEW_ROWS (decoded weight rows and the touch result of gemm), for quantized
  * types (unpacked weight rows), or, for f16 with m ≤ FEW_ROWS, x scaled by 2^112 (0: none; f16 then decodes with a
  * multiply).
  */

@@ -12,7 +12,7 @@ import { f16 } from './_simd';
 
 /** ggml's get_scale_min_k4: the 6-bit scale (low 16 bits) and min (high 16 bits) of sub-block j (0..7) of q[12]. */
 // @ts-ignore: decorator
-@inline function scaleMinK4(j: i32, q: usize): i32 {
+@inline export function scaleMinK4(j: i32, q: usize): i32 {
   if (j < 4) return (<i32>load<u8>(q + j) & 63) | ((<i32>load<u8>(q + j + 4) & 63) << 16);
   const a = <i32>load<u8>(q + j + 4);
   const sc = (a & 15) | ((<i32>load<u8>(q + j - 4) >> 6) << 4);

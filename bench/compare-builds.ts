@@ -6,6 +6,8 @@
 //       [--shapes 576x49152:16,576x49152:64,576x1536:16] [--rounds 9]
 //
 // Prints per shape ([in×out]:rows) and build: median GFLOP/s [best], and the median ratio last/first build.
+// --cpu times each sample by the process's CPU time (process.cpuUsage) instead of wall time: with --threads 1 the
+// figure that a loaded machine disturbs least (time the host gives other processes is not counted).
 // Before timing, every build's outputs are checked against the first build's.
 import { readFileSync } from 'node:fs';
 import type { WeightDType } from '../src/kernels/backend.js';
@@ -14,7 +16,35 @@ import { encodeWeight } from '../src/kernels/weight-codec.js';
 import { weightBytes } from '../src/kernels/validate.js';
 import { fill, timeRoundRobin } from './sampling.js';
 
-const args = process.argv.slice(2);
+/**
+ * As timeRoundRobin, with each sample's milliseconds per call measured in process CPU time (user + system) over calls
+ * repeated for sampleMs of wall time: medians and minima per function.
+ */
+function cpuRoundRobin(fns: ReadonlyArray<() => void>, rounds: number, sampleMs: number) {
+  for (const fn of fns) fn();
+  const samples = fns.map(() => [] as number[]);
+  for (let r = 0; r < rounds; r++) {
+    fns.forEach((fn, i) => {
+      const c0 = process.cpuUsage(),
+        w0 = performance.now();
+      let calls = 0;
+      do {
+        fn();
+        calls++;
+      } while (performance.now() - w0 < sampleMs);
+      const c = process.cpuUsage(c0);
+      samples[i].push((c.user + c.system) / 1000 / calls);
+    });
+  }
+  return samples.map((v) => {
+    const sorted = [...v].sort((a, b) => a - b);
+    return { med: sorted[sorted.length >> 1], min: sorted[0] };
+  });
+}
+
+const argv = process.argv.slice(2);
+const cpu = argv.includes('--cpu');
+const args = argv.filter((a) => a !== '--cpu');
 const opt = (name: string, dflt: string) => {
   const i = args.indexOf(`--${name}`);
   return i >= 0 ? args[i + 1] : dflt;
@@ -39,7 +69,9 @@ const backends = await Promise.all(
 );
 
 const name = (f: string) => f.split('/').pop() ?? f;
-console.log(`${threads} thread(s), ${dtype} weights; per shape [in×out]:rows and build: median GFLOP/s [best]`);
+console.log(
+  `${threads} thread(s), ${dtype} weights, ${cpu ? 'CPU' : 'wall'} time; per shape [in×out]:rows and build: median GFLOP/s [best]`,
+);
 for (const spec of shapes) {
   const [shape, rows] = spec.split(':');
   const [k, n] = shape.split('x').map(Number);
@@ -62,7 +94,7 @@ for (const spec of shapes) {
       }
     }
   }
-  const stats = timeRoundRobin(
+  const stats = (cpu ? cpuRoundRobin : timeRoundRobin)(
     runs.map((r) => r.call),
     rounds,
     sampleMs,

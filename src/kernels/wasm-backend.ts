@@ -108,10 +108,10 @@ export class WasmBackend implements KernelBackend {
         );
       }
       const work = m * n * k * (quant ? NS_PER_INT8_MAC : NS_PER_MAC);
-      const stride = Math.ceil((16 * k + 64) / 64) * 64;
+      const stride = Math.ceil((18 * k + 320) / 64) * 64;
       // Per-thread scratch: decoded weight rows and the touch result (batched), a 2^112-scaled copy of x (f16
       // decode), or unpacked quantized weight rows.
-      const needScratch = m > FEW_ROWS || w.dtype === 'f16' || (quant && w.dtype !== 'q8_0');
+      const needScratch = m > FEW_ROWS || w.dtype === 'f16' || (quant && (w.dtype !== 'q8_0' || m > 1));
       const scr = needScratch ? this.scratch(stride * (this.d.parallel(work) ? this.threads : 1)) : 0;
       this.d.exec(op, [weightCode(op, w.dtype), outP, xP, act, wP, biasP, m, n, k, scr, stride], work);
     } finally {

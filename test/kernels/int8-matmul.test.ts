@@ -181,7 +181,7 @@ for (const flavor of FLAVORS) {
       );
     });
 
-    it('quantize_act matches the scalar reference byte for byte (q8_0/q8_1 and q8_K groups, signed and split)', () => {
+    it('quantize_act matches the scalar reference byte for byte (q8_0/q8_1 and q8_K groups, signed and split, block sums)', () => {
       const r = rng(7);
       const { k: kern, arena, ctl } = env;
       for (const [k, group, split] of [
@@ -206,6 +206,14 @@ for (const flavor of FLAVORS) {
             Array.from(split ? ref.q : ref.q.subarray(0, k)),
           );
           expect(Array.from(dy)).toEqual(Array.from(ref.dy));
+          if (!split) {
+            // Signed mode: the exact Σq of each 16 values as i16 after the codes (the k-quant block sums).
+            const bs = new Int16Array(act.buffer, act.byteOffset + k, k / 16);
+            const want = Array.from({ length: k / 16 }, (_, s) =>
+              ref.q.subarray(16 * s, 16 * s + 16).reduce((a, b) => a + b, 0),
+            );
+            expect(Array.from(bs)).toEqual(want);
+          }
           expect(Array.from(tail)).toEqual(Array.from(ref.tail.subarray(0, tail.length)));
           arena.reset(mark);
         }
@@ -301,6 +309,37 @@ describe('wasm matmul of quantized weights', () => {
             expect.fail(`${dtype}: run ${t} out ${i} = ${results[t][i]} ≠ ${results[0][i]}`);
         }
       }
+    },
+  );
+
+  it.each(QUANT_WEIGHT_DTYPES)(
+    '%s: products of 3, 9 and 20 rows agree row for row bit for bit (tile form and packed weights, relaxed build)',
+    async (dtype) => {
+      // 3 rows: tile form; 9 and 20: packed weights for the k-quants (8+ rows), tile form otherwise. Both forms share
+      // their integer sums and f32 operations, so the rows must agree exactly.
+      const be = await WasmBackend.create({ simd: 'relaxed', threads: 1 });
+      backends.push(be);
+      const qb = WEIGHT_LAYOUTS[dtype].blockValues;
+      const r = rng(qb + dtype.length);
+      const n = 13,
+        k = 3 * qb,
+        m = 20;
+      const mark = be.arena.mark();
+      const values = randomF32(r, n * k, 0.5);
+      const wRef = encodeWeight(values, n, k, dtype);
+      const w = encodeWeight(values, n, k, dtype, be.arena.allocBytes(wRef.data.length));
+      const x = toArena(be.arena, randomF32(r, m * k, 2));
+      const full = be.arena.allocF32(m * n);
+      be.matmul(full, x, w, m);
+      for (const rows of [3, 9]) {
+        const part = be.arena.allocF32(rows * n);
+        be.matmul(part, x.subarray(0, rows * k), w, rows);
+        for (let i = 0; i < rows * n; i++) {
+          if (!Object.is(part[i], full[i]))
+            expect.fail(`${dtype} m=${rows} out ${i}: ${part[i]} ≠ ${full[i]} (m=${m})`);
+        }
+      }
+      be.arena.reset(mark);
     },
   );
 
