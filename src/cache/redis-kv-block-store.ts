@@ -18,7 +18,7 @@ export interface RedisKvBlockStoreOptions {
 }
 
 /** 64 MiB: the default write-queue byte budget. */
-export const DEFAULT_KV_STORE_QUEUE_BYTES = 64 * 1024 * 1024;
+const DEFAULT_KV_STORE_QUEUE_BYTES = 64 * 1024 * 1024;
 
 /**
  * A {@link KvBlockStore} on Redis (or Valkey) through ioredis: reads on one connection (EXISTS in a pipeline, MGET),

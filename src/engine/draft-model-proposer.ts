@@ -6,6 +6,7 @@ import type { Tokenizer } from '../model/tokenizer.js';
 import { DraftModelMismatchError, EngineConfigError } from './errors.js';
 import { MAX_SPEC_LEN } from './spec-decode-config.js';
 import type { Proposal, ProposalRequest, SpeculativeProposer } from './speculative-proposer.js';
+import { argmax } from './argmax.js';
 
 /** What {@link DraftModelProposer} runs on. */
 export interface DraftModelProposerOptions {
@@ -277,20 +278,6 @@ export class DraftModelProposer implements SpeculativeProposer {
 
 function queryLen(requests: readonly ProposalRequest[], w: DraftWork): number {
   return requests[w.index].tokenIds.length - w.state.written.length;
-}
-
-/** Index of the largest of row[offset, offset + n) relative to offset; ties go to the smallest index (the Sampler's rule). */
-function argmax(row: Float32Array, offset: number, n: number): number {
-  let best = 0;
-  let bestV = row[offset];
-  for (let i = 1; i < n; i++) {
-    const v = row[offset + i];
-    if (v > bestV) {
-      bestV = v;
-      best = i;
-    }
-  }
-  return best;
 }
 
 /** The target's side of {@link checkDraftModelCompatible}. */

@@ -1,4 +1,5 @@
 import type { RandomGenerator } from '../model/random-generator.js';
+import { argmax } from './argmax.js';
 
 /** Probability rows, row-major `[rows][vocabSize]`. */
 export type ProbabilityRows = Float32Array | Float64Array;
@@ -118,19 +119,6 @@ function checkInput(input: RejectionSampleInput, vocabSize: number): void {
     }
   }
   if (!greedy && generator === null) throw new RangeError('RejectionSampler: a random sequence needs a generator');
-}
-
-/** The first index of the largest value in row [start, start + v). */
-function argmax(row: ProbabilityRows, start: number, v: number): number {
-  let best = 0;
-  let max = -Infinity;
-  for (let j = 0; j < v; j++) {
-    if (row[start + j] > max) {
-      max = row[start + j];
-      best = j;
-    }
-  }
-  return best;
 }
 
 /**

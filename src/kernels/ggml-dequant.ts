@@ -7,21 +7,16 @@
 import type { QuantWeightDType } from './ggml-quant-types.js';
 import { WEIGHT_LAYOUTS } from './ggml-quant-types.js';
 import { KernelError } from './errors.js';
-import { f16ToF32 } from './half.js';
+import { readF16 } from './half.js';
 
 const fr = Math.fround;
-
-/** The f16 at byte `o` of `b` (little-endian) as a number. */
-function half(b: Uint8Array, o: number): number {
-  return f16ToF32(b[o] | (b[o + 1] << 8));
-}
 
 /** A block decoder: block at byte `o` of `b` → out[p .. p + blockValues). */
 type BlockDecoder = (b: Uint8Array, o: number, out: Float32Array, p: number) => void;
 
 /** q4_0 {d; qs[16]}: low nibbles are values 0..15, high nibbles 16..31; value d × (q − 8). */
 function q4_0(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o);
+  const d = readF16(b, o);
   for (let j = 0; j < 16; j++) {
     const q = b[o + 2 + j];
     out[p + j] = fr(((q & 15) - 8) * d);
@@ -31,8 +26,8 @@ function q4_0(b: Uint8Array, o: number, out: Float32Array, p: number): void {
 
 /** q4_1 {d, m; qs[16]}: value d × q + m. */
 function q4_1(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o),
-    m = half(b, o + 2);
+  const d = readF16(b, o),
+    m = readF16(b, o + 2);
   for (let j = 0; j < 16; j++) {
     const q = b[o + 4 + j];
     out[p + j] = fr(fr((q & 15) * d) + m);
@@ -47,7 +42,7 @@ function u32(b: Uint8Array, o: number): number {
 
 /** q5_0 {d; qh[4]; qs[16]}: q = nibble | bit j of qh << 4; value d × (q − 16). */
 function q5_0(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o),
+  const d = readF16(b, o),
     qh = u32(b, o + 2);
   for (let j = 0; j < 16; j++) {
     const q = b[o + 6 + j];
@@ -60,8 +55,8 @@ function q5_0(b: Uint8Array, o: number, out: Float32Array, p: number): void {
 
 /** q5_1 {d, m; qh[4]; qs[16]}: value d × q + m. */
 function q5_1(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o),
-    m = half(b, o + 2),
+  const d = readF16(b, o),
+    m = readF16(b, o + 2),
     qh = u32(b, o + 4);
   for (let j = 0; j < 16; j++) {
     const q = b[o + 8 + j];
@@ -74,7 +69,7 @@ function q5_1(b: Uint8Array, o: number, out: Float32Array, p: number): void {
 
 /** q8_0 {d; qs[32] int8}: value d × q. */
 function q8_0(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o);
+  const d = readF16(b, o);
   for (let j = 0; j < 32; j++) out[p + j] = fr(((b[o + 2 + j] << 24) >> 24) * d);
 }
 
@@ -84,8 +79,8 @@ function q8_0(b: Uint8Array, o: number, out: Float32Array, p: number): void {
  * Value (d × scale) × q − dmin × min.
  */
 function q2_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o + 80),
-    dmin = half(b, o + 82);
+  const d = readF16(b, o + 80),
+    dmin = readF16(b, o + 82);
   let y = p,
     is = 0;
   for (let h = 0; h < 2; h++) {
@@ -117,7 +112,7 @@ export function q3kScales(b: Uint8Array, o: number): Int32Array {
  * whole block in order) is bit k of hmask[l]; q = low − (high bit ? 0 : 4). Value (d × (scale − 32)) × q.
  */
 function q3_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o + 108);
+  const d = readF16(b, o + 108);
   const scales = q3kScales(b, o + 96);
   let y = p,
     is = 0,
@@ -149,8 +144,8 @@ export function kScaleMin(b: Uint8Array, o: number, j: number): [number, number]
  * Value (d × scale) × q − dmin × min.
  */
 function q4_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o),
-    dmin = half(b, o + 2);
+  const d = readF16(b, o),
+    dmin = readF16(b, o + 2);
   let y = p;
   for (let i = 0; i < 4; i++) {
     const qs = o + 16 + 32 * i;
@@ -165,8 +160,8 @@ function q4_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
 
 /** q5_K {d; dmin; scales[12]; qh[32]; qs[128]}: as q4_K, with bit s of qh[l] the fifth bit of sub-block s's value l. */
 function q5_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o),
-    dmin = half(b, o + 2);
+  const d = readF16(b, o),
+    dmin = readF16(b, o + 2);
   let y = p;
   for (let i = 0; i < 4; i++) {
     const qs = o + 48 + 32 * i;
@@ -189,7 +184,7 @@ function q5_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
  * its high bits; q − 32, scale of sub-block 8h + 2k + (l ≥ 16). Value (d × scale) × q.
  */
 function q6_K(b: Uint8Array, o: number, out: Float32Array, p: number): void {
-  const d = half(b, o + 208);
+  const d = readF16(b, o + 208);
   for (let h = 0; h < 2; h++) {
     const ql = o + 64 * h,
       qh = o + 128 + 32 * h,

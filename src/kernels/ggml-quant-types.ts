@@ -66,18 +66,6 @@ export const QUANT_WEIGHT_DTYPES: readonly QuantWeightDType[] = WEIGHT_DTYPES.fi
   (d) => WEIGHT_LAYOUTS[d].blockValues > 1,
 ) as QuantWeightDType[];
 
-/**
- * Layouts of the int8 activation blocks (ggml-common.h): q8_0 {d f16; qs[32]}; q8_1 {d, s f16 (s = d × Σq);
- * qs[32]}; q8_K {d f32; qs[256]; bsums[16] int16 (sums of each 16 q)}.
- */
-export const ACTIVATION_LAYOUTS: Readonly<
-  Record<'q8_0' | 'q8_1' | 'q8_K', { blockValues: number; blockBytes: number }>
-> = {
-  q8_0: { blockValues: 32, blockBytes: 34 },
-  q8_1: { blockValues: 32, blockBytes: 36 },
-  q8_K: { blockValues: 256, blockBytes: 292 },
-};
-
 /** The WeightDType stored under GGUF type number `ggmlType`, or undefined when pagellm does not compute with it. */
 export function weightDtypeOfGgmlType(ggmlType: number): WeightDType | undefined {
   return WEIGHT_DTYPES.find((d) => WEIGHT_LAYOUTS[d].ggmlType === ggmlType);
@@ -86,11 +74,6 @@ export function weightDtypeOfGgmlType(ggmlType: number): WeightDType | undefined
 /** True when `s` names a WeightDType. */
 export function isWeightDType(s: string): s is WeightDType {
   return Object.prototype.hasOwnProperty.call(WEIGHT_LAYOUTS, s);
-}
-
-/** True for the block-quantized dtypes (q4_0 … q6_K). */
-export function isQuantWeightDType(d: WeightDType): d is QuantWeightDType {
-  return WEIGHT_LAYOUTS[d].blockValues > 1;
 }
 
 /**

@@ -5,7 +5,7 @@
  * order), so the bytes match ggml's for the same input except where a C compiler contracts a multiply-add.
  * Each function quantizes whole 256-value super-blocks of `x` into `y` (block layouts: ggml-quant-types.ts).
  */
-import { f16ToF32, f32ToF16 } from './half.js';
+import { readF16, writeF16 } from './half.js';
 
 /**
  * The value of largest magnitude in x[b .. b+n) (first one wins a tie; 0 for all zeros), as ggml's
@@ -34,24 +34,11 @@ export function nearestInt(v: number): number {
   return fr(fr(v) + 12582912) - 12582912;
 }
 
-/** Writes f16(v) little-endian at byte `o` and returns the stored value as f32. */
-function putHalf(y: Uint8Array, o: number, v: number): number {
-  const h = f32ToF16(v);
-  y[o] = h & 255;
-  y[o + 1] = h >> 8;
-  return f16ToF32(h);
-}
-
-/** Reads the f16 at byte `o`. */
-function getHalf(y: Uint8Array, o: number): number {
-  return f16ToF32(y[o] | (y[o + 1] << 8));
-}
-
 /**
  * make_qx_quants with rmse_type 1 (weights x², no importance matrix): symmetric levels L[i] ∈ [0, 2·nmax) for
  * x[x0 .. x0+n), the scale chosen by a 19-point search around nmax / max. Returns the scale.
  */
-export function makeQxQuants(
+function makeQxQuants(
   n: number,
   nmax: number,
   x: Float32Array,
@@ -98,7 +85,7 @@ export function makeQxQuants(
  * make_q3_quants with do_rmse: levels L[i] ∈ [0, 2·nmax) for x[x0 .. x0+n), refined by up to 5 passes of
  * coordinate descent on the x²-weighted error. Returns the scale.
  */
-export function makeQ3Quants(n: number, nmax: number, x: Float32Array, x0: number, L: Int8Array, l0: number): number {
+function makeQ3Quants(n: number, nmax: number, x: Float32Array, x0: number, L: Int8Array, l0: number): number {
   const max = signedAbsMax(x, x0, n);
   const amax = Math.abs(max);
   if (amax < GROUP_MAX_EPS) {
@@ -153,7 +140,7 @@ interface ScaleMin {
  * nstep + 1 candidate scales (rmin + rdelta·is + nmax) / (max − min) and keeping the least weighted error (absolute
  * when useMad, squared otherwise). Returns the scale and the min (≥ 0).
  */
-export function makeQkx2Quants(
+function makeQkx2Quants(
   n: number,
   nmax: number,
   x: Float32Array,
@@ -260,20 +247,20 @@ export function quantizeRowQ2K(x: Float32Array, y: Uint8Array): void {
     if (maxScale > 0) {
       const iscale = fr(15 / maxScale);
       for (let j = 0; j < 16; j++) y[o + j] = nearestInt(fr(iscale * scales[j]));
-      putHalf(y, o + 80, fr(maxScale / 15));
+      writeF16(y, o + 80, fr(maxScale / 15));
     } else {
       for (let j = 0; j < 16; j++) y[o + j] = 0;
-      putHalf(y, o + 80, 0);
+      writeF16(y, o + 80, 0);
     }
     if (maxMin > 0) {
       const iscale = fr(15 / maxMin);
       for (let j = 0; j < 16; j++) y[o + j] |= nearestInt(fr(iscale * mins[j])) << 4;
-      putHalf(y, o + 82, fr(maxMin / 15));
+      writeF16(y, o + 82, fr(maxMin / 15));
     } else {
-      putHalf(y, o + 82, 0);
+      writeF16(y, o + 82, 0);
     }
-    const dAll = getHalf(y, o + 80),
-      mAll = getHalf(y, o + 82);
+    const dAll = readF16(y, o + 80),
+      mAll = readF16(y, o + 82);
     for (let j = 0; j < 16; j++) {
       const d = fr(dAll * (y[o + j] & 15));
       if (d === 0) continue;
@@ -312,11 +299,11 @@ export function quantizeRowQ3K(x: Float32Array, y: Uint8Array): void {
         else y[o + 96 + j - 8] |= (l & 15) << 4;
         y[o + 96 + 8 + (j % 4)] |= (l >> 4) << (2 * (j >> 2));
       }
-      putHalf(y, o + 108, fr(1 / iscale));
+      writeF16(y, o + 108, fr(1 / iscale));
     } else {
-      putHalf(y, o + 108, 0);
+      writeF16(y, o + 108, 0);
     }
-    const dAll = getHalf(y, o + 108);
+    const dAll = readF16(y, o + 108);
     for (let j = 0; j < 16; j++) {
       const lo = j < 8 ? y[o + 96 + j] & 15 : y[o + 96 + j - 8] >> 4;
       const sc = (lo | (((y[o + 104 + (j % 4)] >> (2 * (j >> 2))) & 3) << 4)) - 32;
@@ -382,8 +369,8 @@ function quantizeScalesK(
       y[s + j] |= (lm >> 4) << 6;
     }
   }
-  const dAll = putHalf(y, o, fr(maxScale / 63));
-  const mAll = putHalf(y, o + 2, fr(maxMin / 63));
+  const dAll = writeF16(y, o, fr(maxScale / 63));
+  const mAll = writeF16(y, o + 2, fr(maxMin / 63));
   for (let j = 0; j < 8; j++) {
     const sc = j < 4 ? y[s + j] & 63 : (y[s + j + 4] & 15) | ((y[s + j - 4] >> 6) << 4);
     const m = j < 4 ? y[s + j + 4] & 63 : (y[s + j + 4] >> 4) | ((y[s + j] >> 6) << 4);
@@ -448,7 +435,7 @@ export function quantizeRowQ6K(x: Float32Array, y: Uint8Array): void {
     }
     if (maxAbs < GROUP_MAX_EPS) continue;
     const iscale = fr(-128 / maxScale);
-    const dAll = putHalf(y, o + 208, fr(1 / iscale));
+    const dAll = writeF16(y, o + 208, fr(1 / iscale));
     for (let ib = 0; ib < 16; ib++) y[o + 192 + ib] = Math.min(127, nearestInt(fr(iscale * scales[ib]))) & 255;
     for (let j = 0; j < 16; j++) {
       const d = fr(dAll * ((y[o + 192 + j] << 24) >> 24));

@@ -7,7 +7,7 @@
 import type { QuantWeightDType } from './ggml-quant-types.js';
 import { WEIGHT_LAYOUTS } from './ggml-quant-types.js';
 import { KernelError } from './errors.js';
-import { f32ToF16 } from './half.js';
+import { writeF16 } from './half.js';
 import {
   quantizeRowQ2K,
   quantizeRowQ3K,
@@ -18,13 +18,6 @@ import {
 } from './ggml-quantize-k.js';
 
 const fr = Math.fround;
-
-/** Writes f16(v) little-endian at byte `o`. */
-function putHalf(y: Uint8Array, o: number, v: number): void {
-  const h = f32ToF16(v);
-  y[o] = h & 255;
-  y[o + 1] = h >> 8;
-}
 
 /** C's (int8_t) conversion of a float in int8 range: truncation toward zero. */
 function truncI8(v: number): number {
@@ -58,7 +51,7 @@ function quantizeRowQ4_0(x: Float32Array, y: Uint8Array): void {
       o = 18 * i;
     const d = fr(signedAbsMax(x, b) / -8);
     const id = d !== 0 ? fr(1 / d) : 0;
-    putHalf(y, o, d);
+    writeF16(y, o, d);
     for (let j = 0; j < 16; j++) {
       const x0 = Math.min(15, truncI8(fr(fr(x[b + j] * id) + 8.5)));
       const x1 = Math.min(15, truncI8(fr(fr(x[b + 16 + j] * id) + 8.5)));
@@ -75,8 +68,8 @@ function quantizeRowQ4_1(x: Float32Array, y: Uint8Array): void {
     const [min, max] = minMax(x, b);
     const d = fr(fr(max - min) / 15);
     const id = d !== 0 ? fr(1 / d) : 0;
-    putHalf(y, o, d);
-    putHalf(y, o + 2, min);
+    writeF16(y, o, d);
+    writeF16(y, o + 2, min);
     for (let j = 0; j < 16; j++) {
       const x0 = Math.min(15, truncI8(fr(fr(fr(x[b + j] - min) * id) + 0.5)));
       const x1 = Math.min(15, truncI8(fr(fr(fr(x[b + 16 + j] - min) * id) + 0.5)));
@@ -92,7 +85,7 @@ function quantizeRowQ5_0(x: Float32Array, y: Uint8Array): void {
       o = 22 * i;
     const d = fr(signedAbsMax(x, b) / -16);
     const id = d !== 0 ? fr(1 / d) : 0;
-    putHalf(y, o, d);
+    writeF16(y, o, d);
     let qh = 0;
     for (let j = 0; j < 16; j++) {
       const x0 = Math.min(31, truncI8(fr(fr(x[b + j] * id) + 16.5)));
@@ -112,8 +105,8 @@ function quantizeRowQ5_1(x: Float32Array, y: Uint8Array): void {
     const [min, max] = minMax(x, b);
     const d = fr(fr(max - min) / 31);
     const id = d !== 0 ? fr(1 / d) : 0;
-    putHalf(y, o, d);
-    putHalf(y, o + 2, min);
+    writeF16(y, o, d);
+    writeF16(y, o + 2, min);
     let qh = 0;
     for (let j = 0; j < 16; j++) {
       const x0 = Math.trunc(fr(fr(fr(x[b + j] - min) * id) + 0.5)) & 255;
@@ -137,7 +130,7 @@ function quantizeRowQ8_0(x: Float32Array, y: Uint8Array): void {
     for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[b + j]));
     const d = fr(amax / 127);
     const id = d !== 0 ? fr(1 / d) : 0;
-    putHalf(y, o, d);
+    writeF16(y, o, d);
     for (let j = 0; j < 32; j++) {
       const v = fr(x[b + j] * id);
       // roundf: half away from zero. |v| <= 127.5, so floor(|v| + 0.5) is exact in double precision.

@@ -62,3 +62,16 @@ export function f32ToBf16(value: number): number {
   const lsb = (x >>> 16) & 1;
   return ((x + 0x7fff + lsb) >>> 16) & 0xffff;
 }
+
+/** The f16 stored little-endian at byte `o` of `bytes` (a ggml block's `d` / `dmin`), as a number. */
+export function readF16(bytes: Uint8Array, o: number): number {
+  return f16ToF32(bytes[o] | (bytes[o + 1] << 8));
+}
+
+/** Stores `value` as f16 little-endian at byte `o` of `bytes`; returns the stored value read back as a number. */
+export function writeF16(bytes: Uint8Array, o: number, value: number): number {
+  const h = f32ToF16(value);
+  bytes[o] = h & 255;
+  bytes[o + 1] = h >> 8;
+  return f16ToF32(h);
+}
