@@ -2,9 +2,9 @@
 // (v1) or one 512-token partition (v2). Two passes as vLLM's v1 kernel — logits of every row, softmax, then Σ p·V —
 // with runs of 4 full blocks read token-major (4 interleaved memory streams). v2 partials are reduced by
 // decodeV2Reduce.
-import { exp1 } from './_simd';
+import { exp1, expShiftSum, rowMax } from './_simd';
 import {
-  finishRow, pi, pu, ld4, ld1, dotK4, dotK1, dotK4p, rowsScratch, windowLo, rowMaxLanes, expShiftSumLanes, P_OUT, P_QUERY, P_KC, P_VC, P_KS, P_VS, P_TABLES,
+  finishRow, pi, pu, ld4, ld1, dotK4, dotK1, dotK4p, rowsScratch, windowLo, P_OUT, P_QUERY, P_KC, P_VC, P_KS, P_VS, P_TABLES,
   P_SEQLENS, P_NSEQS, P_NH, P_NKV, P_HS, P_BS, P_MAXB, P_SCALE, P_ALIBI, P_WINDOW, P_PART, P_MAXPARTS, P_PARTIALS,
   P_COUNTER, P_LSTRIDE, P_KVPER,
 } from './_attention';
@@ -261,8 +261,8 @@ function decodeRows<T>(pb: usize, table: usize, kvh0: i32, g: i32, nRows: i32, r
   const len = hi - lo;
   for (let r = 0; r < nRows; r++) {
     const row = lg + <usize>r * (<usize>lstride << 2);
-    const m = rowMaxLanes(row, len);
-    const sum = expShiftSumLanes(row, len, m);
+    const m = rowMax(row, len);
+    const sum = expShiftSum(row, len, m);
     store<f32>(st + (<usize>r << 3), m);
     store<f32>(st + (<usize>r << 3), sum, 4);
   }

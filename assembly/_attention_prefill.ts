@@ -1,8 +1,8 @@
 // Prefill attention (runRows): a tile of up to 16 query tokens × the GQA heads of one KV head; per block and row,
 // the block's logits update the row's running max / exp-sum (online softmax) and accumulate p·V.
-import { exp1, hmax } from './_simd';
+import { exp1, expShiftSum, hmax } from './_simd';
 import {
-  finishRow, pi, pu, ld4, ld1, dotK4, dotK1, rowsScratch, windowLo, expShiftSumLanes, P_OUT, P_QUERY, P_KC, P_VC, P_KS, P_VS, P_TABLES, P_SEQLENS,
+  finishRow, pi, pu, ld4, ld1, dotK4, dotK1, rowsScratch, windowLo, P_OUT, P_QUERY, P_KC, P_VC, P_KS, P_VS, P_TABLES, P_SEQLENS,
   P_NH, P_NKV, P_HS, P_BS, P_MAXB, P_SCALE, P_ALIBI, P_WINDOW, P_COUNTER, P_ITEMS, P_NITEMS, P_QTILE, P_QSTART,
 } from './_attention';
 
@@ -50,7 +50,7 @@ function rowStep<T>(q: usize, kb: usize, vb: usize, rs: usize, hs: i32, ta: i32,
     }
     store<f32>(st, m);
   }
-  store<f32>(st, sum + expShiftSumLanes(lg, n, m), 4);
+  store<f32>(st, sum + expShiftSum(lg, n, m), 4);
   // acc += Σ p_i · vscale · v_i, 16 head values at a time in registers
   const vrow = vb + <usize>ta * rs;
   let c = 0;
