@@ -28,6 +28,7 @@ import {
   BlockSpaceManager,
   BlockTable,
   CpuGpuBlockAllocator,
+  DEFAULT_HASH_ALGORITHM,
   initHashing,
   SequenceStatus,
   type HashAlgorithm,
@@ -297,7 +298,7 @@ async function main(): Promise<void> {
     console.log(`trace ${trace}: ${numOps} ops ${JSON.stringify(parsed.counts)}`);
     console.log(
       `  block size ${opts.blockSize}, ${opts.numGpuBlocks} GPU blocks, caching ` +
-        `${opts.enableCaching ? `on (${opts.hashAlgorithm ?? 'xxhash64'})` : 'off'}`,
+        `${opts.enableCaching ? `on (${opts.hashAlgorithm ?? DEFAULT_HASH_ALGORITHM})` : 'off'}`,
     );
     console.log(
       `  wall ${fmt(ms, 3)} ms, CPU ${fmt(cpuMs, 3)} ms (medians of ${repeat} warm replays): ` +
