@@ -10,8 +10,11 @@ export const DT_BF16: i32 = 2;
 const DT_F16_X112: i32 = 4;
 /** Up to this many x rows, weights are streamed once row by row (gemvFew); beyond, blocked (gemm). */
 export const FEW_ROWS: i32 = 4;
-/** f32 weights of at most this many bytes (cache-resident) take fewF32 for 2..FEW_F32_ROWS x rows. */
-const FEW_F32_BYTES: usize = 524288;
+/**
+ * f32 weights of at most this many bytes take fewF32 for 2..FEW_F32_ROWS x rows: small enough to stay cached between
+ * steps (stories260K: ≤ 128 KiB each); larger ones (SmolLM2-135M k/v: 432 KiB) keep the streaming paths.
+ */
+const FEW_F32_BYTES: usize = 262144;
 /** Most x rows for fewF32. */
 const FEW_F32_ROWS: i32 = 8;
 /** Weight rows per work item (a multiple of the 4-row blocks of gemm). */
