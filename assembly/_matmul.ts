@@ -10,6 +10,13 @@ export const DT_BF16: i32 = 2;
 const DT_F16_X112: i32 = 4;
 /** Up to this many x rows, weights are streamed once row by row (gemvFew); beyond, blocked (gemm). */
 export const FEW_ROWS: i32 = 4;
+/**
+ * f32 weights of at most this many bytes take fewF32 for 2..FEW_F32_ROWS x rows: small enough to stay cached between
+ * steps (stories260K: ≤ 128 KiB each); larger ones (SmolLM2-135M k/v: 432 KiB) keep the streaming paths.
+ */
+const FEW_F32_BYTES: usize = 262144;
+/** Most x rows for fewF32. */
+const FEW_F32_ROWS: i32 = 8;
 /** Weight rows per work item (a multiple of the 4-row blocks of gemm). */
 const MATMUL_CHUNK: i32 = 16;
 /** Most weight rows per batched (gemm) work item; guided items shrink to MATMUL_CHUNK at the end. */
@@ -282,6 +289,59 @@ function dot1(dtype: i32, x: usize, w: usize, k: i32): f32 {
   v128.store(o1, rb);
 }
 
+/** out[i, r..r+3] for one X row x0 against 4 f32 weight rows at w (stride ws bytes); sums as in kernel4x2. */
+// @ts-ignore: decorator
+@inline function kernel4x1(x0: usize, w: usize, ws: usize, k: i32, o0: usize, bias: usize): void {
+  let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0;
+  const w1 = w + ws, w2 = w1 + ws, w3 = w2 + ws;
+  let i = 0;
+  for (; i + 4 <= k; i += 4) {
+    const o = <usize>i << 2;
+    const xa = v128.load(x0 + o);
+    a0 = f32x4.add(a0, f32x4.mul(v128.load(w + o), xa));
+    a1 = f32x4.add(a1, f32x4.mul(v128.load(w1 + o), xa));
+    a2 = f32x4.add(a2, f32x4.mul(v128.load(w2 + o), xa));
+    a3 = f32x4.add(a3, f32x4.mul(v128.load(w3 + o), xa));
+  }
+  let ra = hsum4(a0, a1, a2, a3);
+  if (i < k) {
+    let t0: f32 = 0, t1: f32 = 0, t2: f32 = 0, t3: f32 = 0;
+    for (; i < k; i++) {
+      const o = <usize>i << 2;
+      const xa = load<f32>(x0 + o);
+      t0 += load<f32>(w + o) * xa; t1 += load<f32>(w1 + o) * xa;
+      t2 += load<f32>(w2 + o) * xa; t3 += load<f32>(w3 + o) * xa;
+    }
+    ra = f32x4.add(ra, f32x4(t0, t1, t2, t3));
+  }
+  if (bias != 0) ra = f32x4.add(ra, v128.load(bias));
+  v128.store(o0, ra);
+}
+
+/**
+ * Rows [r0, r1) of out for 2..FEW_F32_ROWS x rows against f32 weights that sit in cache (see FEW_F32_BYTES):
+ * register-blocked, each block of 4 weight rows loaded once per pair of x rows (kernel4x2, odd row kernel4x1).
+ * For k % 4 == 0 the sums are those of gemvFew and gemm bit for bit.
+ */
+function fewF32(out: usize, x: usize, w: usize, bias: usize, m: i32, n: i32, k: i32, r0: i32, r1: i32): void {
+  const ws = <usize>k << 2;
+  const os = <usize>n << 2;
+  let r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const wb = w + <usize>r * ws;
+    const b = bias != 0 ? bias + (<usize>r << 2) : 0;
+    const orow = out + (<usize>r << 2);
+    let i = 0;
+    for (; i + 2 <= m; i += 2) {
+      const xr = x + <usize>i * ws;
+      const o = orow + <usize>i * os;
+      kernel4x2(xr, xr + ws, wb, ws, k, o, o + os, b);
+    }
+    if (i < m) kernel4x1(x + <usize>i * ws, wb, ws, k, orow + <usize>i * os, b);
+  }
+  if (r < r1) gemvFew(DT_F32, out, x, w, bias, m, n, k, r, r1);
+}
+
 /**
  * Rows [r0, r1) of out for all m rows of x. scratch: this thread's 4·k f32 (+16 B) for decoded weight rows (its
  * first 16 bytes also take the touch result).
@@ -352,6 +412,16 @@ export function matmul(dtype: i32, out: usize, x: usize, act: usize, w: usize, b
       dtype = DT_F16_X112;
       x = xs112;
     }
+  }
+  if (dtype == DT_F32 && m >= 2 && m <= FEW_F32_ROWS && <usize>n * (<usize>k << 2) <= FEW_F32_BYTES) {
+    // Small weights, a few rows (speculative scoring, small batches): no touch pass, no odd-row waste.
+    for (;;) {
+      const item = nextGuided(n, MATMUL_CHUNK, GEMM_ROWS, 4, nt);
+      const r0 = <i32>(item >> 32);
+      if (r0 >= n) break;
+      fewF32(out, x, w, bias, m, n, k, r0, min(n, r0 + <i32>(item & 0xffffffff)));
+    }
+    return;
   }
   if (m <= FEW_ROWS) {
     // Weights streamed once: guided items of up to STREAM_ITEM_BYTES (long runs keep the hardware prefetcher going;

@@ -5,10 +5,11 @@
 //   npx tsx bench/compare-builds.ts /tmp/before.wasm build/kernels.wasm [--threads 1] [--dtype f32] \
 //       [--shapes 576x49152:16,576x49152:64,576x1536:16] [--rounds 9]
 //
-// Prints per shape ([in×out]:rows) and build: median GFLOP/s [best], and the median ratio last/first build.
+// Prints per shape ([in×out]:rows) and build: median GFLOP/s [best] and median µs per call, the median ratio
+// last/first build, and whether all outputs are bit for bit the first build's.
 // --cpu times each sample by the process's CPU time (process.cpuUsage) instead of wall time: with --threads 1 the
 // figure that a loaded machine disturbs least (time the host gives other processes is not counted).
-// Before timing, every build's outputs are checked against the first build's.
+// Before timing, every build's outputs are checked against the first build's (relative tolerance 1e-3).
 import { readFileSync } from 'node:fs';
 import type { WeightDType } from '../src/kernels/backend.js';
 import { WasmBackend } from '../src/kernels/wasm-backend.js';
@@ -21,7 +22,12 @@ import { fill, timeRoundRobin } from './sampling.js';
  * repeated for sampleMs of wall time: medians and minima per function.
  */
 function cpuRoundRobin(fns: ReadonlyArray<() => void>, rounds: number, sampleMs: number) {
-  for (const fn of fns) fn();
+  // Warm-up: each function for one sample's time, so the engine has tiered the kernels up before the first sample.
+  for (const fn of fns) {
+    const w0 = performance.now();
+    do fn();
+    while (performance.now() - w0 < sampleMs);
+  }
   const samples = fns.map(() => [] as number[]);
   for (let r = 0; r < rounds; r++) {
     fns.forEach((fn, i) => {
@@ -87,8 +93,10 @@ for (const spec of shapes) {
     be.matmul(out, x, w, m);
     return { be, mark, call: () => be.matmul(out, x, w, m), out };
   });
+  let identical = true;
   for (const r of runs.slice(1)) {
     for (let i = 0; i < r.out.length; i++) {
+      if (!Object.is(r.out[i], runs[0].out[i])) identical = false;
       if (Math.abs(r.out[i] - runs[0].out[i]) > 1e-3 * (1 + Math.abs(runs[0].out[i]))) {
         throw new Error(`${spec}: builds disagree at output ${i}: ${runs[0].out[i]} vs ${r.out[i]}`);
       }
@@ -101,10 +109,14 @@ for (const spec of shapes) {
   );
   const flops = 2 * m * n * k;
   const cells = stats.map(
-    (st, i) => `${name(files[i])} ${(flops / st.med / 1e6).toFixed(1)} [${(flops / st.min / 1e6).toFixed(1)}]`,
+    (st, i) =>
+      `${name(files[i])} ${(flops / st.med / 1e6).toFixed(1)} [${(flops / st.min / 1e6).toFixed(1)}] ` +
+      `${(st.med * 1000).toFixed(2)} µs`,
   );
   console.log(
-    `[${k}×${n}] m=${m}: ${cells.join(' | ')} | last/first ${(stats[0].med / stats[stats.length - 1].med).toFixed(2)}×`,
+    `[${k}×${n}] m=${m}: ${cells.join(' | ')} | ` +
+      `last/first ${(stats[0].med / stats[stats.length - 1].med).toFixed(2)}× | ` +
+      (identical ? 'outputs identical' : 'outputs differ in the last bits'),
   );
   for (const r of runs) r.be.arena.reset(r.mark);
 }

@@ -67,8 +67,11 @@ for (const threads of [1, 2]) {
           [64, 130, 256],
           [7, 33, 1024],
           [1, 1030, 384],
+          [5, 344, 64],
+          [8, 66, 128],
         ];
-        if (dtype !== 'q8_0') shapes.push([1, 6, 5], [3, 5, 37], [4, 9, 3], [2, 130, 1023], [1, 257, 998]);
+        if (dtype !== 'q8_0')
+          shapes.push([1, 6, 5], [3, 5, 37], [4, 9, 3], [2, 130, 1023], [1, 257, 998], [6, 13, 37], [7, 10, 66]);
         for (const [m, n, k] of shapes) {
           const mark = be.arena.mark();
           const values = randomF32(r, n * k, 0.5);
@@ -98,6 +101,30 @@ for (const threads of [1, 2]) {
         }
       },
     );
+
+    it('f32 few-row products (2..8 rows, small weights) equal the rows of a batched product bit for bit', () => {
+      // With k and n multiples of 4 the register-blocked few-row kernel (fewF32) sums as the batched one (gemm).
+      const r = rng(41 + threads);
+      for (const [n, k] of [
+        [344, 64],
+        [64, 172],
+        [12, 8],
+      ] as const) {
+        const mark = be.arena.mark();
+        const w = encodeWeight(randomF32(r, n * k, 0.5), n, k, 'f32', be.arena.allocBytes(n * k * 4));
+        const x = toArena(be.arena, randomF32(r, 9 * k, 2));
+        const all = be.arena.allocF32(9 * n);
+        be.matmul(all, x, w, 9);
+        for (let m = 2; m <= 8; m++) {
+          const got = be.arena.allocF32(m * n);
+          be.matmul(got, x.subarray(0, m * k), w, m);
+          for (let i = 0; i < m * n; i++) {
+            if (!Object.is(got[i], all[i])) expect.fail(`m=${m} n=${n} k=${k}: out[${i}] ${got[i]} ≠ ${all[i]}`);
+          }
+        }
+        be.arena.reset(mark);
+      }
+    });
 
     it('f16 decode paths: the 2^112-scaled x path equals the plain path bit for bit, large and subnormal values included', () => {
       // Few rows with every |x| < 2^15 take the scaled-x path; multiplying x by 2^16 (exact) pushes it onto the plain
