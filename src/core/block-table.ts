@@ -31,13 +31,9 @@ export class BlockTable {
   private numFullSlotsValue: number;
   /** Leading blocks already replaced by the null block (sliding window). */
   private numNullBlocks = 0;
-  /**
-   * The decode fast path's shortcut to the last block while the next token lands in it (partly filled, at least two
-   * empty slots): appending a token then touches this block alone, not the block list. Null when unknown; every
-   * change of the list clears it and the appends that leave such a tail set it again.
-   */
+  /** The last block while a decode token lands in it without filling it (a one-block append), else null. */
   private tail: TokenBlock | null = null;
-  /** `numFullSlots` minus the tokens in {@link tail} (the tail block's first slot), valid while `tail` is set. */
+  /** The slot index of {@link tail}'s first token (valid while `tail` is set). */
   private tailBase = 0;
 
   /**
@@ -226,17 +222,16 @@ export class BlockTable {
   }
 
   /**
-   * The decode fast path: appends `src[start]` (one token id) to the last block when it is not shared — in place (promoting the
-   * block when this token fills it), or, when the last block is full, in a new mutable GPU block. Returns false,
-   * changing nothing, when that does not hold (a shared or swapped-out last block, an empty last block, no free
-   * block, a bad id), leaving the append to the general path. vLLM's `BlockTable.append_token_ids`
+   * The decode fast path: appends `src[start]` (one token id) to the last block when it is not shared — in place
+   * (promoting the block when this token fills it), or, when the last block is full, in a new mutable GPU block.
+   * Returns false, changing nothing, when that does not hold (a shared or swapped-out last block, an empty last
+   * block, no free block, a bad id), leaving the append to the general path. vLLM's `BlockTable.append_token_ids`
    * (vllm/core/block/block_table.py) for one token, as V1's `allocate_slots` runs it for a decode.
    */
   appendOne(src: readonly number[], start: number, extraHash: string | null): boolean {
     const tokenId = src[start];
     const tail = this.tail;
     if (tail !== null) {
-      // The last block, partly filled, next token in it: in place unless shared (or swapped out).
       const n = this.numFullSlotsValue - this.tailBase;
       const id = tail.blockId;
       if (n === tail.numTokens && id !== null && id < this.gpuRefCounts.length && this.gpuRefCounts[id] === 1) {
@@ -279,11 +274,7 @@ export class BlockTable {
     return true;
   }
 
-  /**
-   * Sets {@link tail} to the block at `index` (the last) when the next token will land in it with room to spare
-   * after it; clears it otherwise. Call after the list and `numFullSlots` are up to date, before the token count
-   * changes again.
-   */
+  /** Sets {@link tail} to the last block, at `index`, when the next token lands in it without filling it. */
   private setTail(index: number): void {
     const block = this.blockList.get(index) as TokenBlock;
     const base = index * this.blockSize;

@@ -58,9 +58,9 @@ export { BlockTokenStore } from './block-token-store.js';
 export { LRUEvictor, type Evictor } from './evictor.js';
 export {
   CpuGpuBlockAllocator,
-  NullBlock,
   type AllocatorType,
   type CpuGpuBlockAllocatorOptions,
 } from './cpu-gpu-block-allocator.js';
+export { NullBlock } from './null-block.js';
 export { BlockTable } from './block-table.js';
 export { BlockSpaceManager, type BlockSpaceManagerOptions } from './block-space-manager.js';
