@@ -70,25 +70,14 @@ export class CpuGpuBlockAllocator {
     const poolSize = numGpuBlocks + numCpuBlocks;
     // One token store for both tiers (absolute ids): a swapped block carries its tokens to its new id.
     const tokenStore = new BlockTokenStore(0, poolSize, blockSize);
+    // The GPU tier owns ids [0, G), the CPU tier [G, G + C); both share the pool and the token store.
+    const gpuTier = { numBlocks: numGpuBlocks, blockSize, firstBlockId: 0, name: 'GPU', tokenStore };
+    const cpuTier = { numBlocks: numCpuBlocks, blockSize, firstBlockId: numGpuBlocks, name: 'CPU', tokenStore };
     if (allocatorType === 'naive') {
       let gpu: NaiveBlockAllocator | null = null;
       const blockPool = new BlockPool(() => new NaiveBlock(blockSize, gpu!, tokenStore), poolSize);
-      gpu = new NaiveBlockAllocator({
-        numBlocks: numGpuBlocks,
-        blockSize,
-        firstBlockId: 0,
-        name: 'GPU',
-        blockPool,
-        tokenStore,
-      });
-      const cpu = new NaiveBlockAllocator({
-        numBlocks: numCpuBlocks,
-        blockSize,
-        firstBlockId: numGpuBlocks,
-        name: 'CPU',
-        blockPool,
-        tokenStore,
-      });
+      gpu = new NaiveBlockAllocator({ ...gpuTier, blockPool });
+      const cpu = new NaiveBlockAllocator({ ...cpuTier, blockPool });
       return new CpuGpuBlockAllocator(gpu, cpu, 'naive');
     }
     if (allocatorType === 'prefix_caching') {
@@ -96,24 +85,8 @@ export class CpuGpuBlockAllocator {
       assertHashAlgorithm(hashAlgorithm);
       let gpu: PrefixCachingBlockAllocator | null = null;
       const blockPool = new BlockPool(() => new PrefixCachingBlock(blockSize, gpu!, tokenStore), poolSize);
-      gpu = new PrefixCachingBlockAllocator({
-        numBlocks: numGpuBlocks,
-        blockSize,
-        firstBlockId: 0,
-        name: 'GPU',
-        hashAlgorithm,
-        blockPool,
-        tokenStore,
-      });
-      const cpu = new PrefixCachingBlockAllocator({
-        numBlocks: numCpuBlocks,
-        blockSize,
-        firstBlockId: numGpuBlocks,
-        name: 'CPU',
-        hashAlgorithm,
-        blockPool,
-        tokenStore,
-      });
+      gpu = new PrefixCachingBlockAllocator({ ...gpuTier, hashAlgorithm, blockPool });
+      const cpu = new PrefixCachingBlockAllocator({ ...cpuTier, hashAlgorithm, blockPool });
       return new CpuGpuBlockAllocator(gpu, cpu, 'prefix_caching');
     }
     throw new InvalidArgumentError(`allocatorType must be 'naive' or 'prefix_caching', got ${describe(allocatorType)}`);
