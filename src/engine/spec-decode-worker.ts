@@ -2,6 +2,7 @@ import { EngineConfigError, EngineStateError } from './errors.js';
 import type { ModelConfig } from '../model/model-config.js';
 import type { SpecDecodingSnapshot } from './metrics.js';
 import type { SampledSequence } from './model-input-builder.js';
+import { argmax } from './argmax.js';
 import { RejectionSampler } from './rejection-sampler.js';
 import {
   logSumExp,
@@ -197,15 +198,7 @@ export class SpecDecodeWorker {
     const lse = new Float64Array(k + 1);
     for (let i = 0; i <= k; i++) {
       const xi = x.subarray(i * v, (i + 1) * v);
-      processLogits(
-        raw.subarray(i * v, (i + 1) * v),
-        {
-          ...row,
-          tokenBitmask: masks === null ? row.tokenBitmask : masks[i],
-          outputTokenIds: needOutput ? [...row.outputTokenIds, ...drafts.slice(0, i)] : row.outputTokenIds,
-        },
-        xi,
-      );
+      processLogits(raw.subarray(i * v, (i + 1) * v), draftRow(row, masks, drafts, i, needOutput), xi);
       lse[i] = logSumExp(xi);
       for (let j = 0; j < v; j++) probs[i * v + j] = Math.exp(xi[j] - lse[i]);
     }
@@ -248,24 +241,8 @@ export class SpecDecodeWorker {
     const wantRank = row.numTopLogprobs > 0 || p.logprobs !== null;
     const emitted: SamplerRowOutput[] = [];
     for (let i = 0; i <= k; i++) {
-      const rowI =
-        masks === null && !needOutput
-          ? row
-          : {
-              ...row,
-              tokenBitmask: masks === null ? row.tokenBitmask : masks[i],
-              outputTokenIds: needOutput ? [...row.outputTokenIds, ...drafts.slice(0, i)] : row.outputTokenIds,
-            };
-      processLogits(raw.subarray(i * v, (i + 1) * v), rowI, x);
-      // The Sampler's greedy pick: the first index of the largest value, then the row's log-sum-exp.
-      let best = 0;
-      let max = -Infinity;
-      for (let j = 0; j < v; j++) {
-        if (x[j] > max) {
-          max = x[j];
-          best = j;
-        }
-      }
+      processLogits(raw.subarray(i * v, (i + 1) * v), draftRow(row, masks, drafts, i, needOutput), x);
+      const best = argmax(x, 0, v); // the Sampler's greedy pick, then the row's log-sum-exp
       const lse = logSumExp(x);
       emitted.push({
         samples: [{ tokenId: best, logprob: x[best] - lse, rank: wantRank ? rankOf(x, best) : 0 }],
@@ -342,4 +319,23 @@ function topLogprobsOf(x: Float64Array, lse: number, n: number): TokenLogprob[] 
     out.push({ tokenId: ids[i], logprob: x[ids[i]] - lse, rank });
   }
   return out;
+}
+
+/**
+ * The sampling row that scores position i of a draft: `row` with grammar mask `masks[i]` (when constrained) and,
+ * when penalties or min-tokens read the output, the drafts before position i appended to the output so far.
+ */
+function draftRow(
+  row: SamplingRow,
+  masks: Int32Array[] | null,
+  drafts: readonly number[],
+  i: number,
+  needOutput: boolean,
+): SamplingRow {
+  if (masks === null && !needOutput) return row;
+  return {
+    ...row,
+    tokenBitmask: masks === null ? row.tokenBitmask : masks[i],
+    outputTokenIds: needOutput ? [...row.outputTokenIds, ...drafts.slice(0, i)] : row.outputTokenIds,
+  };
 }
