@@ -16,74 +16,96 @@ import { bitTo, scaleQ3K } from './_unpack_k';
   }
 }
 
-/** Scales (or mins, `hi` true) of sub-blocks 4h..4h+3 of a q4_K/q5_K block (12 bytes at q), ggml's get_scale_min_k4. */
+/**
+ * The integer sums of one q4_K/q5_K super-block at bo against activation bytes a and 16-value sums bsb: lanes 0 + 1
+ * hold Σ_s sc_s·(Σ q·y)_s, lanes 2 + 3 hold Σ_s m_s·bs_s (how each pair splits differs between the two builds, the
+ * pair's total does not). Scales and mins are multiplied in by madd, as ggml_vec_dot_q4_K_q8_K's AVX2 path. tmp: 16
+ * bytes of scratch for the decoded scales. Each i16 lane of a chunk's sum holds |·| ≤ 2·2·31·127, and ≤ 63 times
+ * that per i32 lane: exact.
+ *
+ * A loop over the four 64-value chunks rather than straight-line code: V8 (11.3) scheduled the unrolled form's loads
+ * first and spilled most of them.
+ */
 // @ts-ignore: decorator
-@inline function scales4(q: usize, h: i32, hi: bool): v128 {
-  if (h == 0) {
-    const v = load<u32>(q + (hi ? 4 : 0));
-    return i32x4((v & 63), ((v >> 8) & 63), ((v >> 16) & 63), ((v >> 24) & 63));
+@inline function q45Sums(bo: usize, a: usize, bsb: usize, five: bool, tmp: usize): v128 {
+  const qs = bo + (five ? 48 : 16);
+  // ggml's get_scale_min_k4 for all 8 sub-blocks at once: bytes 0..7 the scales, 8..15 the mins.
+  const s0 = load<u32>(bo, 4), s1 = load<u32>(bo, 8), s2 = load<u32>(bo, 12);
+  store<u32>(tmp, s0 & 0x3f3f3f3f);
+  store<u32>(tmp, (s2 & 0x0f0f0f0f) | (((s0 >> 6) & 0x03030303) << 4), 4);
+  store<u32>(tmp, s1 & 0x3f3f3f3f, 8);
+  store<u32>(tmp, ((s2 >> 4) & 0x0f0f0f0f) | (((s1 >> 6) & 0x03030303) << 4), 12);
+  const lo = i8x16.splat(15), one = i8x16.splat(1), two = i8x16.splat(2);
+  let e = i32x4.splat(0);
+  let h0 = e, h1 = e;
+  if (five) {
+    h0 = v128.load(bo, 16);
+    h1 = v128.load(bo, 32);
   }
-  // j = 4..7: low 4 bits from q[j + 4] (low or high nibble), high 2 bits from the top of q[j − 4] or q[j].
-  const a = load<u32>(q + 8), top = load<u32>(q + (hi ? 4 : 0)) >> 6;
-  const lo = hi ? (a >> 4) & 0x0f0f0f0f : a & 0x0f0f0f0f;
-  const v = lo | ((top & 0x03030303) << 4);
-  return i32x4((v & 63), ((v >> 8) & 63), ((v >> 16) & 63), ((v >> 24) & 63));
-}
-
-/** Sums of adjacent pairs of the 8 floats at p: the activation sums of four 32-value sub-blocks from 16-value ones. */
-// @ts-ignore: decorator
-@inline function pairSums(p: usize): v128 {
-  const x = v128.load(p), y = v128.load(p, 16);
-  return f32x4.add(v128.shuffle<f32>(x, y, 0, 2, 4, 6), v128.shuffle<f32>(x, y, 1, 3, 5, 7));
+  for (let j = 0; j < 4; j++) {
+    const q = qs + (<usize>j << 5), ap = a + (<usize>j << 6);
+    const q0 = v128.load(q), q1 = v128.load(q, 16);
+    // High nibbles by a 16-bit shift and the mask (x86 has no byte shift).
+    let l0 = v128.and(q0, lo), l1 = v128.and(q1, lo);
+    let u0 = v128.and(i16x8.shr_u(q0, 4), lo), u1 = v128.and(i16x8.shr_u(q1, 4), lo);
+    if (five) {
+      // Bits 2j and 2j + 1 of qh (h shifted right by 2j so far) are the fifth bits of the two halves.
+      l0 = v128.or(l0, i16x8.shl(v128.and(h0, one), 4));
+      l1 = v128.or(l1, i16x8.shl(v128.and(h1, one), 4));
+      u0 = v128.or(u0, i16x8.shl(v128.and(h0, two), 3));
+      u1 = v128.or(u1, i16x8.shl(v128.and(h1, two), 3));
+      h0 = i16x8.shr_u(h0, 2);
+      h1 = i16x8.shr_u(h1, 2);
+    }
+    const p = i16x8.add(dot16(v128.load(ap), l0), dot16(v128.load(ap, 16), l1));
+    const r = i16x8.add(dot16(v128.load(ap, 32), u0), dot16(v128.load(ap, 48), u1));
+    const t = tmp + (<usize>j << 1);
+    e = i32x4.add(e, i32x4.add(i32x4.dot_i16x8_s(p, i16x8.splat(<i16>load<u8>(t))),
+      i32x4.dot_i16x8_s(r, i16x8.splat(<i16>load<u8>(t, 1)))));
+  }
+  // Mins against the activation's 16-value sums: each 32-value min covers two of them.
+  const mn = i16x8.extend_high_i8x16_u(v128.load(tmp));
+  const m = i32x4.add(
+    i32x4.dot_i16x8_s(v128.load(bsb), v128.shuffle<i16>(mn, mn, 0, 0, 1, 1, 2, 2, 3, 3)),
+    i32x4.dot_i16x8_s(v128.load(bsb, 16), v128.shuffle<i16>(mn, mn, 4, 4, 5, 5, 6, 6, 7, 7)),
+  );
+  return i32x4.add(v128.shuffle<i32>(e, m, 0, 1, 4, 5), v128.shuffle<i32>(e, m, 2, 3, 6, 7));
 }
 
 /**
  * One q4_K (five = false) or q5_K (five = true) weight row of k values against one signed-mode activation row
- * quantized in q8_K groups of 256 (one scale per block): Σ_b d·dy·Σ_s sc_s·(Σ q·y)_s − dmin·Σ_s m_s·ybs_s.
+ * quantized in q8_K groups of 256 (one scale per block): Σ_b d·dy·(Σ_s sc_s·(Σ q·y)_s) − dmin·dy·(Σ_s m_s·bs_s), the
+ * inner sums exact in integer lanes (q45Sums), converted to float once per super-block, two super-blocks per step.
+ * tmp: 16 bytes of scratch.
  */
 // @ts-ignore: decorator
-@inline export function dotQ45KRow(w: usize, act: usize, k: i32, five: bool): f32 {
+@inline export function dotQ45KRow(w: usize, act: usize, k: i32, five: bool, tmp: usize): f32 {
   const nb = k >> 8;
   const bb: usize = five ? 176 : 144;
-  const dyp = act + (<usize>k << 1), ybs = dyp + (<usize>k >> 2);
-  const lo = i8x16.splat(15), sixteen = i8x16.splat(16);
-  let acc = f32x4.splat(0), macc = acc;
-  for (let b = 0; b < nb; b++) {
+  const dyp = act + (<usize>k << 1), bsp = act + <usize>k;
+  let acc = f32x4.splat(0);
+  let b = 0;
+  for (; b + 2 <= nb; b += 2) {
     const bo = w + <usize>b * bb;
-    const qs = bo + (five ? 48 : 16);
-    const a = act + (<usize>b << 8);
-    const h0 = five ? v128.load(bo, 16) : lo, h1 = five ? v128.load(bo, 32) : lo;
-    let e0 = i32x4.splat(0), e1 = e0, e2 = e0, e3 = e0, e4 = e0, e5 = e0, e6 = e0, e7 = e0;
-    for (let j = 0; j < 4; j++) {
-      const q0 = v128.load(qs + (<usize>j << 5)), q1 = v128.load(qs + (<usize>j << 5), 16);
-      let l0 = v128.and(q0, lo), l1 = v128.and(q1, lo);
-      let u0 = i8x16.shr_u(q0, 4), u1 = i8x16.shr_u(q1, 4);
-      if (five) {
-        const s1: i32 = 1 << (2 * j), s2: i32 = 2 << (2 * j);
-        const b1 = i8x16.splat(<i8>s1), b2 = i8x16.splat(<i8>s2);
-        l0 = v128.or(l0, v128.and(i8x16.eq(v128.and(h0, b1), b1), sixteen));
-        l1 = v128.or(l1, v128.and(i8x16.eq(v128.and(h1, b1), b1), sixteen));
-        u0 = v128.or(u0, v128.and(i8x16.eq(v128.and(h0, b2), b2), sixteen));
-        u1 = v128.or(u1, v128.and(i8x16.eq(v128.and(h1, b2), b2), sixteen));
-      }
-      const ap = a + (<usize>j << 6);
-      // 4-bit codes: |pair| ≤ 2·15·127 (5-bit: 2·31·127), so two vectors add in i16 before widening.
-      const p = i32x4.extadd_pairwise_i16x8_s(i16x8.add(dot16(v128.load(ap), l0), dot16(v128.load(ap, 16), l1)));
-      const r = i32x4.extadd_pairwise_i16x8_s(i16x8.add(dot16(v128.load(ap, 32), u0), dot16(v128.load(ap, 48), u1)));
-      if (j == 0) { e0 = p; e1 = r; } else if (j == 1) { e2 = p; e3 = r; } else if (j == 2) { e4 = p; e5 = r; } else { e6 = p; e7 = r; }
-    }
-    const sc = bo + 4;
-    const ddy = f32x4.splat(f16(load<u16>(bo)) * load<f32>(dyp + (<usize>b << 6)));
-    const dmin = f32x4.splat(f16(load<u16>(bo, 2)));
-    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum4(e0, e1, e2, e3)), f32x4.mul(ddy, f32x4.convert_i32x4_s(scales4(sc, 0, false)))));
-    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum4(e4, e5, e6, e7)), f32x4.mul(ddy, f32x4.convert_i32x4_s(scales4(sc, 1, false)))));
-    const yb = ybs + (<usize>b << 6);
-    macc = f32x4.add(macc, f32x4.mul(f32x4.mul(dmin, f32x4.convert_i32x4_s(scales4(sc, 0, true))), pairSums(yb)));
-    macc = f32x4.add(macc, f32x4.mul(f32x4.mul(dmin, f32x4.convert_i32x4_s(scales4(sc, 1, true))), pairSums(yb + 32)));
+    const x = q45Sums(bo, act + (<usize>b << 8), bsp + (<usize>b << 5), five, tmp);
+    const y = q45Sums(bo + bb, act + (<usize>b << 8) + 256, bsp + (<usize>b << 5) + 32, five, tmp);
+    // (Σe_b, Σm_b, Σe_b+1, Σm_b+1), exact
+    const t = i32x4.add(v128.shuffle<i32>(x, y, 0, 2, 4, 6), v128.shuffle<i32>(x, y, 1, 3, 5, 7));
+    const dy0 = load<f32>(dyp + (<usize>b << 6)), dy1 = load<f32>(dyp + (<usize>b << 6) + 64);
+    const f = f32x4(f16(load<u16>(bo)) * dy0, -f16(load<u16>(bo, 2)) * dy0, f16(load<u16>(bo + bb)) * dy1,
+      -f16(load<u16>(bo + bb, 2)) * dy1);
+    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(t), f));
   }
-  const s = f32x4.sub(acc, macc);
-  const t = f32x4.add(s, v128.shuffle<f32>(s, s, 2, 3, 0, 1));
-  return f32x4.extract_lane(f32x4.add(t, v128.shuffle<f32>(t, t, 1, 0, 3, 2)), 0);
+  const s = f32x4.add(acc, v128.shuffle<f32>(acc, acc, 2, 3, 0, 1));
+  let r = f32x4.extract_lane(f32x4.add(s, v128.shuffle<f32>(s, s, 1, 0, 3, 2)), 0);
+  if (b < nb) {
+    const bo = w + <usize>b * bb;
+    const x = q45Sums(bo, act + (<usize>b << 8), bsp + (<usize>b << 5), five, tmp);
+    const dy = load<f32>(dyp + (<usize>b << 6));
+    r += <f32>(i32x4.extract_lane(x, 0) + i32x4.extract_lane(x, 1)) * (f16(load<u16>(bo)) * dy) -
+      <f32>(i32x4.extract_lane(x, 2) + i32x4.extract_lane(x, 3)) * (f16(load<u16>(bo, 2)) * dy);
+  }
+  return r;
 }
 
 /** Four sign-extended int8 scales at p as f32x4. */

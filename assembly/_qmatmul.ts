@@ -289,20 +289,99 @@ function prepPacked(dtype: i32, w: usize, ws: usize, r: i32, re: i32, k: i32, sc
   }
 }
 
-/** x · one weight row of a quantized dtype, decoding the row's blocks in registers (one-row products). */
+/**
+ * out[r] = act · weight row r + bias[r] for rows [r0, r1) of a quantized dtype (a constant at the call site), decoding
+ * each row's blocks in registers (one-row products). tmp: 16 bytes of this thread's scratch (k-quants; 0 for q8_0).
+ * One small function per dtype (rowsQ8_0 …), kept out of qmatmul: inlined there, V8 allocated registers over every
+ * type's kernel at once and spilled the hot loop's values.
+ */
 // @ts-ignore: decorator
-@inline function oneRow(dtype: i32, wr: usize, act: usize, k: i32): f32 {
+@inline function rowsOf(dtype: i32, out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32,
+  k: i32, tmp: usize): void {
+  for (let r = r0; r < r1; r++) {
+    const wr = w + <usize>r * ws;
+    let v: f32;
+    switch (dtype) {
+      case DT_Q8_0: v = dotQ8Row(wr, act, k); break;
+      case DT_Q4_0: v = dotLegacyRow(DT_Q4_0, wr, act, k, 18); break;
+      case DT_Q4_1: v = dotLegacyRow(DT_Q4_1, wr, act, k, 20); break;
+      case DT_Q5_0: v = dotLegacyRow(DT_Q5_0, wr, act, k, 22); break;
+      case DT_Q5_1: v = dotLegacyRow(DT_Q5_1, wr, act, k, 24); break;
+      case DT_Q2_K: v = dotQ23KRow(wr, act, k, false); break;
+      case DT_Q3_K: v = dotQ23KRow(wr, act, k, true); break;
+      case DT_Q4_K: v = dotQ45KRow(wr, act, k, false, tmp); break;
+      case DT_Q5_K: v = dotQ45KRow(wr, act, k, true, tmp); break;
+      default: v = dotQ6KRow(wr, act, k);
+    }
+    store<f32>(out + (<usize>r << 2), v + (bias != 0 ? load<f32>(bias + (<usize>r << 2)) : 0));
+  }
+}
+
+// @ts-ignore: decorator
+@noinline function rowsQ8_0(out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
+  tmp: usize): void {
+  rowsOf(DT_Q8_0, out, act, w, ws, bias, r0, r1, k, tmp);
+}
+// @ts-ignore: decorator
+@noinline function rowsQ4_0(out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
+  tmp: usize): void {
+  rowsOf(DT_Q4_0, out, act, w, ws, bias, r0, r1, k, tmp);
+}
+// @ts-ignore: decorator
+@noinline function rowsQ4_1(out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
+  tmp: usize): void {
+  rowsOf(DT_Q4_1, out, act, w, ws, bias, r0, r1, k, tmp);
+}
+// @ts-ignore: decorator
+@noinline function rowsQ5_0(out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
+  tmp: usize): void {
+  rowsOf(DT_Q5_0, out, act, w, ws, bias, r0, r1, k, tmp);
+}
+// @ts-ignore: decorator
+@noinline function rowsQ5_1(out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
+  tmp: usize): void {
+  rowsOf(DT_Q5_1, out, act, w, ws, bias, r0, r1, k, tmp);
+}
+// @ts-ignore: decorator
+@noinline function rowsQ2_K(out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
+  tmp: usize): void {
+  rowsOf(DT_Q2_K, out, act, w, ws, bias, r0, r1, k, tmp);
+}
+// @ts-ignore: decorator
+@noinline function rowsQ3_K(out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
+  tmp: usize): void {
+  rowsOf(DT_Q3_K, out, act, w, ws, bias, r0, r1, k, tmp);
+}
+// @ts-ignore: decorator
+@noinline function rowsQ4_K(out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
+  tmp: usize): void {
+  rowsOf(DT_Q4_K, out, act, w, ws, bias, r0, r1, k, tmp);
+}
+// @ts-ignore: decorator
+@noinline function rowsQ5_K(out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
+  tmp: usize): void {
+  rowsOf(DT_Q5_K, out, act, w, ws, bias, r0, r1, k, tmp);
+}
+// @ts-ignore: decorator
+@noinline function rowsQ6_K(out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
+  tmp: usize): void {
+  rowsOf(DT_Q6_K, out, act, w, ws, bias, r0, r1, k, tmp);
+}
+
+/** One-row products of weight rows [r0, r1) (see rowsOf), through the dtype's own function. */
+function oneRows(dtype: i32, out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
+  tmp: usize): void {
   switch (dtype) {
-    case DT_Q8_0: return dotQ8Row(wr, act, k);
-    case DT_Q4_0: return dotLegacyRow(DT_Q4_0, wr, act, k, 18);
-    case DT_Q4_1: return dotLegacyRow(DT_Q4_1, wr, act, k, 20);
-    case DT_Q5_0: return dotLegacyRow(DT_Q5_0, wr, act, k, 22);
-    case DT_Q5_1: return dotLegacyRow(DT_Q5_1, wr, act, k, 24);
-    case DT_Q2_K: return dotQ23KRow(wr, act, k, false);
-    case DT_Q3_K: return dotQ23KRow(wr, act, k, true);
-    case DT_Q4_K: return dotQ45KRow(wr, act, k, false);
-    case DT_Q5_K: return dotQ45KRow(wr, act, k, true);
-    default: return dotQ6KRow(wr, act, k);
+    case DT_Q8_0: rowsQ8_0(out, act, w, ws, bias, r0, r1, k, tmp); break;
+    case DT_Q4_0: rowsQ4_0(out, act, w, ws, bias, r0, r1, k, tmp); break;
+    case DT_Q4_1: rowsQ4_1(out, act, w, ws, bias, r0, r1, k, tmp); break;
+    case DT_Q5_0: rowsQ5_0(out, act, w, ws, bias, r0, r1, k, tmp); break;
+    case DT_Q5_1: rowsQ5_1(out, act, w, ws, bias, r0, r1, k, tmp); break;
+    case DT_Q2_K: rowsQ2_K(out, act, w, ws, bias, r0, r1, k, tmp); break;
+    case DT_Q3_K: rowsQ3_K(out, act, w, ws, bias, r0, r1, k, tmp); break;
+    case DT_Q4_K: rowsQ4_K(out, act, w, ws, bias, r0, r1, k, tmp); break;
+    case DT_Q5_K: rowsQ5_K(out, act, w, ws, bias, r0, r1, k, tmp); break;
+    default: rowsQ6_K(out, act, w, ws, bias, r0, r1, k, tmp);
   }
 }
 
@@ -327,10 +406,7 @@ export function qmatmul(dtype: i32, out: usize, act: usize, w: usize, bias: usiz
     if (r0 >= n) break;
     const r1 = min(n, r0 + <i32>(item & 0xffffffff));
     if (m == 1) {
-      for (let r = r0; r < r1; r++) {
-        const b: f32 = bias != 0 ? load<f32>(bias + (<usize>r << 2)) : 0;
-        store<f32>(out + (<usize>r << 2), oneRow(dtype, w + <usize>r * ws, act, k) + b);
-      }
+      oneRows(dtype, out, act, w, ws, bias, r0, r1, k, scratch);
       continue;
     }
     // Several X rows: blocks of up to Q_BLOCK_ROWS weight rows, prepared once (packed: legacy and k-quants; tile
