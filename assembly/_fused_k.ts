@@ -108,55 +108,72 @@ import { bitTo, scaleQ3K } from './_unpack_k';
   return r;
 }
 
-/** Four sign-extended int8 scales at p as f32x4. */
+/**
+ * The integer sum of one q6_K super-block at bo against activation bytes a and 16-value sums bsb, in the total of
+ * the four lanes: Σ_s sc_s·(Σ u·y)_s − 32·Σ_s sc_s·bs_s with the 6-bit codes u (ggml_vec_dot_q6_K_q8_K's AVX2 path:
+ * the signed scales multiplied in by madd). Per i16 lane of a dot |·| ≤ 2·63·127; the total ≤ 256·63·127·128 +
+ * 32·256·127·128 in magnitude: exact in i32. A loop over the two 128-value halves (see q45Sums).
+ */
 // @ts-ignore: decorator
-@inline function i8x4f(p: usize): v128 {
-  return f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(i16x8.extend_low_i8x16_s(v128.load32_zero(p))));
+@inline function q6Sum(bo: usize, a: usize, bsb: usize): v128 {
+  const lo = i8x16.splat(15), hm = i8x16.splat(0x30);
+  let e = i32x4.splat(0);
+  for (let n = 0; n < 2; n++) {
+    const ql = bo + (<usize>n << 6), qh = bo + 128 + (<usize>n << 5);
+    const an = a + (<usize>n << 7), sc = bo + 192 + (<usize>n << 3);
+    for (let h = 0; h < 2; h++) {
+      const o = <usize>h << 4;
+      const qa = v128.load(ql + o), qb = v128.load(ql + 32 + o), q = v128.load(qh + o);
+      // 16-bit shifts and masks (x86 has no byte shift): bits a neighbour byte shifts in are masked off.
+      const c0 = v128.or(v128.and(qa, lo), v128.and(i16x8.shl(q, 4), hm));
+      const c1 = v128.or(v128.and(qb, lo), v128.and(i16x8.shl(q, 2), hm));
+      const c2 = v128.or(v128.and(i16x8.shr_u(qa, 4), lo), v128.and(q, hm));
+      const c3 = v128.or(v128.and(i16x8.shr_u(qb, 4), lo), v128.and(i16x8.shr_u(q, 2), hm));
+      const s = sc + <usize>h;
+      e = i32x4.add(e, i32x4.add(
+        i32x4.dot_i16x8_s(dot16(v128.load(an + o), c0), i16x8.splat(<i16>load<i8>(s))),
+        i32x4.dot_i16x8_s(dot16(v128.load(an + 32 + o), c1), i16x8.splat(<i16>load<i8>(s, 2)))));
+      e = i32x4.add(e, i32x4.add(
+        i32x4.dot_i16x8_s(dot16(v128.load(an + 64 + o), c2), i16x8.splat(<i16>load<i8>(s, 4))),
+        i32x4.dot_i16x8_s(dot16(v128.load(an + 96 + o), c3), i16x8.splat(<i16>load<i8>(s, 6)))));
+    }
+  }
+  const scv = v128.load(bo, 192);
+  const m = i32x4.add(i32x4.dot_i16x8_s(v128.load(bsb), i16x8.extend_low_i8x16_s(scv)),
+    i32x4.dot_i16x8_s(v128.load(bsb, 16), i16x8.extend_high_i8x16_s(scv)));
+  return i32x4.sub(e, i32x4.shl(m, 5));
 }
 
 /**
  * One q6_K weight row against one signed-mode activation row in q8_K groups: value d·sc_s·(u − 32), so
- * Σ_b d·dy·Σ_s sc_s·(Σ u·y)_s − 32·d·Σ_s sc_s·ybs_s (ggml_vec_dot_q6_K_q8_K).
+ * Σ_b d·dy·(Σ_s sc_s·(Σ u·y)_s − 32·Σ_s sc_s·bs_s) (ggml_vec_dot_q6_K_q8_K), the inner sums exact in integer lanes
+ * (q6Sum), four super-blocks converted to float at once.
  */
 // @ts-ignore: decorator
 @inline export function dotQ6KRow(w: usize, act: usize, k: i32): f32 {
   const nb = k >> 8;
-  const dyp = act + (<usize>k << 1), ybs = dyp + (<usize>k >> 2);
-  const lo = i8x16.splat(15), hm = i8x16.splat(0x30);
-  let acc = f32x4.splat(0), macc = acc;
-  for (let b = 0; b < nb; b++) {
-    const bo = w + <usize>b * 210;
-    const d = f16(load<u16>(bo, 208));
-    const ddy = f32x4.splat(d * load<f32>(dyp + (<usize>b << 6))), d32 = f32x4.splat(32 * d);
-    for (let n = 0; n < 2; n++) {
-      const ql = bo + (<usize>n << 6), qh = bo + 128 + (<usize>n << 5);
-      const an = act + (<usize>b << 8) + (<usize>n << 7);
-      let e0 = i32x4.splat(0), e1 = e0, e2 = e0, e3 = e0, e4 = e0, e5 = e0, e6 = e0, e7 = e0;
-      for (let h = 0; h < 2; h++) {
-        const o = <usize>h << 4;
-        const qa = v128.load(ql + o), qb = v128.load(ql + 32 + o), q = v128.load(qh + o);
-        const c0 = v128.or(v128.and(qa, lo), v128.and(i8x16.shl(q, 4), hm));
-        const c1 = v128.or(v128.and(qb, lo), v128.and(i8x16.shl(q, 2), hm));
-        const c2 = v128.or(i8x16.shr_u(qa, 4), v128.and(q, hm));
-        const c3 = v128.or(i8x16.shr_u(qb, 4), v128.and(i8x16.shr_u(q, 2), hm));
-        const x0 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(an + o), c0));
-        const x1 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(an + 32 + o), c1));
-        const x2 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(an + 64 + o), c2));
-        const x3 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(an + 96 + o), c3));
-        if (h == 0) { e0 = x0; e2 = x1; e4 = x2; e6 = x3; } else { e1 = x0; e3 = x1; e5 = x2; e7 = x3; }
-      }
-      const sc = bo + 192 + (<usize>n << 3);
-      const s0 = i8x4f(sc), s1 = i8x4f(sc + 4);
-      acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum4(e0, e1, e2, e3)), f32x4.mul(s0, ddy)));
-      acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum4(e4, e5, e6, e7)), f32x4.mul(s1, ddy)));
-      const yb = ybs + (<usize>((b << 4) + (n << 3)) << 2);
-      macc = f32x4.add(macc, f32x4.mul(f32x4.mul(s0, d32), v128.load(yb)));
-      macc = f32x4.add(macc, f32x4.mul(f32x4.mul(s1, d32), v128.load(yb, 16)));
-    }
+  const dyp = act + (<usize>k << 1), bsp = act + <usize>k;
+  let acc = f32x4.splat(0);
+  let b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const bo = w + <usize>b * 210, a = act + (<usize>b << 8), bs = bsp + (<usize>b << 5);
+    const t = isum4(q6Sum(bo, a, bs), q6Sum(bo + 210, a + 256, bs + 32), q6Sum(bo + 420, a + 512, bs + 64),
+      q6Sum(bo + 630, a + 768, bs + 96));
+    const dy = dyp + (<usize>b << 6);
+    const f = f32x4(f16(load<u16>(bo, 208)) * load<f32>(dy), f16(load<u16>(bo, 418)) * load<f32>(dy, 64),
+      f16(load<u16>(bo, 628)) * load<f32>(dy, 128), f16(load<u16>(bo, 838)) * load<f32>(dy, 192));
+    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(t), f));
   }
-  const s = f32x4.sub(acc, macc);
-  const t = f32x4.add(s, v128.shuffle<f32>(s, s, 2, 3, 0, 1));
-  return f32x4.extract_lane(f32x4.add(t, v128.shuffle<f32>(t, t, 1, 0, 3, 2)), 0);
+  const s = f32x4.add(acc, v128.shuffle<f32>(acc, acc, 2, 3, 0, 1));
+  let r = f32x4.extract_lane(f32x4.add(s, v128.shuffle<f32>(s, s, 1, 0, 3, 2)), 0);
+  for (; b < nb; b++) {
+    const bo = w + <usize>b * 210;
+    const e = q6Sum(bo, act + (<usize>b << 8), bsp + (<usize>b << 5));
+    const es = i32x4.add(e, v128.shuffle<i32>(e, e, 2, 3, 0, 1));
+    const t = i32x4.extract_lane(i32x4.add(es, v128.shuffle<i32>(es, es, 1, 0, 3, 2)), 0);
+    r += <f32>t * (f16(load<u16>(bo, 208)) * load<f32>(dyp + (<usize>b << 6)));
+  }
+  return r;
 }
 
 /** Four bytes at p widened to i32 lanes (unsigned). */
