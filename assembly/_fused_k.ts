@@ -4,7 +4,6 @@
 // per super-block, integer sums per 32-value sub-block, mins applied through the activation block sums.
 import { f16 } from './_simd';
 import { isum4 } from './_int8';
-import { bitTo, scaleQ3K } from './_unpack_k';
 
 /** i16 lanes of pairwise a·u sums (a signed, u in [0, 127]); both builds give the same total per vector. */
 // @ts-ignore: decorator
@@ -176,66 +175,99 @@ import { bitTo, scaleQ3K } from './_unpack_k';
   return r;
 }
 
-/** Four bytes at p widened to i32 lanes (unsigned). */
+/**
+ * The integer sums of one q2_K (three = false) or q3_K (three = true) super-block at bo against activation bytes a and
+ * 16-value sums bsb, as pairs of lanes (see q45Sums): lanes 0 + 1 hold Σ_s sc_s·(Σ u·y)_s, lanes 2 + 3 Σ_s m_s·bs_s,
+ * where q2_K: sc = scale & 15, m = scale >> 4 (value d·sc·u − dmin·m); q3_K: sc = m = scale − 32 (value
+ * d·sc·(u − 4), so the caller weighs the second pair by −4·d). The scales are multiplied in by madd
+ * (ggml_vec_dot_q2_K_q8_K, ggml_vec_dot_q3_K_q8_K); |·| per i32 lane ≤ 256·7·127·32: exact. tmp: 16 bytes of
+ * scratch (q3_K's decoded scales).
+ */
 // @ts-ignore: decorator
-@inline function u8x4(p: usize): v128 {
-  return i32x4.extend_low_i16x8_u(i16x8.extend_low_i8x16_u(v128.load32_zero(p)));
+@inline function q23Sums(bo: usize, a: usize, bsb: usize, three: bool, tmp: usize): v128 {
+  const m3 = i8x16.splat(3), one = i8x16.splat(1);
+  let sc = bo;
+  let scv: v128;
+  if (three) {
+    // ggml's q3_K scale unpacking (the kmask / utmp steps of ggml_vec_dot_q3_K_q8_K): 16 six-bit scales − 32.
+    const x0 = load<u32>(bo, 96), x1 = load<u32>(bo, 100), t = load<u32>(bo, 104);
+    store<u32>(tmp, (x0 & 0x0f0f0f0f) | ((t & 0x03030303) << 4));
+    store<u32>(tmp, (x1 & 0x0f0f0f0f) | (((t >> 2) & 0x03030303) << 4), 4);
+    store<u32>(tmp, ((x0 >> 4) & 0x0f0f0f0f) | (((t >> 4) & 0x03030303) << 4), 8);
+    store<u32>(tmp, ((x1 >> 4) & 0x0f0f0f0f) | (((t >> 6) & 0x03030303) << 4), 12);
+    scv = i8x16.sub(v128.load(tmp), i8x16.splat(32));
+    v128.store(tmp, scv);
+    sc = tmp;
+  } else {
+    scv = v128.and(i16x8.shr_u(v128.load(bo), 4), i8x16.splat(15));
+  }
+  let e = i32x4.splat(0);
+  let hm0 = e, hm1 = e;
+  if (three) {
+    hm0 = v128.load(bo);
+    hm1 = v128.load(bo, 16);
+  }
+  for (let n = 0; n < 2; n++) {
+    let q0 = v128.load(bo + (three ? 32 : 16) + (<usize>n << 5)), q1 = v128.load(bo + (three ? 48 : 32) + (<usize>n << 5));
+    const an = a + (<usize>n << 7), sn = sc + (<usize>n << 3);
+    for (let j = 0; j < 4; j++) {
+      // Codes at bits 2j of each byte: q shifted right by 2j so far (16-bit shifts; the top bits are masked off).
+      let c0 = v128.and(q0, m3), c1 = v128.and(q1, m3);
+      if (three) {
+        // The hmask bit 4n + j (hm shifted right by 4n + j so far) adds 4.
+        c0 = v128.or(c0, i16x8.shl(v128.and(hm0, one), 2));
+        c1 = v128.or(c1, i16x8.shl(v128.and(hm1, one), 2));
+        hm0 = i16x8.shr_u(hm0, 1);
+        hm1 = i16x8.shr_u(hm1, 1);
+      }
+      q0 = i16x8.shr_u(q0, 2);
+      q1 = i16x8.shr_u(q1, 2);
+      const ap = an + (<usize>j << 5), s = sn + (<usize>j << 1);
+      const s0: i16 = three ? <i16>load<i8>(s) : <i16>(load<u8>(s) & 15);
+      const s1: i16 = three ? <i16>load<i8>(s, 1) : <i16>(load<u8>(s, 1) & 15);
+      e = i32x4.add(e, i32x4.add(i32x4.dot_i16x8_s(dot16(v128.load(ap), c0), i16x8.splat(s0)),
+        i32x4.dot_i16x8_s(dot16(v128.load(ap, 16), c1), i16x8.splat(s1))));
+    }
+  }
+  const lo = three ? i16x8.extend_low_i8x16_s(scv) : i16x8.extend_low_i8x16_u(scv);
+  const hi = three ? i16x8.extend_high_i8x16_s(scv) : i16x8.extend_high_i8x16_u(scv);
+  const m = i32x4.add(i32x4.dot_i16x8_s(v128.load(bsb), lo), i32x4.dot_i16x8_s(v128.load(bsb, 16), hi));
+  return i32x4.add(v128.shuffle<i32>(e, m, 0, 1, 4, 5), v128.shuffle<i32>(e, m, 2, 3, 6, 7));
 }
 
 /**
- * One q2_K (three = false) or q3_K (three = true) weight row against one signed-mode activation row in q8_K groups.
- * q2_K: value d·(sc & 15)·u − dmin·(sc >> 4); q3_K: value d·(scale − 32)·(u − 4) with u = 2 low bits | 4·hmask bit
- * (ggml_vec_dot_q2_K_q8_K, ggml_vec_dot_q3_K_q8_K).
+ * One q2_K (three = false) or q3_K (three = true) weight row against one signed-mode activation row in q8_K groups:
+ * Σ_b dy·(d·E_b − M_b·f) with E, M the integer sums of q23Sums and f = dmin (q2_K) or 4·d (q3_K), converted to float
+ * once per super-block, two super-blocks per step. tmp: 16 bytes of scratch.
  */
 // @ts-ignore: decorator
-@inline export function dotQ23KRow(w: usize, act: usize, k: i32, three: bool): f32 {
+@inline export function dotQ23KRow(w: usize, act: usize, k: i32, three: bool, tmp: usize): f32 {
   const nb = k >> 8;
   const bb: usize = three ? 110 : 84;
-  const dyp = act + (<usize>k << 1), ybs = dyp + (<usize>k >> 2);
-  const m3 = i8x16.splat(3);
-  let acc = f32x4.splat(0), macc = acc;
-  for (let b = 0; b < nb; b++) {
+  const dOff: usize = three ? 108 : 80;
+  const dyp = act + (<usize>k << 1), bsp = act + <usize>k;
+  let acc = f32x4.splat(0);
+  let b = 0;
+  for (; b + 2 <= nb; b += 2) {
     const bo = w + <usize>b * bb;
-    const d = f16(load<u16>(bo + (three ? 108 : 80)));
-    const ddy = f32x4.splat(d * load<f32>(dyp + (<usize>b << 6)));
-    const hm0 = three ? v128.load(bo) : m3, hm1 = three ? v128.load(bo, 16) : m3;
-    for (let n = 0; n < 2; n++) {
-      const q = bo + (three ? 32 : 16) + (<usize>n << 5);
-      const a0 = v128.load(q), a1 = v128.load(q, 16);
-      const an = act + (<usize>b << 8) + (<usize>n << 7);
-      let e0 = i32x4.splat(0), e1 = e0, e2 = e0, e3 = e0, e4 = e0, e5 = e0, e6 = e0, e7 = e0;
-      for (let j = 0; j < 4; j++) {
-        let c0 = v128.and(i8x16.shr_u(a0, 2 * j), m3), c1 = v128.and(i8x16.shr_u(a1, 2 * j), m3);
-        if (three) {
-          const bit: i32 = 1 << (4 * n + j);
-          c0 = v128.or(c0, bitTo(hm0, bit, 4));
-          c1 = v128.or(c1, bitTo(hm1, bit, 4));
-        }
-        const ap = an + (<usize>j << 5);
-        const x0 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(ap), c0));
-        const x1 = i32x4.extadd_pairwise_i16x8_s(dot16(v128.load(ap, 16), c1));
-        if (j == 0) { e0 = x0; e1 = x1; } else if (j == 1) { e2 = x0; e3 = x1; } else if (j == 2) { e4 = x0; e5 = x1; } else { e6 = x0; e7 = x1; }
-      }
-      const yb = ybs + (<usize>((b << 4) + (n << 3)) << 2);
-      for (let h = 0; h < 2; h++) {
-        const t = f32x4.convert_i32x4_s(h == 0 ? isum4(e0, e1, e2, e3) : isum4(e4, e5, e6, e7));
-        const s0 = 8 * n + 4 * h;
-        let sc: v128, mn: v128;
-        if (three) {
-          sc = f32x4.convert_i32x4_s(i32x4(scaleQ3K(bo + 96, s0), scaleQ3K(bo + 96, s0 + 1), scaleQ3K(bo + 96, s0 + 2),
-            scaleQ3K(bo + 96, s0 + 3)));
-          mn = f32x4.mul(f32x4.splat(4 * d), sc);
-        } else {
-          const raw = u8x4(bo + <usize>s0);
-          sc = f32x4.convert_i32x4_s(v128.and(raw, i32x4.splat(15)));
-          mn = f32x4.mul(f32x4.splat(f16(load<u16>(bo, 82))), f32x4.convert_i32x4_s(i32x4.shr_u(raw, 4)));
-        }
-        acc = f32x4.add(acc, f32x4.mul(t, f32x4.mul(sc, ddy)));
-        macc = f32x4.add(macc, f32x4.mul(mn, v128.load(yb + (<usize>h << 4))));
-      }
-    }
+    const x = q23Sums(bo, act + (<usize>b << 8), bsp + (<usize>b << 5), three, tmp);
+    const y = q23Sums(bo + bb, act + (<usize>b << 8) + 256, bsp + (<usize>b << 5) + 32, three, tmp);
+    const t = i32x4.add(v128.shuffle<i32>(x, y, 0, 2, 4, 6), v128.shuffle<i32>(x, y, 1, 3, 5, 7));
+    const dy0 = load<f32>(dyp + (<usize>b << 6)), dy1 = load<f32>(dyp + (<usize>b << 6) + 64);
+    const d0 = f16(load<u16>(bo + dOff)), d1 = f16(load<u16>(bo + bb + dOff));
+    const m0: f32 = three ? 4 * d0 : f16(load<u16>(bo, 82)), m1: f32 = three ? 4 * d1 : f16(load<u16>(bo + bb, 82));
+    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(t), f32x4(d0 * dy0, -m0 * dy0, d1 * dy1, -m1 * dy1)));
   }
-  const s = f32x4.sub(acc, macc);
-  const t = f32x4.add(s, v128.shuffle<f32>(s, s, 2, 3, 0, 1));
-  return f32x4.extract_lane(f32x4.add(t, v128.shuffle<f32>(t, t, 1, 0, 3, 2)), 0);
+  const s = f32x4.add(acc, v128.shuffle<f32>(acc, acc, 2, 3, 0, 1));
+  let r = f32x4.extract_lane(f32x4.add(s, v128.shuffle<f32>(s, s, 1, 0, 3, 2)), 0);
+  if (b < nb) {
+    const bo = w + <usize>b * bb;
+    const x = q23Sums(bo, act + (<usize>b << 8), bsp + (<usize>b << 5), three, tmp);
+    const dy = load<f32>(dyp + (<usize>b << 6));
+    const d = f16(load<u16>(bo + dOff));
+    const m: f32 = three ? 4 * d : f16(load<u16>(bo, 82));
+    r += <f32>(i32x4.extract_lane(x, 0) + i32x4.extract_lane(x, 1)) * (d * dy) -
+      <f32>(i32x4.extract_lane(x, 2) + i32x4.extract_lane(x, 3)) * (m * dy);
+  }
+  return r;
 }

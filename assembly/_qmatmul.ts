@@ -307,8 +307,8 @@ function prepPacked(dtype: i32, w: usize, ws: usize, r: i32, re: i32, k: i32, sc
       case DT_Q4_1: v = dotLegacyRow(DT_Q4_1, wr, act, k, 20); break;
       case DT_Q5_0: v = dotLegacyRow(DT_Q5_0, wr, act, k, 22); break;
       case DT_Q5_1: v = dotLegacyRow(DT_Q5_1, wr, act, k, 24); break;
-      case DT_Q2_K: v = dotQ23KRow(wr, act, k, false); break;
-      case DT_Q3_K: v = dotQ23KRow(wr, act, k, true); break;
+      case DT_Q2_K: v = dotQ23KRow(wr, act, k, false, tmp); break;
+      case DT_Q3_K: v = dotQ23KRow(wr, act, k, true, tmp); break;
       case DT_Q4_K: v = dotQ45KRow(wr, act, k, false, tmp); break;
       case DT_Q5_K: v = dotQ45KRow(wr, act, k, true, tmp); break;
       default: v = dotQ6KRow(wr, act, k);

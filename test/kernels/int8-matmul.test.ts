@@ -259,6 +259,8 @@ describe('wasm matmul of quantized weights', () => {
       const r0 = rng(dtype.length * 31 + qb);
       const shapes: Array<[number, number, number]> = [
         [1, 7, qb],
+        // One row over 5 blocks: the one-row kernels' steps of several blocks and their tails.
+        [1, 5, 5 * qb],
         [3, 33, 2 * qb],
         [5, 20, 3 * qb],
         [8, 9, qb],
