@@ -43,6 +43,8 @@ const { values: args } = parseArgs({
     steps: { type: 'string', default: '5' },
     rounds: { type: 'string', default: '5' },
     'block-size': { type: 'string', default: '16' },
+    // KV cache dtype of part (a): fp32 (default), fp16 (llama.cpp's default, as bench/compare-llama-cpp.ts uses) or int8.
+    'cache-dtype': { type: 'string', default: 'fp32' },
     profile: { type: 'boolean', default: false },
     fresh: { type: 'boolean', default: false },
     // Part (a) on a model file instead of the random SmolLM2-shaped ones (e.g. stories260K: shared/models/...).
@@ -60,6 +62,7 @@ const { values: args } = parseArgs({
 const threads = Number(args.threads);
 const parts = args.part!.split(',');
 const blockSize = Number(args['block-size']);
+const cacheDtype = args['cache-dtype'] as 'fp32' | 'fp16' | 'int8';
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -102,7 +105,7 @@ function scoreStepTimes(
   const mark = backend.arena.mark();
   try {
     const cache = new CacheEngine(
-      { numLayers: c.numLayers, numKvHeads: c.numKvHeads, headSize: c.headSize, blockSize, cacheDtype: 'fp32' },
+      { numLayers: c.numLayers, numKvHeads: c.numKvHeads, headSize: c.headSize, blockSize, cacheDtype },
       backend,
       { numGpuBlocks: batch * blocksPerSeq, numCpuBlocks: 0 },
     );
