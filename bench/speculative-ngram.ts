@@ -1,7 +1,8 @@
 /**
  * Part (b) of bench/speculative.ts: single-stream greedy decoding on stories260K with and without n-gram
  * speculation. Every candidate prompt is first run once with speculation to measure its acceptance (the share of
- * drafted tokens the target kept); prompts whose greedy continuation repeats text already in the context are those
+ * drafted tokens the target kept) and its copied share (the share of its output tokens that were accepted drafts,
+ * i.e. predicted from the context); prompts whose greedy continuation repeats text already in the context are those
  * with high acceptance (≥ --repeat-threshold), the others are plain prompts. Both groups are then timed one request
  * at a time, plain and speculative engines alternating per prompt and round; the figure is output tokens / wall
  * time per group, median over rounds, and the speculative / plain ratio. Targets (issue 19): ≥ 1.3× on repeating
@@ -96,15 +97,19 @@ function runOne(
   return { tokens, steps, ms: performance.now() - t, cpuMs: (cpu.user + cpu.system) / 1000 };
 }
 
-/** Acceptance of each candidate under speculation: accepted / drafted tokens over one greedy run. */
-function measureAcceptance(engine: LLMEngine, maxTokens: number): number[] {
+/**
+ * Each candidate under speculation, over one greedy run: acceptance (accepted / drafted tokens) and the copied share
+ * (accepted / output tokens: the share of the continuation the n-gram lookup predicted from the context).
+ */
+function measureAcceptance(engine: LLMEngine, maxTokens: number): { acceptance: number; copied: number }[] {
   const stats = engine.specDecodeWorker!.stats;
   return CANDIDATES.map((p) => {
     const d0 = stats.numDraftTokens;
     const a0 = stats.numAcceptedTokens;
-    runOne(engine, p, maxTokens);
+    const { tokens } = runOne(engine, p, maxTokens);
     const drafted = stats.numDraftTokens - d0;
-    return drafted === 0 ? 0 : (stats.numAcceptedTokens - a0) / drafted;
+    const accepted = stats.numAcceptedTokens - a0;
+    return { acceptance: drafted === 0 ? 0 : accepted / drafted, copied: tokens === 0 ? 0 : accepted / tokens };
   });
 }
 
@@ -182,11 +187,15 @@ export async function runNgramPart(args: NgramArgs): Promise<void> {
         `${maxTokens} output tokens per prompt, ngram k=${k}, prompt_lookup ${lookupMin}..${lookupMax}; median of ` +
         `${rounds} rounds, plain and speculative alternating`,
     );
-    const acceptance = measureAcceptance(spec, maxTokens);
-    const order = CANDIDATES.map((p, i) => ({ p, a: acceptance[i] })).sort((x, y) => y.a - x.a);
-    console.log('acceptance per prompt (accepted / drafted tokens), highest first:');
-    for (const { p, a } of order)
-      console.log(`  ${a.toFixed(2)}  ${JSON.stringify(p.length > 90 ? `${p.slice(0, 87)}...` : p)}`);
+    const measured = measureAcceptance(spec, maxTokens);
+    const order = CANDIDATES.map((p, i) => ({ p, a: measured[i].acceptance, c: measured[i].copied })).sort(
+      (x, y) => y.a - x.a,
+    );
+    console.log('acceptance per prompt (accepted / drafted tokens; copied: accepted / output tokens), highest first:');
+    for (const { p, a, c } of order)
+      console.log(
+        `  ${a.toFixed(2)}  copied ${c.toFixed(2)}  ${JSON.stringify(p.length > 80 ? `${p.slice(0, 77)}...` : p)}`,
+      );
     const repeating = order.filter((o) => o.a >= threshold).map((o) => o.p);
     const plainPrompts = order.filter((o) => o.a < threshold).map((o) => o.p);
     console.log(
