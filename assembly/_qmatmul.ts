@@ -11,6 +11,7 @@ import { scaleMinK4, scaleQ3K, unpackQ2K, unpackQ3K, unpackQ4K, unpackQ5K, unpac
 import { tileRowBytes, tileRows } from './_qtile';
 import { ilv4, packedRows } from './_qpack';
 import { dotQ23KRow, dotQ45KRow, dotQ6KRow } from './_fused_k';
+import { kRows } from './_fused_k_pair';
 import { dotLegacyRow } from './_fused_legacy';
 
 export const DT_Q8_0: i32 = 3;
@@ -132,6 +133,19 @@ const Q_BLOCK_ROWS: i32 = 8;
  * f32 operations in the same order).
  */
 const PACK_MIN_ROWS: i32 = ASC_FEATURE_RELAXED_SIMD ? 8 : 0x7fffffff;
+
+/**
+ * Most X rows (≥ 2) that weights of a k-quant dtype meet decoded in registers, two rows per pass (fusedRows); more
+ * take prepared tiles or packed weights, other dtypes always. Where the pairs beat the tiles, measured on
+ * [1024×3072], one thread (relaxed build): q4_K and q2_K up to 7 rows (2 rows 2.6×, 7 rows 1.1× the tiles' speed),
+ * q3_K and q5_K up to 5, q6_K (four code vectors per 16-value step) at 2 rows only.
+ */
+// @ts-ignore: decorator
+@inline function fusedMaxRows(dtype: i32): i32 {
+  if (dtype == DT_Q4_K || dtype == DT_Q2_K) return 7;
+  if (dtype == DT_Q3_K || dtype == DT_Q5_K) return 5;
+  return dtype == DT_Q6_K ? 2 : 1;
+}
 
 /**
  * Integer scales and offsets of k-quant super-block src (16 i16 each at isc, imin; value = D·isc·c − M·imin with the
@@ -290,10 +304,10 @@ function prepPacked(dtype: i32, w: usize, ws: usize, r: i32, re: i32, k: i32, sc
 }
 
 /**
- * out[r] = act · weight row r + bias[r] for rows [r0, r1) of a quantized dtype (a constant at the call site), decoding
- * each row's blocks in registers (one-row products). tmp: 16 bytes of this thread's scratch (k-quants; 0 for q8_0).
- * One small function per dtype (rowsQ8_0 …), kept out of qmatmul: inlined there, V8 allocated registers over every
- * type's kernel at once and spilled the hot loop's values.
+ * out[r] = act · weight row r + bias[r] for rows [r0, r1) of a quantized dtype (a constant at the call site),
+ * decoding each row's blocks in registers (one-row products). tmp: 16 bytes of this thread's scratch (k-quants; 0 for
+ * q8_0). One small function per dtype (rowsQ8_0 …), kept out of qmatmul: inlined there, V8 allocated registers over
+ * every type's kernel at once and spilled the hot loop's values.
  */
 // @ts-ignore: decorator
 @inline function rowsOf(dtype: i32, out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32,
@@ -342,6 +356,7 @@ function prepPacked(dtype: i32, w: usize, ws: usize, r: i32, re: i32, k: i32, sc
   tmp: usize): void {
   rowsOf(DT_Q5_1, out, act, w, ws, bias, r0, r1, k, tmp);
 }
+
 // @ts-ignore: decorator
 @noinline function rowsQ2_K(out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
   tmp: usize): void {
@@ -368,20 +383,62 @@ function prepPacked(dtype: i32, w: usize, ws: usize, r: i32, re: i32, k: i32, sc
   rowsOf(DT_Q6_K, out, act, w, ws, bias, r0, r1, k, tmp);
 }
 
-/** One-row products of weight rows [r0, r1) (see rowsOf), through the dtype's own function. */
-function oneRows(dtype: i32, out: usize, act: usize, w: usize, ws: usize, bias: usize, r0: i32, r1: i32, k: i32,
-  tmp: usize): void {
+// K-quant rows against m (2 … fusedMaxRows) activation rows, decoded in registers (_fused_k.ts kRows), one function
+// per dtype for the same reason as rowsQ8_0.
+// @ts-ignore: decorator
+@noinline function kRowsQ2_K(out: usize, os: usize, act: usize, as: usize, m: i32, w: usize, ws: usize, bias: usize,
+  r0: i32, r1: i32, k: i32, tmp: usize): void {
+  kRows(DT_Q2_K, w, ws, act, as, m, k, out, os, bias, r0, r1, tmp);
+}
+// @ts-ignore: decorator
+@noinline function kRowsQ3_K(out: usize, os: usize, act: usize, as: usize, m: i32, w: usize, ws: usize, bias: usize,
+  r0: i32, r1: i32, k: i32, tmp: usize): void {
+  kRows(DT_Q3_K, w, ws, act, as, m, k, out, os, bias, r0, r1, tmp);
+}
+// @ts-ignore: decorator
+@noinline function kRowsQ4_K(out: usize, os: usize, act: usize, as: usize, m: i32, w: usize, ws: usize, bias: usize,
+  r0: i32, r1: i32, k: i32, tmp: usize): void {
+  kRows(DT_Q4_K, w, ws, act, as, m, k, out, os, bias, r0, r1, tmp);
+}
+// @ts-ignore: decorator
+@noinline function kRowsQ5_K(out: usize, os: usize, act: usize, as: usize, m: i32, w: usize, ws: usize, bias: usize,
+  r0: i32, r1: i32, k: i32, tmp: usize): void {
+  kRows(DT_Q5_K, w, ws, act, as, m, k, out, os, bias, r0, r1, tmp);
+}
+// @ts-ignore: decorator
+@noinline function kRowsQ6_K(out: usize, os: usize, act: usize, as: usize, m: i32, w: usize, ws: usize, bias: usize,
+  r0: i32, r1: i32, k: i32, tmp: usize): void {
+  kRows(DT_Q6_K, w, ws, act, as, m, k, out, os, bias, r0, r1, tmp);
+}
+
+/**
+ * out[i, r] = act[i] · weight row r (+ bias[r]) for weight rows [r0, r1) decoded in registers: one activation row
+ * (every type: rowsQ8_0 …), or 2 … fusedMaxRows(dtype) of them (k-quants: kRowsQ2_K …, two per pass over a weight
+ * row; their floats equal the tile form's). tmp: 48 bytes of this thread's scratch (0 for q8_0 at one row).
+ */
+function fusedRows(dtype: i32, out: usize, os: usize, act: usize, as: usize, m: i32, w: usize, ws: usize, bias: usize,
+  r0: i32, r1: i32, k: i32, tmp: usize): void {
+  if (m == 1) {
+    switch (dtype) {
+      case DT_Q8_0: rowsQ8_0(out, act, w, ws, bias, r0, r1, k, tmp); break;
+      case DT_Q4_0: rowsQ4_0(out, act, w, ws, bias, r0, r1, k, tmp); break;
+      case DT_Q4_1: rowsQ4_1(out, act, w, ws, bias, r0, r1, k, tmp); break;
+      case DT_Q5_0: rowsQ5_0(out, act, w, ws, bias, r0, r1, k, tmp); break;
+      case DT_Q5_1: rowsQ5_1(out, act, w, ws, bias, r0, r1, k, tmp); break;
+      case DT_Q2_K: rowsQ2_K(out, act, w, ws, bias, r0, r1, k, tmp); break;
+      case DT_Q3_K: rowsQ3_K(out, act, w, ws, bias, r0, r1, k, tmp); break;
+      case DT_Q4_K: rowsQ4_K(out, act, w, ws, bias, r0, r1, k, tmp); break;
+      case DT_Q5_K: rowsQ5_K(out, act, w, ws, bias, r0, r1, k, tmp); break;
+      default: rowsQ6_K(out, act, w, ws, bias, r0, r1, k, tmp);
+    }
+    return;
+  }
   switch (dtype) {
-    case DT_Q8_0: rowsQ8_0(out, act, w, ws, bias, r0, r1, k, tmp); break;
-    case DT_Q4_0: rowsQ4_0(out, act, w, ws, bias, r0, r1, k, tmp); break;
-    case DT_Q4_1: rowsQ4_1(out, act, w, ws, bias, r0, r1, k, tmp); break;
-    case DT_Q5_0: rowsQ5_0(out, act, w, ws, bias, r0, r1, k, tmp); break;
-    case DT_Q5_1: rowsQ5_1(out, act, w, ws, bias, r0, r1, k, tmp); break;
-    case DT_Q2_K: rowsQ2_K(out, act, w, ws, bias, r0, r1, k, tmp); break;
-    case DT_Q3_K: rowsQ3_K(out, act, w, ws, bias, r0, r1, k, tmp); break;
-    case DT_Q4_K: rowsQ4_K(out, act, w, ws, bias, r0, r1, k, tmp); break;
-    case DT_Q5_K: rowsQ5_K(out, act, w, ws, bias, r0, r1, k, tmp); break;
-    default: rowsQ6_K(out, act, w, ws, bias, r0, r1, k, tmp);
+    case DT_Q2_K: kRowsQ2_K(out, os, act, as, m, w, ws, bias, r0, r1, k, tmp); break;
+    case DT_Q3_K: kRowsQ3_K(out, os, act, as, m, w, ws, bias, r0, r1, k, tmp); break;
+    case DT_Q4_K: kRowsQ4_K(out, os, act, as, m, w, ws, bias, r0, r1, k, tmp); break;
+    case DT_Q5_K: kRowsQ5_K(out, os, act, as, m, w, ws, bias, r0, r1, k, tmp); break;
+    default: kRowsQ6_K(out, os, act, as, m, w, ws, bias, r0, r1, k, tmp);
   }
 }
 
@@ -405,8 +462,9 @@ export function qmatmul(dtype: i32, out: usize, act: usize, w: usize, bias: usiz
     const r0 = <i32>(item >> 32);
     if (r0 >= n) break;
     const r1 = min(n, r0 + <i32>(item & 0xffffffff));
-    if (m == 1) {
-      oneRows(dtype, out, act, w, ws, bias, r0, r1, k, scratch);
+    if (m <= fusedMaxRows(dtype)) {
+      // One row, or a few rows of a k-quant: decoded in registers per weight row (cheaper than preparing tiles).
+      fusedRows(dtype, out, os, act, as, m, w, ws, bias, r0, r1, k, scratch);
       continue;
     }
     // Several X rows: blocks of up to Q_BLOCK_ROWS weight rows, prepared once (packed: legacy and k-quants; tile

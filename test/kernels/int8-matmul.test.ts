@@ -315,10 +315,11 @@ describe('wasm matmul of quantized weights', () => {
   );
 
   it.each(QUANT_WEIGHT_DTYPES)(
-    '%s: products of 3, 9 and 20 rows agree row for row bit for bit (tile form and packed weights, relaxed build)',
+    '%s: products of 2, 3, 9 and 20 rows agree row for row bit for bit (pairs, tile form, packed weights; relaxed build)',
     async (dtype) => {
-      // 3 rows: tile form; 9 and 20: packed weights for the k-quants (8+ rows), tile form otherwise. Both forms share
-      // their integer sums and f32 operations, so the rows must agree exactly.
+      // k-quants: 2 and 3 rows (q6_K: 2) decode in registers two rows per pass (fusedRows), 9 and 20 take packed
+      // weights; other types: the tile form. All share their integer sums and f32 operations, so the rows must agree
+      // exactly.
       const be = await WasmBackend.create({ simd: 'relaxed', threads: 1 });
       backends.push(be);
       const qb = WEIGHT_LAYOUTS[dtype].blockValues;
@@ -333,7 +334,7 @@ describe('wasm matmul of quantized weights', () => {
       const x = toArena(be.arena, randomF32(r, m * k, 2));
       const full = be.arena.allocF32(m * n);
       be.matmul(full, x, w, m);
-      for (const rows of [3, 9]) {
+      for (const rows of [2, 3, 9]) {
         const part = be.arena.allocF32(rows * n);
         be.matmul(part, x.subarray(0, rows * k), w, rows);
         for (let i = 0; i < rows * n; i++) {
