@@ -13,8 +13,10 @@
  * (b) `--part ngram`: single-stream tokens/s and acceptance with and without n-gram speculation on stories260K
  *     (see {@link runNgramPart}).
  *
- * Run: [NODE_OPTIONS=--experimental-wasm-relaxed-simd] npx tsx bench/speculative.ts [--part score,ngram] [--threads 2] [--dtypes q8_0,f32] [--batches 1,16]
- *   [--ks 1,2,4,5,8] [--context 128] [--steps 5] [--rounds 5] [--block-size 16] [--profile] [--fresh] [--model PATH]
+ * Run: npx tsx bench/speculative.ts [--part score,ngram] [--threads 2] [--dtypes q8_0,f32] [--batches 1,16]
+ *   [--ks 1,2,4,5,8] [--context 128] [--steps 5] [--rounds 5] [--block-size 16] [--cache-dtype fp32|fp16|int8]
+ *   [--profile] [--fresh] [--model PATH]
+ * (The backend turns relaxed SIMD on for the process itself; NODE_OPTIONS may not carry that V8 flag.)
  * (--model: part (a) on that model file instead of the random ones, e.g. stories260K.bin.)
  * The random GGUFs are shared with bench/forward.ts (os.tmpdir()/pagellm-bench-smollm2-135m-<dtype>.gguf).
  */

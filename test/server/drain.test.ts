@@ -63,13 +63,15 @@ it('drain: new requests get 503 while a stream is in flight, the stream finishes
 it('drain: requests still running when the drain time is up end with 503', async () => {
   const server = await startTestServer();
   const engine = server.handle.engine;
+  // Hold the engine first (its step schedules nothing), so the request cannot finish before the drain: on a quiet
+  // machine 20 tokens of stories260K took less than one 20 ms poll, and the request was never seen in flight.
+  engine.step = () => [];
   const pending = fetch(`${server.url}/v1/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ prompt: golden.prompt, max_tokens: 20 }),
   });
   await waitFor(async () => server.handle.context.numInFlight === 1, 30_000, 'the request to reach the engine');
-  engine.step = () => []; // never finishes on its own
   await server.handle.drain(50);
   const res = await pending;
   expect(res.status).toBe(503);
