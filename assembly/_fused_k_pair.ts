@@ -36,12 +36,14 @@ const DT_Q5_K: i32 = 12;
 
 /**
  * q4_K (five = false) / q5_K (five = true) super-block at bo against two activation rows (a0, a1: the super-block's
- * 256 bytes; bs0, bs1: its 16 integer 16-value sums): stores pairs(E, M) at res (row 0) and res + 16 (row 1), E = Σ_s sc_s·(Σ c·y)_s, M = Σ_s m_s·bs_s with the 6-bit scales and mins (ggml's
- * get_scale_min_k4, all 8 at once with the kmask word steps). tmp: 16 bytes for the decoded scales. Per i16 lane of
- * a chunk |·| ≤ 2·2·31·127, ≤ 63 times that per i32 lane: exact.
+ * 256 bytes; bs0, bs1: its 16 integer 16-value sums): stores pairs(E, M) at res (row 0) and res + 16 (row 1), with
+ * E = Σ_s sc_s·(Σ c·y)_s and M = Σ_s m_s·bs_s over the 6-bit scales and mins (ggml's get_scale_min_k4, all 8 at once
+ * with the kmask word steps). tmp: 16 bytes for the decoded scales. Per i16 lane of a chunk |·| ≤ 2·2·31·127, ≤ 63
+ * times that per i32 lane: exact.
  */
 // @ts-ignore: decorator
-@inline function q45Sums(bo: usize, a0: usize, a1: usize, bs0: usize, bs1: usize, five: bool, tmp: usize, res: usize): void {
+@inline function q45Sums(bo: usize, a0: usize, a1: usize, bs0: usize, bs1: usize, five: bool, tmp: usize,
+  res: usize): void {
   const qs = bo + (five ? 48 : 16);
   const s0 = load<u32>(bo, 4), s1 = load<u32>(bo, 8), s2 = load<u32>(bo, 12);
   store<u32>(tmp, s0 & 0x3f3f3f3f);
@@ -86,7 +88,8 @@ const DT_Q5_K: i32 = 12;
   const ma = v128.shuffle<i16>(mn, mn, 0, 0, 1, 1, 2, 2, 3, 3), mb = v128.shuffle<i16>(mn, mn, 4, 4, 5, 5, 6, 6, 7, 7);
   v128.store(res, pairs(e0, i32x4.add(i32x4.dot_i16x8_s(v128.load(bs0), ma), i32x4.dot_i16x8_s(v128.load(bs0, 16), mb))));
   {
-    v128.store(res, pairs(e1, i32x4.add(i32x4.dot_i16x8_s(v128.load(bs1), ma), i32x4.dot_i16x8_s(v128.load(bs1, 16), mb))), 16);
+    const m1 = i32x4.add(i32x4.dot_i16x8_s(v128.load(bs1), ma), i32x4.dot_i16x8_s(v128.load(bs1, 16), mb));
+    v128.store(res, pairs(e1, m1), 16);
   }
 }
 
@@ -143,7 +146,8 @@ const DT_Q5_K: i32 = 12;
  * ggml's kmask steps into tmp). |·| per i32 lane ≤ 256·7·127·32: exact.
  */
 // @ts-ignore: decorator
-@inline function q23Sums(bo: usize, a0: usize, a1: usize, bs0: usize, bs1: usize, three: bool, tmp: usize, res: usize): void {
+@inline function q23Sums(bo: usize, a0: usize, a1: usize, bs0: usize, bs1: usize, three: bool, tmp: usize,
+  res: usize): void {
   const m3 = i8x16.splat(3), one = i8x16.splat(1);
   let sc = bo;
   let scv: v128;
@@ -230,7 +234,8 @@ const DT_Q5_K: i32 = 12;
 @inline export function kRows(dtype: i32, w: usize, ws: usize, act: usize, as: usize, m: i32, k: i32, out: usize,
   os: usize, bias: usize, r0: i32, r1: i32, tmp: usize): void {
   const nb = k >> 8;
-  const bb: usize = dtype == DT_Q2_K ? 84 : dtype == DT_Q3_K ? 110 : dtype == DT_Q4_K ? 144 : dtype == DT_Q5_K ? 176 : 210;
+  const bb: usize =
+    dtype == DT_Q2_K ? 84 : dtype == DT_Q3_K ? 110 : dtype == DT_Q4_K ? 144 : dtype == DT_Q5_K ? 176 : 210;
   const dOff: usize = dtype == DT_Q2_K ? 80 : dtype == DT_Q3_K ? 108 : dtype >= DT_Q4_K && dtype <= DT_Q5_K ? 0 : 208;
   const kz = <usize>k;
   const res = tmp + 16;
@@ -244,7 +249,9 @@ const DT_Q5_K: i32 = 12;
         const bo = wr + <usize>b * bb;
         const ab = <usize>b << 8, sb = kz + (<usize>b << 5), db = (kz << 1) + (<usize>b << 6);
         const d = f16(load<u16>(bo + dOff));
-        const dm = dtype == DT_Q4_K || dtype == DT_Q5_K ? f16(load<u16>(bo, 2)) : dtype == DT_Q2_K ? f16(load<u16>(bo, 82)) : d;
+        // The offsets' float scale: dmin for q4_K, q5_K and q2_K, d for q3_K and q6_K (as tile256's M lanes).
+        const dm = dtype == DT_Q4_K || dtype == DT_Q5_K ? f16(load<u16>(bo, 2))
+          : dtype == DT_Q2_K ? f16(load<u16>(bo, 82)) : d;
         kSums(dtype, bo, a0 + ab, a1 + ab, a0 + sb, a1 + sb, tmp, res);
         f0 = step(f0, res, d, dm, load<f32>(a0 + db));
         f1 = step(f1, res + 16, d, dm, load<f32>(a1 + db));

@@ -383,7 +383,7 @@ function prepPacked(dtype: i32, w: usize, ws: usize, r: i32, re: i32, k: i32, sc
   rowsOf(DT_Q6_K, out, act, w, ws, bias, r0, r1, k, tmp);
 }
 
-// K-quant rows against m (2 … fusedMaxRows) activation rows, decoded in registers (_fused_k.ts kRows), one function
+// K-quant rows against m (2 … fusedMaxRows) activation rows, decoded in registers (_fused_k_pair.ts kRows), one function
 // per dtype for the same reason as rowsQ8_0.
 // @ts-ignore: decorator
 @noinline function kRowsQ2_K(out: usize, os: usize, act: usize, as: usize, m: i32, w: usize, ws: usize, bias: usize,
@@ -449,7 +449,8 @@ const Q_STREAM_ITEM_BYTES: i32 = 1048576;
 /**
  * out[m, n] = act[m] · wᵀ + bias for a quantized dtype. act: m quantized activation rows (actRowBytes(k) apart;
  * split mode for q8_0, signed mode otherwise). scratch: this thread's ≥ 18·k + 320 bytes when m > 1 (prepPacked takes
- * 16.25·k + 192, prepTile 12·k + 256). Threads take guided items of weight rows from the shared counter.
+ * 16.25·k + 192, prepTile 12·k + 256), 48 bytes for a k-quant at one row (unused by the other types at one row).
+ * Threads take guided items of weight rows from the shared counter.
  */
 export function qmatmul(dtype: i32, out: usize, act: usize, w: usize, bias: usize, m: i32, n: i32, k: i32,
   scratch: usize, nt: i32): void {
