@@ -1,6 +1,8 @@
 // Unpacking of ggml's k-quant super-blocks (256 values) into codes u[256] in [0, 63] and per 16-value sub-block
 // dsc, msc (value = dsc·u − msc), as _unpack_legacy.ts. Layouts as ggml/src/ggml-common.h (block_q2_K … block_q6_K);
 // values as ggml's dequantize_row_q2_K … q6_K (ggml/src/ggml-quants.c).
+// Bytes are shifted as 16-bit lanes and masked: x86 has no byte shift, and V8 spends three more instructions on
+// each i8x16 shift; the bits a neighbour byte shifts in always fall outside the mask.
 import { f16 } from './_simd';
 
 /** Bit `bit` of each byte of h → `val` in that byte (0 elsewhere). */
@@ -41,8 +43,8 @@ export function unpackQ4K(src: usize, u: usize, dsc: usize, msc: usize): void {
     const o = u + (<usize>j << 6);
     v128.store(o, v128.and(a, lo));
     v128.store(o, v128.and(b, lo), 16);
-    v128.store(o, i8x16.shr_u(a, 4), 32);
-    v128.store(o, i8x16.shr_u(b, 4), 48);
+    v128.store(o, v128.and(i16x8.shr_u(a, 4), i8x16.splat(15)), 32);
+    v128.store(o, v128.and(i16x8.shr_u(b, 4), i8x16.splat(15)), 48);
     put32(dsc, msc, 2 * j, d, dmin, scaleMinK4(2 * j, src + 4));
     put32(dsc, msc, 2 * j + 1, d, dmin, scaleMinK4(2 * j + 1, src + 4));
   }
@@ -60,8 +62,8 @@ export function unpackQ5K(src: usize, u: usize, dsc: usize, msc: usize): void {
     const b1 = 1 << (2 * j), b2 = 2 << (2 * j);
     v128.store(o, v128.or(v128.and(a, lo), bitTo(h0, b1, 16)));
     v128.store(o, v128.or(v128.and(b, lo), bitTo(h1, b1, 16)), 16);
-    v128.store(o, v128.or(i8x16.shr_u(a, 4), bitTo(h0, b2, 16)), 32);
-    v128.store(o, v128.or(i8x16.shr_u(b, 4), bitTo(h1, b2, 16)), 48);
+    v128.store(o, v128.or(v128.and(i16x8.shr_u(a, 4), i8x16.splat(15)), bitTo(h0, b2, 16)), 32);
+    v128.store(o, v128.or(v128.and(i16x8.shr_u(b, 4), i8x16.splat(15)), bitTo(h1, b2, 16)), 48);
     put32(dsc, msc, 2 * j, d, dmin, scaleMinK4(2 * j, src + 4));
     put32(dsc, msc, 2 * j + 1, d, dmin, scaleMinK4(2 * j + 1, src + 4));
   }
@@ -81,10 +83,10 @@ export function unpackQ6K(src: usize, u: usize, dsc: usize, msc: usize): void {
       const a = v128.load(ql + (<usize>h << 4)), b = v128.load(ql + 32 + (<usize>h << 4));
       const q = v128.load(qh + (<usize>h << 4));
       const oh = o + (<usize>h << 4);
-      v128.store(oh, v128.or(v128.and(a, lo), v128.and(i8x16.shl(q, 4), hm)));
-      v128.store(oh, v128.or(v128.and(b, lo), v128.and(i8x16.shl(q, 2), hm)), 32);
-      v128.store(oh, v128.or(i8x16.shr_u(a, 4), v128.and(q, hm)), 64);
-      v128.store(oh, v128.or(i8x16.shr_u(b, 4), v128.and(i8x16.shr_u(q, 2), hm)), 96);
+      v128.store(oh, v128.or(v128.and(a, lo), v128.and(i16x8.shl(q, 4), hm)));
+      v128.store(oh, v128.or(v128.and(b, lo), v128.and(i16x8.shl(q, 2), hm)), 32);
+      v128.store(oh, v128.or(v128.and(i16x8.shr_u(a, 4), i8x16.splat(15)), v128.and(q, hm)), 64);
+      v128.store(oh, v128.or(v128.and(i16x8.shr_u(b, 4), i8x16.splat(15)), v128.and(i16x8.shr_u(q, 2), hm)), 96);
     }
   }
   for (let s = 0; s < 16; s++) {
@@ -116,8 +118,8 @@ export function unpackQ3K(src: usize, u: usize, dsc: usize, msc: usize): void {
     for (let j = 0; j < 4; j++) {
       const sh = 2 * j, bit = 1 << (4 * n + j);
       const o = u + (<usize>n << 7) + (<usize>j << 5);
-      v128.store(o, v128.or(v128.and(i8x16.shr_u(a, sh), three), bitTo(hm0, bit, 4)));
-      v128.store(o, v128.or(v128.and(i8x16.shr_u(b, sh), three), bitTo(hm1, bit, 4)), 16);
+      v128.store(o, v128.or(v128.and(i16x8.shr_u(a, sh), three), bitTo(hm0, bit, 4)));
+      v128.store(o, v128.or(v128.and(i16x8.shr_u(b, sh), three), bitTo(hm1, bit, 4)), 16);
     }
   }
   for (let s = 0; s < 16; s++) {
@@ -136,8 +138,8 @@ export function unpackQ2K(src: usize, u: usize, dsc: usize, msc: usize): void {
     const a = v128.load(q), b = v128.load(q, 16);
     for (let j = 0; j < 4; j++) {
       const o = u + (<usize>n << 7) + (<usize>j << 5);
-      v128.store(o, v128.and(i8x16.shr_u(a, 2 * j), three));
-      v128.store(o, v128.and(i8x16.shr_u(b, 2 * j), three), 16);
+      v128.store(o, v128.and(i16x8.shr_u(a, 2 * j), three));
+      v128.store(o, v128.and(i16x8.shr_u(b, 2 * j), three), 16);
     }
   }
   for (let s = 0; s < 16; s++) {
