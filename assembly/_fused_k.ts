@@ -16,6 +16,73 @@ import { isum4 } from './_int8';
 }
 
 /**
+ * Codes of 16 q4_K/q5_K values from qs bytes q: the low (high = false) or high nibbles, plus 16 where bit 0 (low) or
+ * bit 1 (high) of h is set (q5_K's fifth bit; h: its qh bytes shifted right by 2j for chunk j). Bytes are shifted as
+ * 16-bit lanes and masked (x86 has no byte shift).
+ */
+// @ts-ignore: decorator
+@inline export function nibbleCodes(q: v128, h: v128, high: bool, five: bool): v128 {
+  let c = v128.and(high ? i16x8.shr_u(q, 4) : q, i8x16.splat(15));
+  if (five) {
+    c = v128.or(c, high ? i16x8.shl(v128.and(h, i8x16.splat(2)), 3) : i16x8.shl(v128.and(h, i8x16.splat(1)), 4));
+  }
+  return c;
+}
+
+/**
+ * Code i (0..3, a constant at the call site) of 16 q6_K values: the low (i < 2) or high nibbles of ql bytes qa (i
+ * even) or qb (i odd), plus bits 2i, 2i + 1 of qh bytes q as bits 4, 5 (ggml's dequantize_row_q6_K). Bits a
+ * neighbour byte shifts in are masked off.
+ */
+// @ts-ignore: decorator
+@inline export function q6Code(qa: v128, qb: v128, q: v128, i: i32): v128 {
+  const lo = i8x16.splat(15), hm = i8x16.splat(0x30);
+  const src = (i & 1) == 0 ? qa : qb;
+  const low = v128.and(i < 2 ? src : i16x8.shr_u(src, 4), lo);
+  const top = i == 0 ? i16x8.shl(q, 4) : i == 1 ? i16x8.shl(q, 2) : i == 2 ? q : i16x8.shr_u(q, 2);
+  return v128.or(low, v128.and(top, hm));
+}
+
+/**
+ * 2-bit codes of 16 q2_K/q3_K values: bits 0, 1 of q (qs bytes shifted right by 2j so far), plus 4 where bit 0 of
+ * hm is set (q3_K's hmask bit; hm shifted right by 4n + j so far).
+ */
+// @ts-ignore: decorator
+@inline export function crumbCodes(q: v128, hm: v128, three: bool): v128 {
+  const c = v128.and(q, i8x16.splat(3));
+  return three ? v128.or(c, i16x8.shl(v128.and(hm, i8x16.splat(1)), 2)) : c;
+}
+
+/**
+ * ggml's get_scale_min_k4 for all 8 sub-blocks of the q4_K/q5_K super-block at bo at once (the kmask word steps of
+ * ggml_vec_dot_q4_K_q8_K): stores the 6-bit scales at tmp[0..8) and the mins at tmp[8..16) (bytes).
+ */
+// @ts-ignore: decorator
+@inline export function storeScalesQ45K(bo: usize, tmp: usize): void {
+  const s0 = load<u32>(bo, 4), s1 = load<u32>(bo, 8), s2 = load<u32>(bo, 12);
+  store<u32>(tmp, s0 & 0x3f3f3f3f);
+  store<u32>(tmp, (s2 & 0x0f0f0f0f) | (((s0 >> 6) & 0x03030303) << 4), 4);
+  store<u32>(tmp, s1 & 0x3f3f3f3f, 8);
+  store<u32>(tmp, ((s2 >> 4) & 0x0f0f0f0f) | (((s1 >> 6) & 0x03030303) << 4), 12);
+}
+
+/**
+ * ggml's q3_K scale unpacking (the kmask / utmp steps of ggml_vec_dot_q3_K_q8_K) for the super-block at bo: its 16
+ * six-bit scales − 32 as signed bytes, stored at tmp and returned.
+ */
+// @ts-ignore: decorator
+@inline export function storeScalesQ3K(bo: usize, tmp: usize): v128 {
+  const x0 = load<u32>(bo, 96), x1 = load<u32>(bo, 100), t = load<u32>(bo, 104);
+  store<u32>(tmp, (x0 & 0x0f0f0f0f) | ((t & 0x03030303) << 4));
+  store<u32>(tmp, (x1 & 0x0f0f0f0f) | (((t >> 2) & 0x03030303) << 4), 4);
+  store<u32>(tmp, ((x0 >> 4) & 0x0f0f0f0f) | (((t >> 4) & 0x03030303) << 4), 8);
+  store<u32>(tmp, ((x1 >> 4) & 0x0f0f0f0f) | (((t >> 6) & 0x03030303) << 4), 12);
+  const scv = i8x16.sub(v128.load(tmp), i8x16.splat(32));
+  v128.store(tmp, scv);
+  return scv;
+}
+
+/**
  * The integer sums of one q4_K/q5_K super-block at bo against activation bytes a and 16-value sums bsb: lanes 0 + 1
  * hold Σ_s sc_s·(Σ q·y)_s, lanes 2 + 3 hold Σ_s m_s·bs_s (how each pair splits differs between the two builds, the
  * pair's total does not). Scales and mins are multiplied in by madd, as ggml_vec_dot_q4_K_q8_K's AVX2 path. tmp: 16
@@ -28,13 +95,7 @@ import { isum4 } from './_int8';
 // @ts-ignore: decorator
 @inline function q45Sums(bo: usize, a: usize, bsb: usize, five: bool, tmp: usize): v128 {
   const qs = bo + (five ? 48 : 16);
-  // ggml's get_scale_min_k4 for all 8 sub-blocks at once: bytes 0..7 the scales, 8..15 the mins.
-  const s0 = load<u32>(bo, 4), s1 = load<u32>(bo, 8), s2 = load<u32>(bo, 12);
-  store<u32>(tmp, s0 & 0x3f3f3f3f);
-  store<u32>(tmp, (s2 & 0x0f0f0f0f) | (((s0 >> 6) & 0x03030303) << 4), 4);
-  store<u32>(tmp, s1 & 0x3f3f3f3f, 8);
-  store<u32>(tmp, ((s2 >> 4) & 0x0f0f0f0f) | (((s1 >> 6) & 0x03030303) << 4), 12);
-  const lo = i8x16.splat(15), one = i8x16.splat(1), two = i8x16.splat(2);
+  storeScalesQ45K(bo, tmp); // bytes 0..7 the scales, 8..15 the mins
   let e = i32x4.splat(0);
   let h0 = e, h1 = e;
   if (five) {
@@ -44,15 +105,9 @@ import { isum4 } from './_int8';
   for (let j = 0; j < 4; j++) {
     const q = qs + (<usize>j << 5), ap = a + (<usize>j << 6);
     const q0 = v128.load(q), q1 = v128.load(q, 16);
-    // High nibbles by a 16-bit shift and the mask (x86 has no byte shift).
-    let l0 = v128.and(q0, lo), l1 = v128.and(q1, lo);
-    let u0 = v128.and(i16x8.shr_u(q0, 4), lo), u1 = v128.and(i16x8.shr_u(q1, 4), lo);
+    const l0 = nibbleCodes(q0, h0, false, five), l1 = nibbleCodes(q1, h1, false, five);
+    const u0 = nibbleCodes(q0, h0, true, five), u1 = nibbleCodes(q1, h1, true, five);
     if (five) {
-      // Bits 2j and 2j + 1 of qh (h shifted right by 2j so far) are the fifth bits of the two halves.
-      l0 = v128.or(l0, i16x8.shl(v128.and(h0, one), 4));
-      l1 = v128.or(l1, i16x8.shl(v128.and(h1, one), 4));
-      u0 = v128.or(u0, i16x8.shl(v128.and(h0, two), 3));
-      u1 = v128.or(u1, i16x8.shl(v128.and(h1, two), 3));
       h0 = i16x8.shr_u(h0, 2);
       h1 = i16x8.shr_u(h1, 2);
     }
@@ -115,7 +170,6 @@ import { isum4 } from './_int8';
  */
 // @ts-ignore: decorator
 @inline function q6Sum(bo: usize, a: usize, bsb: usize): v128 {
-  const lo = i8x16.splat(15), hm = i8x16.splat(0x30);
   let e = i32x4.splat(0);
   for (let n = 0; n < 2; n++) {
     const ql = bo + (<usize>n << 6), qh = bo + 128 + (<usize>n << 5);
@@ -123,11 +177,8 @@ import { isum4 } from './_int8';
     for (let h = 0; h < 2; h++) {
       const o = <usize>h << 4;
       const qa = v128.load(ql + o), qb = v128.load(ql + 32 + o), q = v128.load(qh + o);
-      // 16-bit shifts and masks (x86 has no byte shift): bits a neighbour byte shifts in are masked off.
-      const c0 = v128.or(v128.and(qa, lo), v128.and(i16x8.shl(q, 4), hm));
-      const c1 = v128.or(v128.and(qb, lo), v128.and(i16x8.shl(q, 2), hm));
-      const c2 = v128.or(v128.and(i16x8.shr_u(qa, 4), lo), v128.and(q, hm));
-      const c3 = v128.or(v128.and(i16x8.shr_u(qb, 4), lo), v128.and(i16x8.shr_u(q, 2), hm));
+      const c0 = q6Code(qa, qb, q, 0), c1 = q6Code(qa, qb, q, 1);
+      const c2 = q6Code(qa, qb, q, 2), c3 = q6Code(qa, qb, q, 3);
       const s = sc + <usize>h;
       e = i32x4.add(e, i32x4.add(
         i32x4.dot_i16x8_s(dot16(v128.load(an + o), c0), i16x8.splat(<i16>load<i8>(s))),
@@ -185,18 +236,10 @@ import { isum4 } from './_int8';
  */
 // @ts-ignore: decorator
 @inline function q23Sums(bo: usize, a: usize, bsb: usize, three: bool, tmp: usize): v128 {
-  const m3 = i8x16.splat(3), one = i8x16.splat(1);
   let sc = bo;
   let scv: v128;
   if (three) {
-    // ggml's q3_K scale unpacking (the kmask / utmp steps of ggml_vec_dot_q3_K_q8_K): 16 six-bit scales − 32.
-    const x0 = load<u32>(bo, 96), x1 = load<u32>(bo, 100), t = load<u32>(bo, 104);
-    store<u32>(tmp, (x0 & 0x0f0f0f0f) | ((t & 0x03030303) << 4));
-    store<u32>(tmp, (x1 & 0x0f0f0f0f) | (((t >> 2) & 0x03030303) << 4), 4);
-    store<u32>(tmp, ((x0 >> 4) & 0x0f0f0f0f) | (((t >> 4) & 0x03030303) << 4), 8);
-    store<u32>(tmp, ((x1 >> 4) & 0x0f0f0f0f) | (((t >> 6) & 0x03030303) << 4), 12);
-    scv = i8x16.sub(v128.load(tmp), i8x16.splat(32));
-    v128.store(tmp, scv);
+    scv = storeScalesQ3K(bo, tmp);
     sc = tmp;
   } else {
     scv = v128.and(i16x8.shr_u(v128.load(bo), 4), i8x16.splat(15));
@@ -212,11 +255,8 @@ import { isum4 } from './_int8';
     const an = a + (<usize>n << 7), sn = sc + (<usize>n << 3);
     for (let j = 0; j < 4; j++) {
       // Codes at bits 2j of each byte: q shifted right by 2j so far (16-bit shifts; the top bits are masked off).
-      let c0 = v128.and(q0, m3), c1 = v128.and(q1, m3);
+      const c0 = crumbCodes(q0, hm0, three), c1 = crumbCodes(q1, hm1, three);
       if (three) {
-        // The hmask bit 4n + j (hm shifted right by 4n + j so far) adds 4.
-        c0 = v128.or(c0, i16x8.shl(v128.and(hm0, one), 2));
-        c1 = v128.or(c1, i16x8.shl(v128.and(hm1, one), 2));
         hm0 = i16x8.shr_u(hm0, 1);
         hm1 = i16x8.shr_u(hm1, 1);
       }

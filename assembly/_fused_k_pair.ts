@@ -12,6 +12,7 @@
 // The kernels loop over a super-block's chunks rather than running straight-line code: V8 (11.3) issued every load
 // of an unrolled super-block first and spilled most of them.
 import { f16 } from './_simd';
+import { crumbCodes, nibbleCodes, q6Code, storeScalesQ3K, storeScalesQ45K } from './_fused_k';
 
 const DT_Q2_K: i32 = 9;
 const DT_Q3_K: i32 = 10;
@@ -45,12 +46,7 @@ const DT_Q5_K: i32 = 12;
 @inline function q45Sums(bo: usize, a0: usize, a1: usize, bs0: usize, bs1: usize, five: bool, tmp: usize,
   res: usize): void {
   const qs = bo + (five ? 48 : 16);
-  const s0 = load<u32>(bo, 4), s1 = load<u32>(bo, 8), s2 = load<u32>(bo, 12);
-  store<u32>(tmp, s0 & 0x3f3f3f3f);
-  store<u32>(tmp, (s2 & 0x0f0f0f0f) | (((s0 >> 6) & 0x03030303) << 4), 4);
-  store<u32>(tmp, s1 & 0x3f3f3f3f, 8);
-  store<u32>(tmp, ((s2 >> 4) & 0x0f0f0f0f) | (((s1 >> 6) & 0x03030303) << 4), 12);
-  const lo = i8x16.splat(15), one = i8x16.splat(1), twos = i8x16.splat(2);
+  storeScalesQ45K(bo, tmp); // bytes 0..7 the scales, 8..15 the mins
   let e0 = i32x4.splat(0), e1 = e0;
   let h0 = e0, h1 = e0;
   if (five) {
@@ -60,15 +56,9 @@ const DT_Q5_K: i32 = 12;
   for (let j = 0; j < 4; j++) {
     const q = qs + (<usize>j << 5), o = <usize>j << 6;
     const q0 = v128.load(q), q1 = v128.load(q, 16);
-    // High nibbles by a 16-bit shift and the mask (x86 has no byte shift).
-    let l0 = v128.and(q0, lo), l1 = v128.and(q1, lo);
-    let u0 = v128.and(i16x8.shr_u(q0, 4), lo), u1 = v128.and(i16x8.shr_u(q1, 4), lo);
+    const l0 = nibbleCodes(q0, h0, false, five), l1 = nibbleCodes(q1, h1, false, five);
+    const u0 = nibbleCodes(q0, h0, true, five), u1 = nibbleCodes(q1, h1, true, five);
     if (five) {
-      // Bits 2j and 2j + 1 of qh (h shifted right by 2j so far) are the fifth bits of the two halves.
-      l0 = v128.or(l0, i16x8.shl(v128.and(h0, one), 4));
-      l1 = v128.or(l1, i16x8.shl(v128.and(h1, one), 4));
-      u0 = v128.or(u0, i16x8.shl(v128.and(h0, twos), 3));
-      u1 = v128.or(u1, i16x8.shl(v128.and(h1, twos), 3));
       h0 = i16x8.shr_u(h0, 2);
       h1 = i16x8.shr_u(h1, 2);
     }
@@ -100,7 +90,6 @@ const DT_Q5_K: i32 = 12;
  */
 // @ts-ignore: decorator
 @inline function q6Sums(bo: usize, a0: usize, a1: usize, bs0: usize, bs1: usize, res: usize): void {
-  const lo = i8x16.splat(15), hm = i8x16.splat(0x30);
   let e0 = i32x4.splat(0), e1 = e0;
   for (let n = 0; n < 2; n++) {
     const ql = bo + (<usize>n << 6), qh = bo + 128 + (<usize>n << 5);
@@ -108,10 +97,8 @@ const DT_Q5_K: i32 = 12;
     for (let h = 0; h < 2; h++) {
       const o = <usize>h << 4;
       const qa = v128.load(ql + o), qb = v128.load(ql + 32 + o), q = v128.load(qh + o);
-      const c0 = v128.or(v128.and(qa, lo), v128.and(i16x8.shl(q, 4), hm));
-      const c1 = v128.or(v128.and(qb, lo), v128.and(i16x8.shl(q, 2), hm));
-      const c2 = v128.or(v128.and(i16x8.shr_u(qa, 4), lo), v128.and(q, hm));
-      const c3 = v128.or(v128.and(i16x8.shr_u(qb, 4), lo), v128.and(i16x8.shr_u(q, 2), hm));
+      const c0 = q6Code(qa, qb, q, 0), c1 = q6Code(qa, qb, q, 1);
+      const c2 = q6Code(qa, qb, q, 2), c3 = q6Code(qa, qb, q, 3);
       const s = sc + <usize>h;
       const w0 = i16x8.splat(<i16>load<i8>(s)), w1 = i16x8.splat(<i16>load<i8>(s, 2));
       const w2 = i16x8.splat(<i16>load<i8>(s, 4)), w3 = i16x8.splat(<i16>load<i8>(s, 6));
@@ -148,17 +135,10 @@ const DT_Q5_K: i32 = 12;
 // @ts-ignore: decorator
 @inline function q23Sums(bo: usize, a0: usize, a1: usize, bs0: usize, bs1: usize, three: bool, tmp: usize,
   res: usize): void {
-  const m3 = i8x16.splat(3), one = i8x16.splat(1);
   let sc = bo;
   let scv: v128;
   if (three) {
-    const x0 = load<u32>(bo, 96), x1 = load<u32>(bo, 100), t = load<u32>(bo, 104);
-    store<u32>(tmp, (x0 & 0x0f0f0f0f) | ((t & 0x03030303) << 4));
-    store<u32>(tmp, (x1 & 0x0f0f0f0f) | (((t >> 2) & 0x03030303) << 4), 4);
-    store<u32>(tmp, ((x0 >> 4) & 0x0f0f0f0f) | (((t >> 4) & 0x03030303) << 4), 8);
-    store<u32>(tmp, ((x1 >> 4) & 0x0f0f0f0f) | (((t >> 6) & 0x03030303) << 4), 12);
-    scv = i8x16.sub(v128.load(tmp), i8x16.splat(32));
-    v128.store(tmp, scv);
+    scv = storeScalesQ3K(bo, tmp);
     sc = tmp;
   } else {
     scv = v128.and(i16x8.shr_u(v128.load(bo), 4), i8x16.splat(15));
@@ -175,11 +155,8 @@ const DT_Q5_K: i32 = 12;
     const an = <usize>n << 7, sn = sc + (<usize>n << 3);
     for (let j = 0; j < 4; j++) {
       // Codes at bits 2j of each byte: q shifted right by 2j so far (16-bit shifts; the top bits are masked off).
-      let c0 = v128.and(q0, m3), c1 = v128.and(q1, m3);
+      const c0 = crumbCodes(q0, hm0, three), c1 = crumbCodes(q1, hm1, three);
       if (three) {
-        // The hmask bit 4n + j (hm shifted right by 4n + j so far) adds 4.
-        c0 = v128.or(c0, i16x8.shl(v128.and(hm0, one), 2));
-        c1 = v128.or(c1, i16x8.shl(v128.and(hm1, one), 2));
         hm0 = i16x8.shr_u(hm0, 1);
         hm1 = i16x8.shr_u(hm1, 1);
       }
