@@ -227,6 +227,30 @@ export function rankOf(logits: Float64Array, id: number): number {
 }
 
 /**
+ * The n most likely tokens of a processed row with log-sum-exp `lse`, best first, as OpenAI's `top_logprobs`: their
+ * logprobs and 1-based ranks (equal logits share the rank of the first of them). Empty when n ≤ 0.
+ */
+export function topLogprobsOf(x: Float64Array, lse: number, n: number): TokenLogprob[] {
+  const out: TokenLogprob[] = [];
+  if (n <= 0) return out;
+  const ids = topKIds(x, n);
+  for (let i = 0; i < ids.length; i++) {
+    const rank = i > 0 && x[ids[i]] === x[ids[i - 1]] ? out[i - 1].rank : i + 1;
+    out.push({ tokenId: ids[i], logprob: x[ids[i]] - lse, rank });
+  }
+  return out;
+}
+
+/**
+ * Token `id` of a processed row with log-sum-exp `lse`: its logprob, and its rank when the row asks for logprobs
+ * (0 otherwise: ranking costs a pass over the vocabulary).
+ */
+export function tokenLogprobOf(x: Float64Array, id: number, lse: number, row: SamplingRow): TokenLogprob {
+  const wantRank = row.numTopLogprobs > 0 || row.params.logprobs !== null;
+  return { tokenId: id, logprob: x[id] - lse, rank: wantRank ? rankOf(x, id) : 0 };
+}
+
+/**
  * The k largest entries, best first (ties: smaller token id first), in O(V log k).
  */
 export function topKIds(logits: Float64Array, k: number): number[] {
@@ -373,7 +397,6 @@ export class Sampler {
       sum += e;
     }
     const lse = max + Math.log(sum);
-    const wantRank = row.numTopLogprobs > 0 || row.params.logprobs !== null;
     const greedy = row.params.temperature < SAMPLING_EPS;
     const samples: TokenLogprob[] = [];
     for (let s = 0; s < row.numSamples; s++) {
@@ -395,17 +418,8 @@ export class Sampler {
         }
         if (id < 0) id = last; // target within rounding of the total
       }
-      samples.push({ tokenId: id, logprob: x[id] - lse, rank: wantRank ? rankOf(x, id) : 0 });
+      samples.push(tokenLogprobOf(x, id, lse, row));
     }
-    const topLogprobs: TokenLogprob[] = [];
-    if (row.numTopLogprobs > 0) {
-      const ids = topKIds(x, row.numTopLogprobs);
-      for (let i = 0; i < ids.length; i++) {
-        // Equal logits share the rank of the first of them.
-        const rank = i > 0 && x[ids[i]] === x[ids[i - 1]] ? topLogprobs[i - 1].rank : i + 1;
-        topLogprobs.push({ tokenId: ids[i], logprob: x[ids[i]] - lse, rank });
-      }
-    }
-    return { samples, topLogprobs };
+    return { samples, topLogprobs: topLogprobsOf(x, lse, row.numTopLogprobs) };
   }
 }

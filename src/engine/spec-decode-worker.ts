@@ -7,12 +7,11 @@ import { RejectionSampler } from './rejection-sampler.js';
 import {
   logSumExp,
   processLogits,
-  rankOf,
-  topKIds,
+  tokenLogprobOf,
+  topLogprobsOf,
   type Sampler,
   type SamplerRowOutput,
   type SamplingRow,
-  type TokenLogprob,
 } from './sampler.js';
 import { SAMPLING_EPS } from './sampling-params.js';
 import { SequenceStatus, type Sequence } from './sequence.js';
@@ -206,14 +205,7 @@ export class SpecDecodeWorker {
       { draftTokenIds: drafts, targetProbs: probs, draftProbs: s.draftProbs ?? null, greedy, generator: row.generator },
       v,
     );
-    const wantRank = row.numTopLogprobs > 0 || p.logprobs !== null;
-    const emitted: SamplerRowOutput[] = result.outputTokenIds.map((id, i) => {
-      const xi = x.subarray(i * v, (i + 1) * v);
-      return {
-        samples: [{ tokenId: id, logprob: xi[id] - lse[i], rank: wantRank ? rankOf(xi, id) : 0 }],
-        topLogprobs: topLogprobsOf(xi, lse[i], row.numTopLogprobs),
-      };
-    });
+    const emitted = result.outputTokenIds.map((id, i) => emittedToken(x.subarray(i * v, (i + 1) * v), id, lse[i], row));
     return this.finishDraft(s, k, result.numAcceptedTokens, emitted);
   }
 
@@ -238,16 +230,11 @@ export class SpecDecodeWorker {
     const needOutput = p.hasPenalties || p.minTokens > 0;
     if (this.logits.length < v) this.logits = new Float64Array(v);
     const x = this.logits.subarray(0, v);
-    const wantRank = row.numTopLogprobs > 0 || p.logprobs !== null;
     const emitted: SamplerRowOutput[] = [];
     for (let i = 0; i <= k; i++) {
       processLogits(raw.subarray(i * v, (i + 1) * v), draftRow(row, masks, drafts, i, needOutput), x);
       const best = argmax(x, 0, v); // the Sampler's greedy pick, then the row's log-sum-exp
-      const lse = logSumExp(x);
-      emitted.push({
-        samples: [{ tokenId: best, logprob: x[best] - lse, rank: wantRank ? rankOf(x, best) : 0 }],
-        topLogprobs: topLogprobsOf(x, lse, row.numTopLogprobs),
-      });
+      emitted.push(emittedToken(x, best, logSumExp(x), row));
       if (i === k || best !== drafts[i]) break;
     }
     return this.finishDraft(s, k, emitted.length - 1, emitted);
@@ -309,16 +296,9 @@ export function createSpecDecodeWorker(
   });
 }
 
-/** The n most likely tokens of a processed row, best first, ranked as the Sampler ranks them (ties share a rank). */
-function topLogprobsOf(x: Float64Array, lse: number, n: number): TokenLogprob[] {
-  const out: TokenLogprob[] = [];
-  if (n <= 0) return out;
-  const ids = topKIds(x, n);
-  for (let i = 0; i < ids.length; i++) {
-    const rank = i > 0 && x[ids[i]] === x[ids[i - 1]] ? out[i - 1].rank : i + 1;
-    out.push({ tokenId: ids[i], logprob: x[ids[i]] - lse, rank });
-  }
-  return out;
+/** One emitted token of a verified draft, with the logprob, rank and top logprobs the Sampler reports for its row. */
+function emittedToken(x: Float64Array, id: number, lse: number, row: SamplingRow): SamplerRowOutput {
+  return { samples: [tokenLogprobOf(x, id, lse, row)], topLogprobs: topLogprobsOf(x, lse, row.numTopLogprobs) };
 }
 
 /**
