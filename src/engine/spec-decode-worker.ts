@@ -186,8 +186,8 @@ export class SpecDecodeWorker {
     const k = drafts.length;
     const p = row.params;
     const greedy = p.temperature < SAMPLING_EPS;
-    if (greedy) return this.verifyGreedy(s, raw, row, masks);
     const needOutput = p.hasPenalties || p.minTokens > 0;
+    if (greedy) return this.verifyGreedy(s, raw, row, masks, needOutput);
     if (this.logits.length < (k + 1) * v) {
       this.logits = new Float64Array((k + 1) * v);
       this.probs = new Float64Array((k + 1) * v);
@@ -215,19 +215,18 @@ export class SpecDecodeWorker {
    * first argmax that differs from the draft (or after the bonus row). Each emitted token costs what the Sampler
    * spends on a greedy row (one processed copy, one log-sum-exp for its logprob); rows after a rejection cost
    * nothing. Mirrors vLLM's greedy fast path (`rejection_greedy_sample_kernel`,
-   * vllm/v1/sample/rejection_sampler.py).
+   * vllm/v1/sample/rejection_sampler.py). needOutput: whether the row reads its output so far (see draftRow).
    */
   private verifyGreedy(
     s: SampledSequence,
     raw: Float32Array,
     row: SamplingRow,
     masks: Int32Array[] | null,
+    needOutput: boolean,
   ): SamplerRowOutput {
     const v = this.vocabSize;
     const drafts = s.draftTokenIds!;
     const k = drafts.length;
-    const p = row.params;
-    const needOutput = p.hasPenalties || p.minTokens > 0;
     if (this.logits.length < v) this.logits = new Float64Array(v);
     const x = this.logits.subarray(0, v);
     const emitted: SamplerRowOutput[] = [];
