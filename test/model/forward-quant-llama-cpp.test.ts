@@ -5,8 +5,16 @@
  * q4_0 rows of 172 → f16) and a random llama whose rows are multiples of 256 (the k-quants proper).
  *
  * Teacher-forced along llama.cpp's own greedy continuation (prompt + 40 tokens), every position's logits agree
- * within a per-type tolerance × (1 + max |logit|) and the argmax is equal at ≥ 95% of positions (two random256
- * cases less, see ARGMAX). For stories260K at q8_0 and q6_k the greedy tokens are identical over 40 steps.
+ * within a per-type tolerance × (1 + max |logit|) and the argmax is equal at ≥ 95% of positions. For stories260K at
+ * q8_0 and q6_k the greedy tokens are identical over 40 steps.
+ *
+ * The random llama is drawn with gain 1 (each matrix N(0, 1/fanIn): a projection keeps its input's scale), not
+ * createRandomModel's default gain 2. At gain 2 every projection doubles its input, the network is chaotic, and a
+ * last-bit difference anywhere upstream (an activation that rounds to the other int8) grows into flipped argmaxes:
+ * there the two engines agreed at only 124/138 (q6_k) and 129/138 (q4_0) positions, with worst errors up to 0.110,
+ * so the check had to allow 85% / 90% and 0.2. At gain 1 the same differences stay small (135-138/138, worst
+ * 0.012-0.032), and the tolerances below are 2.5-4× tighter than before: a q8_0 activation quantizer that truncates
+ * instead of rounding (a one-word mutation) now fails q8_0 and q4_0 on both counts.
  *
  * pagellm runs on the reference backend with `activations: 'ggml'`: llama.cpp quantizes each activation row to 8
  * bits per block (q8_0 / q8_1 / q8_K) before multiplying a quantized weight (and rounds it to f16 for an f16
@@ -30,23 +38,15 @@ const tmp = makeTempDir('forward-quant-llama-cpp');
 afterAll(tmp.cleanup);
 
 /**
- * Logit tolerance × (1 + max |logit|) per model and convert dtype, about twice the worst measured (stories260K:
- * 0.014, 0.014, 0.032, 0.012, 0.011; random256: 0.037, 0.089, 0.035, 0.037, 0.110).
+ * Logit tolerance × (1 + max |logit|) per model and convert dtype (q8_0, q6_k, q5_k_m, q4_k_m, q4_0), about twice the
+ * worst measured (stories260K: 0.014, 0.014, 0.032, 0.012, 0.011; random256: 0.012, 0.032, 0.020, 0.025, 0.028).
  */
 const TOLERANCE: Record<string, Partial<Record<GgufOutputDType, number>>> = {
   stories260K: { q8_0: 0.03, q6_k: 0.03, q5_k_m: 0.06, q4_k_m: 0.03, q4_0: 0.03 },
-  random256: { q8_0: 0.07, q6_k: 0.18, q5_k_m: 0.07, q4_k_m: 0.07, q4_0: 0.2 },
+  random256: { q8_0: 0.025, q6_k: 0.065, q5_k_m: 0.04, q4_k_m: 0.05, q4_0: 0.055 },
 };
-/**
- * Least share of positions whose argmax agrees. A random network's logits are nearly flat and llama.cpp's 8-bit
- * activation rounding flips near-ties: random256 measured 129/138 at q4_0 and 124/138 at q6_k (q6_K's finer
- * weights do not help: the activations are rounded to 8 bits either way), 133–135/138 for the others; stories260K
- * agrees at 126–129/129.
- */
-const ARGMAX: Record<string, Partial<Record<GgufOutputDType, number>>> = {
-  stories260K: { q8_0: 0.95, q6_k: 0.95, q5_k_m: 0.95, q4_k_m: 0.95, q4_0: 0.95 },
-  random256: { q8_0: 0.95, q6_k: 0.85, q5_k_m: 0.95, q4_k_m: 0.95, q4_0: 0.9 },
-};
+/** Least share of positions whose argmax agrees (measured: stories260K 126–129/129, random256 135–138/138). */
+const ARGMAX = 0.95;
 const DTYPES: GgufOutputDType[] = ['q8_0', 'q6_k', 'q5_k_m', 'q4_k_m', 'q4_0'];
 
 interface Case {
@@ -80,7 +80,7 @@ function buildCases(): Case[] {
     convertToGguf({ inputPath: STORIES_DIR, outPath: stories, dtype });
     cases.push({ model: 'stories260K', dtype, path: stories, prompts: [[1, 403, 407, 261, 378], [1, 70, 301], [1]] });
     const random = join(tmp.dir, `random256-${dtype}.gguf`);
-    createRandomModel({ configPath, tokenizerPath: TINY_BPE_TOKENIZER, dtype, seed: 7, outPath: random });
+    createRandomModel({ configPath, tokenizerPath: TINY_BPE_TOKENIZER, dtype, seed: 7, gain: 1, outPath: random });
     cases.push({ model: 'random256', dtype, path: random, prompts: randomPrompts(3, 1024, [1, 12, 5]) });
   }
   return cases;
@@ -186,7 +186,7 @@ describe.each(cases)('llama.cpp oracle, teacher-forced: $model $dtype', (c) => {
       positions += ids.length;
       expect(worst, `sequence ${i}: worst logit error / (1 + max |logit|)`).toBeLessThanOrEqual(tol);
     });
-    expect(agree / positions, 'argmax agreement over all positions').toBeGreaterThanOrEqual(ARGMAX[c.model][c.dtype]!);
+    expect(agree / positions, 'argmax agreement over all positions').toBeGreaterThanOrEqual(ARGMAX);
   });
 
   if (c.model === 'stories260K' && (c.dtype === 'q8_0' || c.dtype === 'q6_k')) {
