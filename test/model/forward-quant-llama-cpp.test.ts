@@ -9,12 +9,11 @@
  * q8_0 and q6_k the greedy tokens are identical over 40 steps.
  *
  * The random llama is drawn with gain 1 (each matrix N(0, 1/fanIn): a projection keeps its input's scale), not
- * createRandomModel's default gain 2. At gain 2 every projection doubles its input, the network is chaotic, and a
- * last-bit difference anywhere upstream (an activation that rounds to the other int8) grows into flipped argmaxes:
- * there the two engines agreed at only 124/138 (q6_k) and 129/138 (q4_0) positions, with worst errors up to 0.110,
- * so the check had to allow 85% / 90% and 0.2. At gain 1 the same differences stay small (135-138/138, worst
- * 0.012-0.032), and the tolerances below are 2.5-4× tighter than before: a q8_0 activation quantizer that truncates
- * instead of rounding (a one-word mutation) now fails q8_0 and q4_0 on both counts.
+ * createRandomModel's default gain 2, at which every projection doubles its input and the network is chaotic: a
+ * last-bit difference anywhere upstream (an activation that rounds to the other int8) grows into flipped argmaxes
+ * (q6_k agrees at 124/138 positions there, q4_0 at 129/138, worst errors up to 0.110). At gain 1 the same differences
+ * stay small (135-138/138, worst 0.012-0.032), so the tolerances below are tight enough that a q8_0 activation
+ * quantizer truncating instead of rounding fails the q8_0 and q4_0 cases on both counts.
  *
  * pagellm runs on the reference backend with `activations: 'ggml'`: llama.cpp quantizes each activation row to 8
  * bits per block (q8_0 / q8_1 / q8_K) before multiplying a quantized weight (and rounds it to f16 for an f16
