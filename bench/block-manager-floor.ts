@@ -33,20 +33,66 @@ const MAX_BLOCKS_PER_TABLE = 256;
 /** Most tables live at once. */
 const MAX_TABLES = 4096;
 
+/**
+ * The block tables both floor managers keep, in typed arrays indexed by a dense table number: per table its token
+ * count, its block count and a fixed row of block ids; a sequence finds its table through a direct-mapped cache in
+ * front of a Map, as pagellm's manager does.
+ */
+class FloorTables {
+  readonly fullSlots = new Int32Array(MAX_TABLES);
+  readonly numBlocks = new Int32Array(MAX_TABLES);
+  readonly blockIds = new Int32Array(MAX_TABLES * MAX_BLOCKS_PER_TABLE);
+  private readonly freeTables: number[] = [];
+  private numTables = 0;
+  private readonly bySeqId = new Map<number, number>();
+  private readonly cachedSeqIds = new Float64Array(1024).fill(NaN);
+  private readonly cachedTables = new Int32Array(1024);
+
+  /** A new, empty table for sequence `seqId`; returns its number. */
+  open(seqId: number): number {
+    const t = this.freeTables.pop() ?? this.numTables++;
+    this.fullSlots[t] = 0;
+    this.numBlocks[t] = 0;
+    this.bySeqId.set(seqId, t);
+    return t;
+  }
+
+  /** The table of a sequence that has one. */
+  of(seq: SequenceLike): number {
+    const slot = seq.seqId & 1023;
+    if (this.cachedSeqIds[slot] === seq.seqId) return this.cachedTables[slot];
+    const t = this.bySeqId.get(seq.seqId)!;
+    this.cachedSeqIds[slot] = seq.seqId;
+    this.cachedTables[slot] = t;
+    return t;
+  }
+
+  /** Forgets the sequence's table and returns its number (its block ids stay readable until reused), or -1. */
+  close(seqId: number): number {
+    const t = this.bySeqId.get(seqId);
+    if (t === undefined) return -1;
+    this.bySeqId.delete(seqId);
+    this.freeTables.push(t);
+    const slot = seqId & 1023;
+    if (this.cachedTables[slot] === t) this.cachedSeqIds[slot] = NaN;
+    return t;
+  }
+
+  seqIds(): IterableIterator<number> {
+    return this.bySeqId.keys();
+  }
+}
+
 /** See the file comment: the trace's block-manager calls on typed arrays and nothing more (caching off). */
 class FloorBlockManager {
   readonly numTotalGpuBlocks: number;
   private readonly freeIds: Int32Array;
   private numFree: number;
   private readonly tokens: Uint32Array;
-  private readonly fullSlots = new Int32Array(MAX_TABLES);
-  private readonly numBlocks = new Int32Array(MAX_TABLES);
-  private readonly blockIds = new Int32Array(MAX_TABLES * MAX_BLOCKS_PER_TABLE);
-  private readonly freeTables: number[] = [];
-  private numTables = 0;
-  private readonly tables = new Map<number, number>();
-  private readonly cachedSeqIds = new Float64Array(1024).fill(NaN);
-  private readonly cachedTables = new Int32Array(1024);
+  private readonly tables = new FloorTables();
+  private readonly fullSlots = this.tables.fullSlots;
+  private readonly numBlocks = this.tables.numBlocks;
+  private readonly blockIds = this.tables.blockIds;
 
   constructor(
     readonly blockSize: number,
@@ -63,34 +109,27 @@ class FloorBlockManager {
   }
 
   allocate(seq: SequenceLike): void {
-    const t = this.freeTables.pop() ?? this.numTables++;
-    this.fullSlots[t] = 0;
-    this.numBlocks[t] = 0;
+    const t = this.tables.open(seq.seqId);
     const src = seq.getTokenIds();
     for (let i = 0, n = seq.getLen(); i < n; i++) this.put(t, src[i]);
-    this.tables.set(seq.seqId, t);
   }
 
   canAppendSlots(seq: SequenceLike): boolean {
-    return this.fullSlots[this.tableOf(seq)] % this.blockSize !== 0 || this.numFree > 0;
+    return this.fullSlots[this.tables.of(seq)] % this.blockSize !== 0 || this.numFree > 0;
   }
 
   appendSlots(seq: SequenceLike): readonly never[] {
-    const t = this.tableOf(seq);
+    const t = this.tables.of(seq);
     this.put(t, seq.getTokenIds()[this.fullSlots[t]]);
     return NONE;
   }
 
   free(seq: SequenceLike): void {
-    const t = this.tables.get(seq.seqId);
-    if (t === undefined) return;
+    const t = this.tables.close(seq.seqId);
+    if (t < 0) return;
     for (let i = 0, base = t * MAX_BLOCKS_PER_TABLE; i < this.numBlocks[t]; i++) {
       this.freeIds[this.numFree++] = this.blockIds[base + i];
     }
-    this.tables.delete(seq.seqId);
-    this.freeTables.push(t);
-    const slot = seq.seqId & 1023;
-    if (this.cachedTables[slot] === t) this.cachedSeqIds[slot] = NaN;
   }
 
   markBlocksAsComputed(): void {}
@@ -108,20 +147,11 @@ class FloorBlockManager {
   }
 
   *getSeqIds(): IterableIterator<number> {
-    yield* this.tables.keys();
+    yield* this.tables.seqIds();
   }
 
   fork(): void {
     throw new Error('FloorBlockManager: the floor covers traces without forks');
-  }
-
-  private tableOf(seq: SequenceLike): number {
-    const slot = seq.seqId & 1023;
-    if (this.cachedSeqIds[slot] === seq.seqId) return this.cachedTables[slot];
-    const t = this.tables.get(seq.seqId)!;
-    this.cachedSeqIds[slot] = seq.seqId;
-    this.cachedTables[slot] = t;
-    return t;
   }
 
   /** Appends one token to table t: a new block from the free stack when its last block is full. */
@@ -163,17 +193,13 @@ class FloorCachingBlockManager {
   private readonly parentLo: Int32Array;
   private readonly hasParent: Uint8Array;
   private readonly hash = new Int32Array(2);
-  private readonly fullSlots = new Int32Array(MAX_TABLES);
-  private readonly numBlocks = new Int32Array(MAX_TABLES);
-  private readonly blockIds = new Int32Array(MAX_TABLES * MAX_BLOCKS_PER_TABLE);
+  private readonly tables = new FloorTables();
+  private readonly fullSlots = this.tables.fullSlots;
+  private readonly numBlocks = this.tables.numBlocks;
+  private readonly blockIds = this.tables.blockIds;
   /** Per table: the hash of its last full block. */
   private readonly lastHi = new Int32Array(MAX_TABLES);
   private readonly lastLo = new Int32Array(MAX_TABLES);
-  private readonly freeTables: number[] = [];
-  private numTables = 0;
-  private readonly tables = new Map<number, number>();
-  private readonly cachedSeqIds = new Float64Array(1024).fill(NaN);
-  private readonly cachedTables = new Int32Array(1024);
   private hits = 0;
   private queries = 0;
 
@@ -204,7 +230,7 @@ class FloorCachingBlockManager {
   }
 
   allocate(seq: SequenceLike): void {
-    const t = this.freeTables.pop() ?? this.numTables++;
+    const t = this.tables.open(seq.seqId);
     const bs = this.blockSize;
     const src = seq.getTokenIds();
     const len = seq.getLen();
@@ -241,30 +267,25 @@ class FloorCachingBlockManager {
     this.fullSlots[t] = full;
     this.numBlocks[t] = full / bs;
     for (let i = full; i < len; i++) this.put(t, src[i]);
-    this.tables.set(seq.seqId, t);
   }
 
   canAppendSlots(seq: SequenceLike): boolean {
-    return this.fullSlots[this.tableOf(seq)] % this.blockSize !== 0 || this.numFree > 0;
+    return this.fullSlots[this.tables.of(seq)] % this.blockSize !== 0 || this.numFree > 0;
   }
 
   appendSlots(seq: SequenceLike): readonly never[] {
-    const t = this.tableOf(seq);
+    const t = this.tables.of(seq);
     this.put(t, seq.getTokenIds()[this.fullSlots[t]]);
     return NONE;
   }
 
   free(seq: SequenceLike): void {
-    const t = this.tables.get(seq.seqId);
-    if (t === undefined) return;
+    const t = this.tables.close(seq.seqId);
+    if (t < 0) return;
     for (let i = 0, base = t * MAX_BLOCKS_PER_TABLE; i < this.numBlocks[t]; i++) {
       const id = this.blockIds[base + i];
       if (--this.refCounts[id] === 0) this.linkFree(id);
     }
-    this.tables.delete(seq.seqId);
-    this.freeTables.push(t);
-    const slot = seq.seqId & 1023;
-    if (this.cachedTables[slot] === t) this.cachedSeqIds[slot] = NaN;
   }
 
   markBlocksAsComputed(): void {}
@@ -287,20 +308,11 @@ class FloorCachingBlockManager {
   }
 
   *getSeqIds(): IterableIterator<number> {
-    yield* this.tables.keys();
+    yield* this.tables.seqIds();
   }
 
   fork(): void {
     throw new Error('FloorCachingBlockManager: the floor covers traces without forks');
-  }
-
-  private tableOf(seq: SequenceLike): number {
-    const slot = seq.seqId & 1023;
-    if (this.cachedSeqIds[slot] === seq.seqId) return this.cachedTables[slot];
-    const t = this.tables.get(seq.seqId)!;
-    this.cachedSeqIds[slot] = seq.seqId;
-    this.cachedTables[slot] = t;
-    return t;
   }
 
   /** Appends one token to table t: a new block when its last block is full; a block that fills is cached. */
