@@ -1,10 +1,10 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import type { BeamSearchParamsInit } from './beam-search.js';
+import type { BeamSearchParamsInit } from './sample/beam-search.js';
 import { createLLMEngine, type EngineArgs } from './engine-args.js';
 import { EngineStateError, RequestAbortedError, StepFailedError } from './errors.js';
 import type { LLMEngine, PromptInput } from './llm-engine.js';
 import type { EngineStats } from './metrics.js';
-import type { PoolingParams, PoolingParamsInit } from './pooling-params.js';
+import type { PoolingParams, PoolingParamsInit } from './pooling/pooling-params.js';
 import type { RequestOutput } from './request-output.js';
 import { RequestOutputKind, SamplingParams, type SamplingParamsInit } from './sampling-params.js';
 

@@ -1,18 +1,18 @@
-import type { PoolingType } from './pooling-params.js';
+import type { PoolingType } from './pooling/pooling-params.js';
 import { CacheEngine, makeKvCacheSpec } from '../cache/index.js';
 import { createBackend, type BackendKind, type KvCacheDType } from '../kernels/index.js';
 import { RedisKvBlockStore } from '../cache/redis-kv-block-store.js';
 import type { KvCacheSpec } from '../cache/index.js';
 import type { ModelSource } from '../model/model-source.js';
 import { loadModel } from '../model/load-model.js';
-import { kvStoreModelIdentity } from './kv-store-identity.js';
+import { kvStoreModelIdentity } from './kv-store/kv-store-identity.js';
 import type { LLMEngineOptions } from './llm-engine.js';
 import { EngineConfigError } from './errors.js';
 import { LLMEngine } from './llm-engine.js';
-import type { PreemptionMode, SchedulingPolicy } from './scheduler-config.js';
-import { createDraftModelProposer, draftBlockBytes, loadDraftModel } from './draft-model-loader.js';
-import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode-config.js';
-import type { SpeculativeProposer } from './speculative-proposer.js';
+import type { PreemptionMode, SchedulingPolicy } from './sched/scheduler-config.js';
+import { createDraftModelProposer, draftBlockBytes, loadDraftModel } from './spec-decode/draft-model-loader.js';
+import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode/spec-decode-config.js';
+import type { SpeculativeProposer } from './spec-decode/speculative-proposer.js';
 
 /** 512 MiB: the default compute-tier KV budget. */
 export const DEFAULT_KV_CACHE_MEMORY = 512 * 1024 * 1024;

@@ -50,18 +50,23 @@ export {
   type SamplingRow,
   type SamplerRowOutput,
   type TokenLogprob,
-} from './sampler.js';
+} from './sample/sampler.js';
 export {
   PreemptionMode,
   resolveSchedulerConfig,
   type SchedulerConfig,
   type SchedulerConfigInit,
   type SchedulingPolicy,
-} from './scheduler-config.js';
-export { SchedulingBudget } from './scheduling-budget.js';
-export { Scheduler, type SchedulerBlockManager, type SchedulerOptions } from './scheduler.js';
-export { SchedulerQueues } from './scheduler-queues.js';
-export type { SchedulerOutputs, ScheduledSequenceGroup, SamplerOutput, SchedulerStats } from './scheduler-output.js';
+} from './sched/scheduler-config.js';
+export { SchedulingBudget } from './sched/scheduling-budget.js';
+export { Scheduler, type SchedulerBlockManager, type SchedulerOptions } from './sched/scheduler.js';
+export { SchedulerQueues } from './sched/scheduler-queues.js';
+export type {
+  SchedulerOutputs,
+  ScheduledSequenceGroup,
+  SamplerOutput,
+  SchedulerStats,
+} from './sched/scheduler-output.js';
 export { OutputProcessor, type OutputProcessorOptions, type SeqBlockOps } from './output-processor.js';
 export {
   ModelInputBuilder,
@@ -76,15 +81,15 @@ export {
   type SpecDecodeConfig,
   type NgramSpecDecodeConfig,
   type DraftModelSpecDecodeConfig,
-} from './spec-decode-config.js';
-export { NgramProposer, type NgramProposerOptions } from './ngram-proposer.js';
+} from './spec-decode/spec-decode-config.js';
+export { NgramProposer, type NgramProposerOptions } from './spec-decode/ngram-proposer.js';
 export {
   RejectionSampler,
   type RejectionSampleInput,
   type RejectionSampleOutput,
   type ProbabilityRows,
-} from './rejection-sampler.js';
-export { SpecDecodingStats, SPEC_DECODE_METRIC_NAMES } from './spec-decoding-stats.js';
+} from './sample/rejection-sampler.js';
+export { SpecDecodingStats, SPEC_DECODE_METRIC_NAMES } from './spec-decode/spec-decoding-stats.js';
 export {
   PoolingParams,
   resolvePoolerConfig,
@@ -92,18 +97,18 @@ export {
   type PoolingType,
   type PoolerConfig,
   type PoolingParamsInit,
-} from './pooling-params.js';
-export { Pooler, type PooledSequence, type PoolerRowOutput, type MeanPoolingState } from './pooler.js';
+} from './pooling/pooling-params.js';
+export { Pooler, type PooledSequence, type PoolerRowOutput, type MeanPoolingState } from './pooling/pooler.js';
 export {
   StructuredOutputsParams,
   type StructuredOutputsParamsInit,
   type StructuredOutputKind,
-} from './structured-outputs-params.js';
+} from './structured-output/structured-outputs-params.js';
 export {
   StructuredOutputManager,
   type StructuredOutputManagerOptions,
   type GrammarAdvance,
-} from './structured-output-manager.js';
+} from './structured-output/structured-output-manager.js';
 export { createSequenceDetokenizer } from './detokenizer.js';
 export { requestOutputFromSeqGroup, type RequestOutput, type CompletionOutput } from './request-output.js';
 export {
@@ -126,29 +131,29 @@ export {
   type BeamSearchSequence,
   type BeamCandidates,
   type BeamSearchContext,
-} from './beam-search.js';
+} from './sample/beam-search.js';
 export { LLMEngine, type LLMEngineOptions, type AddRequestOptions, type PromptInput } from './llm-engine.js';
 export { createLLMEngine, DEFAULT_KV_CACHE_MEMORY, type EngineArgs } from './engine-args.js';
 export { AsyncLLMEngine, type AsyncGenerateOptions } from './async-llm-engine.js';
 export { LLM, type LLMOptions, type GenerateOptions, type EmbeddingOutput } from './llm.js';
-export { SpecDecodeWorker, type SpecDecodeWorkerOptions } from './spec-decode-worker.js';
-export { SpecDecodeBackoff, MAX_SPEC_PAUSE } from './spec-decode-backoff.js';
+export { SpecDecodeWorker, type SpecDecodeWorkerOptions } from './spec-decode/spec-decode-worker.js';
+export { SpecDecodeBackoff, MAX_SPEC_PAUSE } from './spec-decode/spec-decode-backoff.js';
 export {
   NgramSpeculativeProposer,
   createSpeculativeProposer,
   type SpeculativeProposer,
   type ProposalRequest,
   type Proposal,
-} from './speculative-proposer.js';
+} from './spec-decode/speculative-proposer.js';
 export {
   DraftModelProposer,
   checkDraftModelCompatible,
   type DraftModelProposerOptions,
   type SpeculationTarget,
-} from './draft-model-proposer.js';
+} from './spec-decode/draft-model-proposer.js';
 export {
   loadDraftModel,
   createDraftModelProposer,
   draftBlockBytes,
   type LoadDraftModelOptions,
-} from './draft-model-loader.js';
+} from './spec-decode/draft-model-loader.js';

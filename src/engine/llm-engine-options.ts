@@ -4,11 +4,11 @@ import type { ModelConfig } from '../model/model-config.js';
 import type { ModelSource } from '../model/model-source.js';
 import type { Tokenizer } from '../model/tokenizer.js';
 import { EngineConfigError } from './errors.js';
-import type { KvStoreSettings } from './kv-store-connector.js';
-import type { PoolerConfig } from './pooling-params.js';
-import { resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit } from './scheduler-config.js';
-import type { SpecDecodeConfig } from './spec-decode-config.js';
-import type { SpeculativeProposer } from './speculative-proposer.js';
+import type { KvStoreSettings } from './kv-store/kv-store-connector.js';
+import type { PoolerConfig } from './pooling/pooling-params.js';
+import { resolveSchedulerConfig, type SchedulerConfig, type SchedulerConfigInit } from './sched/scheduler-config.js';
+import type { SpecDecodeConfig } from './spec-decode/spec-decode-config.js';
+import type { SpeculativeProposer } from './spec-decode/speculative-proposer.js';
 
 /** Per-request options of {@link LLMEngine.addRequest}. */
 export interface AddRequestOptions {

@@ -4,7 +4,7 @@ import { BlockSpaceManager } from '../core/index.js';
 import type { CausalLM } from '../model/forward-batch.js';
 import type { ModelSource } from '../model/model-source.js';
 import type { Tokenizer } from '../model/tokenizer.js';
-import { resolveBeamSearchParams, type BeamSearchParamsInit } from './beam-search.js';
+import { resolveBeamSearchParams, type BeamSearchParamsInit } from './sample/beam-search.js';
 import { createSequenceDetokenizer } from './detokenizer.js';
 import {
   EngineConfigError,
@@ -13,27 +13,32 @@ import {
   SamplingParamsError,
   type StepFailedError,
 } from './errors.js';
-import { createKvStoreConnector, type KvStoreConnector } from './kv-store-connector.js';
+import { createKvStoreConnector, type KvStoreConnector } from './kv-store/kv-store-connector.js';
 import { resolveEngineSettings, type AddRequestOptions, type LLMEngineOptions } from './llm-engine-options.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import { ModelInputBuilder, type SampledSequence } from './model-input-builder.js';
 import { OutputProcessor } from './output-processor.js';
-import { Pooler } from './pooler.js';
-import { PoolingParams, resolvePoolerConfig, type PoolerConfig, type PoolingParamsInit } from './pooling-params.js';
+import { Pooler } from './pooling/pooler.js';
+import {
+  PoolingParams,
+  resolvePoolerConfig,
+  type PoolerConfig,
+  type PoolingParamsInit,
+} from './pooling/pooling-params.js';
 import { resolvePromptInput, type PromptInput } from './prompt-input.js';
 import type { RequestOutput } from './request-output.js';
 import { RandomGenerator } from '../model/random-generator.js';
-import { checkSomeTokenAllowed, Sampler } from './sampler.js';
-import { samplingRowOf } from './sampling-row.js';
+import { checkSomeTokenAllowed, Sampler } from './sample/sampler.js';
+import { samplingRowOf } from './sample/sampling-row.js';
 import { RequestOutputKind, SamplingParams, SamplingType, type SamplingParamsInit } from './sampling-params.js';
-import { Scheduler } from './scheduler.js';
-import type { SamplerOutput, SchedulerOutputs } from './scheduler-output.js';
-import type { SchedulerConfig } from './scheduler-config.js';
+import { Scheduler } from './sched/scheduler.js';
+import type { SamplerOutput, SchedulerOutputs } from './sched/scheduler-output.js';
+import type { SchedulerConfig } from './sched/scheduler-config.js';
 import { Sequence } from './sequence.js';
 import { SequenceGroup } from './sequence-group.js';
 import { failStep } from './step-failure.js';
-import { StructuredOutputManager } from './structured-output-manager.js';
-import { createSpecDecodeWorker, type SpecDecodeWorker } from './spec-decode-worker.js';
+import { StructuredOutputManager } from './structured-output/structured-output-manager.js';
+import { createSpecDecodeWorker, type SpecDecodeWorker } from './spec-decode/spec-decode-worker.js';
 
 export type { AddRequestOptions, LLMEngineOptions } from './llm-engine-options.js';
 export type { PromptInput } from './prompt-input.js';

@@ -1,8 +1,8 @@
-import { getBeamSearchScore, type BeamSearchOutput, type BeamSearchParamsInit } from './beam-search.js';
+import { getBeamSearchScore, type BeamSearchOutput, type BeamSearchParamsInit } from './sample/beam-search.js';
 import { createLLMEngine, type EngineArgs } from './engine-args.js';
 import { EngineStateError, InvalidRequestError } from './errors.js';
 import type { LLMEngine, PromptInput } from './llm-engine.js';
-import type { PoolingParamsInit } from './pooling-params.js';
+import type { PoolingParamsInit } from './pooling/pooling-params.js';
 import type { RequestOutput } from './request-output.js';
 import { RequestOutputKind, SamplingParams, type SamplingParamsInit } from './sampling-params.js';
 

@@ -1,7 +1,7 @@
 import { AttentionMetadataBuilder, Int32Buffer, type ScheduledSequence } from '../cache/index.js';
 import type { ForwardBatch } from '../model/forward-batch.js';
-import type { PooledSequence } from './pooler.js';
-import type { ScheduledSequenceGroup } from './scheduler-output.js';
+import type { PooledSequence } from './pooling/pooler.js';
+import type { ScheduledSequenceGroup } from './sched/scheduler-output.js';
 import { SequenceStatus, type Sequence } from './sequence.js';
 import type { SequenceGroup } from './sequence-group.js';
 

@@ -1,15 +1,15 @@
-import { beamSearchStep, bestBeams, type BeamCandidates } from './beam-search.js';
+import { beamSearchStep, bestBeams, type BeamCandidates } from './sample/beam-search.js';
 import { DuplicateRequestError, EngineStateError } from './errors.js';
 import type { EngineMetrics } from './metrics.js';
-import type { PoolerRowOutput } from './pooler.js';
+import type { PoolerRowOutput } from './pooling/pooler.js';
 import type { SampledSequence } from './model-input-builder.js';
 import { requestOutputFromSeqGroup, type RequestOutput } from './request-output.js';
-import type { SamplerRowOutput, TokenLogprob } from './sampler.js';
-import type { ScheduledSequenceGroup } from './scheduler-output.js';
+import type { SamplerRowOutput, TokenLogprob } from './sample/sampler.js';
+import type { ScheduledSequenceGroup } from './sched/scheduler-output.js';
 import { getFinishedReason, SequenceStatus, type Logprob, type SampleLogprobs, type Sequence } from './sequence.js';
 import type { SequenceGroup } from './sequence-group.js';
 import { StopChecker } from './stop-checker.js';
-import type { StructuredOutputManager } from './structured-output-manager.js';
+import type { StructuredOutputManager } from './structured-output/structured-output-manager.js';
 
 /** Options of {@link OutputProcessor}. */
 export interface OutputProcessorOptions {

@@ -1,5 +1,8 @@
 import { SamplingParamsError } from './errors.js';
-import { StructuredOutputsParams, type StructuredOutputsParamsInit } from './structured-outputs-params.js';
+import {
+  StructuredOutputsParams,
+  type StructuredOutputsParamsInit,
+} from './structured-output/structured-outputs-params.js';
 
 /** Below this temperature sampling is greedy (vLLM's `_SAMPLING_EPS`). */
 export const SAMPLING_EPS = 1e-5;

@@ -1,7 +1,7 @@
 import type { SequenceGroupLike, SequenceLike } from '../core/index.js';
 import type { RandomGenerator } from '../model/random-generator.js';
-import type { MeanPoolingState } from './pooler.js';
-import type { PoolingParams } from './pooling-params.js';
+import type { MeanPoolingState } from './pooling/pooler.js';
+import type { PoolingParams } from './pooling/pooling-params.js';
 import type { SamplingParams } from './sampling-params.js';
 import { Sequence, SequenceStatus } from './sequence.js';
 

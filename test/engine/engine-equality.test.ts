@@ -5,7 +5,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { LLMEngine } from '../../src/engine/llm-engine.js';
-import type { SchedulerOutputs } from '../../src/engine/scheduler.js';
+import type { SchedulerOutputs } from '../../src/engine/sched/scheduler.js';
 import {
   PROMPTS,
   expectAllBlocksFree,

@@ -8,7 +8,7 @@ import type { LLMEngine } from '../../src/engine/llm-engine.js';
 import type { RequestOutput } from '../../src/engine/request-output.js';
 import { RequestOutputKind, SamplingParams } from '../../src/engine/sampling-params.js';
 import { SequenceStatus } from '../../src/engine/sequence.js';
-import { getBeamSearchScore } from '../../src/engine/beam-search.js';
+import { getBeamSearchScore } from '../../src/engine/sample/beam-search.js';
 import {
   PROMPTS,
   expectAllBlocksFree,

@@ -6,9 +6,9 @@
  * encode the same floats; usage counts the prompt tokens; bad input gets a 400 naming the field.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PoolingType } from '../../src/engine/pooling-params.js';
+import type { PoolingType } from '../../src/engine/pooling/pooling-params.js';
 import { loadStories, type Stories } from '../engine/stories-engine.js';
-import { referencePooled } from '../engine/reference-pooling.js';
+import { referencePooled } from '../engine/pooling/reference-pooling.js';
 import { maxAbsDiff } from '../model/test-kv.js';
 import { postRaw, startTestServer, type TestServer } from './server-fixture.js';
 
