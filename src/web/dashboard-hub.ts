@@ -10,7 +10,7 @@ export interface DashboardHubOptions {
   readonly maxUpdatesPerSecond?: number;
   /** ms between time-series points (default 1000). */
   readonly seriesIntervalMs?: number;
-  /** Time-series points kept for pages that connect later (default 600). */
+  /** Time-series points kept for pages that connect later (default 1800: 30 minutes at one a second). */
   readonly historyCapacity?: number;
   /** Waiting requests listed per snapshot (default 200). */
   readonly maxWaitingListed?: number;
@@ -22,6 +22,8 @@ export interface HelloEvent {
   readonly model: string | null;
   readonly maxUpdatesPerSecond: number;
   readonly seriesIntervalMs: number;
+  /** Points the server keeps (the page keeps as many). */
+  readonly historyCapacity: number;
   readonly history: readonly SeriesPoint[];
 }
 
@@ -33,14 +35,16 @@ interface Client {
 }
 
 /**
- * Feeds every connected dashboard page over server-sent events: a `hello` event, then a `snapshot` event (the
- * encoded {@link KvCacheSnapshot}) whenever the engine's state changed — checked `maxUpdatesPerSecond` times a
- * second — and a `series` event (one {@link SeriesPoint}) every `seriesIntervalMs`.
+ * Feeds every connected dashboard page over server-sent events: a `hello` event (with the whole time series so
+ * far), then a `snapshot` event (the encoded {@link KvCacheSnapshot}) whenever the engine's state changed — checked
+ * `maxUpdatesPerSecond` times a second — and a `series` event (one {@link SeriesPoint}) every `seriesIntervalMs`.
  *
- * Costs nothing while no page is connected: the timers run only between the first connection and the last
- * disconnection. While pages are connected and the engine is idle, a check is one O(1) comparison per tick. A
- * snapshot is built once per change and the same text is written to every page; a page whose socket is backed up
- * is skipped and gets the latest snapshot when it drains.
+ * The time series is recorded from construction (server start) until {@link close}, whether or not a page is
+ * open, so a page opened late shows the load before it without gaps: one `engine.getStats()` (O(1)) and one point
+ * in a bounded ring buffer per interval. Snapshots cost nothing while no page is connected: their timer runs only
+ * between the first connection and the last disconnection. While pages are connected and the engine is idle, a
+ * check is one O(1) comparison per tick. A snapshot is built once per change and the same text is written to every
+ * page; a page whose socket is backed up is skipped and gets the latest snapshot when it drains.
  */
 export class DashboardHub {
   readonly maxUpdatesPerSecond: number;
@@ -70,8 +74,11 @@ export class DashboardHub {
     if (!(this.seriesIntervalMs > 0 && Number.isFinite(this.seriesIntervalMs))) {
       throw new RangeError(`seriesIntervalMs must be a positive number, got ${this.seriesIntervalMs}`);
     }
-    this.history = new MetricsHistory(options.historyCapacity ?? 600);
+    this.history = new MetricsHistory(options.historyCapacity ?? 1800);
     this.maxWaitingListed = options.maxWaitingListed;
+    this.sampleSeries();
+    this.seriesTimer = setInterval(() => this.sampleSeries(), this.seriesIntervalMs);
+    this.seriesTimer.unref();
   }
 
   /** Pages connected now. */
@@ -84,9 +91,19 @@ export class DashboardHub {
     return this.builds;
   }
 
-  /** True while the update timers run (some page is connected). */
+  /** True while the snapshot timer runs (some page is connected). */
   get isActive(): boolean {
+    return this.snapshotTimer !== null;
+  }
+
+  /** True while the time series is recorded (from construction until {@link close}). */
+  get isRecording(): boolean {
     return this.seriesTimer !== null;
+  }
+
+  /** The recorded time series, oldest first (a copy). */
+  historyPoints(): SeriesPoint[] {
+    return this.history.points();
   }
 
   /** The shortest time between two snapshots, in ms (1000 / maxUpdatesPerSecond). */
@@ -101,6 +118,7 @@ export class DashboardHub {
       model: this.engine.modelSource?.path ?? null,
       maxUpdatesPerSecond: this.maxUpdatesPerSecond,
       seriesIntervalMs: this.seriesIntervalMs,
+      historyCapacity: this.history.capacity,
       history: this.history.points(),
     };
   }
@@ -124,14 +142,14 @@ export class DashboardHub {
   /**
    * Starts streaming to `stream` (opened with the `'skip'` slow-client policy): hello, the current snapshot, then
    * updates until the client disconnects; a stream backed up when a snapshot was due gets the latest one when it
-   * drains. The timers stop with the last page. After {@link close} the stream is ended at once.
+   * drains. The snapshot timer stops with the last page. After {@link close} the stream is ended at once.
    */
   addClient(stream: SseStream): void {
     if (this.closed) {
       stream.end();
       return;
     }
-    if (this.clients.size === 0) this.start();
+    if (this.clients.size === 0) this.scheduleTick();
     const client: Client = { stream, sentVersion: 0 };
     this.clients.add(client);
     stream.onDrain(() => {
@@ -143,12 +161,14 @@ export class DashboardHub {
     this.sendSnapshot(client, this.currentSnapshotText(), this.cached!.version);
   }
 
-  /** Ends every stream and stops the timers; later connections are ended at once. */
+  /** Ends every stream and stops the timers (recording too); later connections are ended at once. */
   close(): void {
     this.closed = true;
     for (const c of this.clients) c.stream.end();
     this.clients.clear();
     this.stop();
+    if (this.seriesTimer !== null) clearInterval(this.seriesTimer);
+    this.seriesTimer = null;
   }
 
   /**
@@ -165,21 +185,12 @@ export class DashboardHub {
     for (const c of this.clients) this.sendSnapshot(c, text, version);
   }
 
-  /** One series tick: sample the engine's figures and send the point. */
+  /** One series tick: sample the engine's figures, keep the point and send it to every page. */
   sampleSeries(): SeriesPoint {
     const point = this.history.sample(this.engine.getStats(), Date.now());
     const text = JSON.stringify(point);
     for (const c of this.clients) void c.stream.sendText(text, 'series');
     return point;
-  }
-
-  private start(): void {
-    // The gap point and the first sample reach the page inside the hello's history.
-    this.history.markGap(Date.now());
-    this.history.sample(this.engine.getStats(), Date.now());
-    this.seriesTimer = setInterval(() => this.sampleSeries(), this.seriesIntervalMs);
-    this.seriesTimer.unref();
-    this.scheduleTick();
   }
 
   /** Runs the next snapshot tick a period from now, or when the period since the last build ends if that is sooner. */
@@ -196,9 +207,7 @@ export class DashboardHub {
 
   private stop(): void {
     if (this.snapshotTimer !== null) clearTimeout(this.snapshotTimer);
-    if (this.seriesTimer !== null) clearInterval(this.seriesTimer);
     this.snapshotTimer = null;
-    this.seriesTimer = null;
   }
 
   private removeClient(client: Client): void {

@@ -100,7 +100,8 @@ const LOGIN_SCHEMA = Type.Object({ api_key: Type.String({ maxLength: 4096 }) });
  * - `GET /` and `GET /dashboard`: the page (HTML); `GET /dashboard/assets/<file>`: its scripts and styles;
  *   `GET /dashboard/vendor/uPlot.esm.js` and `uPlot.min.css`: the chart library from node_modules.
  * - `GET /dashboard/api/events`: server-sent events — `hello`, then `snapshot` whenever the engine changed (at most
- *   `maxUpdatesPerSecond`, default 4) and `series` once a second; see {@link DashboardHub}.
+ *   `maxUpdatesPerSecond`, default 4) and `series` once a second (the hello carries the series recorded since
+ *   the server started); see {@link DashboardHub}.
  * - `GET /dashboard/api/snapshot`: the current snapshot as JSON (the `snapshot` event's data).
  * - `GET /dashboard/api/blocks/:id`: one block's details for the tooltip ({@link getBlockDetail}); 404 for an id
  *   outside both tiers.
@@ -111,7 +112,7 @@ const LOGIN_SCHEMA = Type.Object({ api_key: Type.String({ maxLength: 4096 }) });
  * set the page, its fetches and its EventSource work unchanged. Every route is marked `config.access: 'dashboard'`
  * so the server's key check leaves them to this plugin.
  *
- * Nothing runs while no page is connected. The hub is decorated on the instance as `dashboardHub` for inspection,
+ * While no page is connected only the time series is recorded (one O(1) sample a second). The hub is decorated on the instance as `dashboardHub` for inspection,
  * and closed (streams ended, timers stopped) when the server closes.
  */
 export async function dashboardPlugin(app: FastifyInstance, options: DashboardPluginOptions): Promise<void> {

@@ -1,7 +1,8 @@
 import type { EngineStats } from '../engine/index.js';
 
 /**
- * One point of the dashboard's time series. Percentages are 0..100; a null value is a gap (uPlot draws none).
+ * One point of the dashboard's time series. Percentages are 0..100; a null value is a figure that has none at that point (a rate before
+ * the second sample, a hit rate in an interval without lookups, swap usage without a swap tier).
  * Rates are over the interval since the previous point.
  */
 export interface SeriesPoint {
@@ -24,15 +25,22 @@ export interface SeriesPoint {
   readonly preemptions: number | null;
   /** Preemptions since the server started. */
   readonly preemptionsTotal: number | null;
+  /** Free compute-tier blocks (never used or cached-evictable), as `pagellm:num_free_gpu_blocks`. */
+  readonly freeGpuBlocks: number | null;
+  /** Free swap-tier blocks, as `pagellm:num_free_cpu_blocks`. */
+  readonly freeCpuBlocks: number | null;
 }
 
 /**
- * A bounded history of {@link SeriesPoint}s sampled from engine snapshots: the dashboard samples once a second
- * while a page is connected and sends each point as it is made; a page that connects gets the history first.
- * Rates come from the differences of the engine's cumulative counters between samples.
+ * A bounded history of {@link SeriesPoint}s sampled from the engine's stats: the dashboard samples once a second
+ * from server start, whether or not a page is open, and sends each point to the pages connected; a page that
+ * connects gets the history first. Rates come from the differences of the engine's cumulative counters between
+ * samples. The points live in a ring buffer: a sample is O(1) and allocates only its point.
  */
 export class MetricsHistory {
-  private readonly buffer: SeriesPoint[] = [];
+  /** Ring buffer of the kept points: the oldest at `head` once it is full. */
+  private readonly ring: SeriesPoint[] = [];
+  private head = 0;
   private prev: { stats: EngineStats; unixMs: number } | null = null;
 
   /** @param capacity points kept (default 600: ten minutes at one per second). */
@@ -71,44 +79,30 @@ export class MetricsHistory {
       tokensPerSec,
       preemptions,
       preemptionsTotal: preemptTotal,
+      freeGpuBlocks: stats.numFreeGpuBlocks,
+      freeCpuBlocks: stats.numFreeCpuBlocks,
     };
     this.prev = { stats, unixMs };
     this.push(point);
     return point;
   }
 
-  /**
-   * Records that sampling stopped (no page connected) and restarts now: keeps a gap point so the charts do not
-   * join across the pause, and forgets the previous sample so no rate spans it. Returns the gap point, or null when
-   * there was nothing before.
-   */
-  markGap(unixMs: number): SeriesPoint | null {
-    if (this.prev === null) return null;
-    this.prev = null;
-    const gap: SeriesPoint = {
-      t: unixMs / 1000 - 0.001,
-      kvUsage: null,
-      cpuUsage: null,
-      hitRate: null,
-      hitRateTotal: null,
-      running: null,
-      waiting: null,
-      swapped: null,
-      tokensPerSec: null,
-      preemptions: null,
-      preemptionsTotal: null,
-    };
-    this.push(gap);
-    return gap;
-  }
-
   /** The kept points, oldest first (a copy). */
   points(): SeriesPoint[] {
-    return this.buffer.slice();
+    return [...this.ring.slice(this.head), ...this.ring.slice(0, this.head)];
+  }
+
+  /** Points kept now (at most `capacity`). */
+  get length(): number {
+    return this.ring.length;
   }
 
   private push(p: SeriesPoint): void {
-    this.buffer.push(p);
-    if (this.buffer.length > this.capacity) this.buffer.splice(0, this.buffer.length - this.capacity);
+    if (this.ring.length < this.capacity) {
+      this.ring.push(p);
+      return;
+    }
+    this.ring[this.head] = p;
+    this.head = (this.head + 1) % this.capacity;
   }
 }

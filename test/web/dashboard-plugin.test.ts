@@ -1,8 +1,9 @@
 /**
  * The dashboard's HTTP side on a real pagellm server (stories260K on 127.0.0.1): the page and every file it loads
  * are served by pagellm itself (no other origin referenced), the snapshot and block-detail endpoints, and the
- * event stream — a hello, then snapshots only when the engine changed and at most 4 a second, nothing built while
- * the engine is idle or no page is connected, and a clean end when the server shuts down.
+ * event stream — a hello with the time series recorded since the server started, then snapshots only when the
+ * engine changed and at most 4 a second, nothing built while the engine is idle or no page is connected (the time
+ * series is still recorded), and a clean end when the server shuts down.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DashboardHub } from '../../src/web/dashboard-hub.js';
@@ -13,9 +14,12 @@ import { SseReader } from './sse-reader.js';
 
 let server: TestServer;
 let hub: DashboardHub;
+/** Date.now() when the server had started. */
+let serverReadyAt = 0;
 
 beforeAll(async () => {
   server = await startTestServer({ swapSpace: 2 * 1024 * 1024 });
+  serverReadyAt = Date.now();
   hub = server.handle.app.dashboardHub!;
   expect(hub).toBeDefined();
 });
@@ -205,12 +209,31 @@ describe('the event stream', () => {
     expect(hub.isActive).toBe(false);
   });
 
-  it('builds nothing while no page is connected, even while the engine works', async () => {
+  it('builds nothing while no page is connected, even while the engine works, but records the time series', async () => {
     expect(hub.numClients).toBe(0);
     const built = hub.numSnapshotsBuilt;
+    const recorded = hub.historyPoints().length;
+    const generatedBefore = server.handle.engine.getStats().generationTokens;
     await runCompletions(4, 100, 2);
+    // Wait for a point sampled after the load finished (the sampler runs once a second, here under load).
+    const finishedAt = Date.now() / 1000;
+    await waitFor(
+      async () => (hub.historyPoints().at(-1)?.t ?? 0) > finishedAt,
+      60_000,
+      'a series point after the load',
+    );
     expect(hub.numSnapshotsBuilt).toBe(built);
     expect(hub.isActive).toBe(false);
+    expect(hub.isRecording).toBe(true);
+    const points = hub.historyPoints();
+    expect(points.length).toBeGreaterThan(recorded);
+    // The points made while no page was open count every token the load generated.
+    const generated = server.handle.engine.getStats().generationTokens - generatedBefore;
+    expect(generated).toBe(4 * 2 * 100);
+    let counted = 0;
+    for (let i = Math.max(1, recorded); i < points.length; i++)
+      counted += points[i].tokensPerSec! * (points[i].t - points[i - 1].t);
+    expect(counted).toBeCloseTo(generated, 6);
   });
 
   it('gives a page that connects later the time series so far', async () => {
@@ -219,6 +242,9 @@ describe('the event stream', () => {
     const b = new SseReader(`${server.url}/dashboard/api/events`);
     const hello = JSON.parse((await b.waitFor((e) => e.event === 'hello')).data);
     expect(hello.history.length).toBeGreaterThanOrEqual(2);
+    expect(hello.historyCapacity).toBe(1800);
+    // The history starts when the server did (before its first test), not when the first page connected.
+    expect(hello.history[0].t * 1000).toBeLessThanOrEqual(serverReadyAt);
     expect(hub.numClients).toBe(2);
     await Promise.all([a.close(), b.close()]);
     await waitFor(async () => hub.numClients === 0, 60_000, 'both disconnects');
@@ -235,5 +261,6 @@ describe('the event stream', () => {
     expect(Date.now() - t0).toBeLessThan(20_000); // not held open until a long timeout
     expect(other.handle.app.dashboardHub!.numClients).toBe(0);
     expect(other.handle.app.dashboardHub!.isActive).toBe(false);
+    expect(other.handle.app.dashboardHub!.isRecording).toBe(false);
   });
 });

@@ -1,6 +1,6 @@
 /**
- * The dashboard's time series: rates from the differences of the engine's cumulative counters, gaps when sampling
- * pauses, and the bounded history.
+ * The dashboard's time series: rates from the differences of the engine's cumulative counters, and the bounded
+ * history (a ring buffer).
  */
 import { describe, expect, it } from 'vitest';
 import { EngineMetrics, type EngineStats } from '../../src/engine/index.js';
@@ -47,6 +47,8 @@ describe('MetricsHistory', () => {
       tokensPerSec: null,
       preemptions: null,
       preemptionsTotal: 0,
+      freeGpuBlocks: 150,
+      freeCpuBlocks: 50,
     });
     const p1 = h.sample(
       stats(
@@ -87,27 +89,16 @@ describe('MetricsHistory', () => {
     expect(h.points()).toEqual([p0, p1, p2]);
   });
 
-  it('leaves a gap when sampling pauses and never spans it with a rate', () => {
-    const h = new MetricsHistory(10);
-    expect(h.markGap(1000)).toBeNull();
-    h.sample(stats({ generationTokens: 10 }), 1000);
-    h.sample(stats({ generationTokens: 20 }), 2000);
-    const gap = h.markGap(60_000)!;
-    expect(gap.t).toBeCloseTo(59.999, 9);
-    expect(
-      Object.entries(gap)
-        .filter(([k]) => k !== 't')
-        .every(([, v]) => v === null),
-    ).toBe(true);
-    const after = h.sample(stats({ generationTokens: 5000 }), 60_000);
-    expect(after.tokensPerSec).toBeNull();
-    expect(h.points().map((p) => p.t)).toEqual([1, 2, gap.t, 60]);
-  });
-
   it('keeps at most `capacity` points, newest last', () => {
     const h = new MetricsHistory(3);
-    for (let i = 1; i <= 7; i++) h.sample(stats({ generationTokens: i }), i * 1000);
+    h.sample(stats({ generationTokens: 1 }), 1000);
+    h.sample(stats({ generationTokens: 2 }), 2000);
+    expect(h.points().map((p) => p.t)).toEqual([1, 2]);
+    for (let i = 3; i <= 7; i++) h.sample(stats({ generationTokens: i }), i * 1000);
     expect(h.points().map((p) => p.t)).toEqual([5, 6, 7]);
+    expect(h.length).toBe(3);
+    // Rates still span the previous sample after the ring wrapped.
+    expect(h.points().map((p) => p.tokensPerSec)).toEqual([1, 1, 1]);
     expect(() => new MetricsHistory(0)).toThrow(RangeError);
     expect(() => new MetricsHistory(2.5)).toThrow(RangeError);
   });
