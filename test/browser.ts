@@ -4,7 +4,7 @@
  * them; with PAGELLM_REQUIRE_BROWSER=1 (set by .ci/run) they always run, so a missing browser fails them.
  */
 import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, errors, type Browser } from 'playwright-core';
 import { describe } from 'vitest';
 
 const CHROMIUM = process.env.PAGELLM_CHROMIUM ?? '/usr/bin/chromium';
@@ -39,12 +39,38 @@ export function describeWithBrowser(name: string, fn: () => void): void {
 }
 
 /**
- * Starts headless chromium.
- * @throws Error naming the apt command (or PAGELLM_CHROMIUM) when no browser is installed at the expected path.
+ * How long one launch may take, ms. Chromium starts in a second or two on an idle machine, but on a loaded one that
+ * swaps (CI runs several suites at once) its start has been seen to take over 60 s; a launch is only waited for, so
+ * a long deadline costs nothing when it is quick.
+ */
+export const LAUNCH_TIMEOUT_MS = 180_000;
+
+/** The timeout of a vitest hook that calls {@link launchChromium}: room for both tries. */
+export const LAUNCH_HOOK_TIMEOUT_MS = 2 * LAUNCH_TIMEOUT_MS + 30_000;
+
+/**
+ * Starts headless chromium; a launch that times out is tried once more (a second start finds the binary and its
+ * libraries in the page cache).
+ * @throws Error naming the apt command (or PAGELLM_CHROMIUM) when no browser is installed at the expected path;
+ *   playwright's TimeoutError when both launches time out; its launch error otherwise.
  */
 export async function launchChromium(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) {
     throw new Error(`these tests need a real browser and found none at ${CHROMIUM}: ${INSTALL_HINT}`);
   }
-  return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60_000 });
+  const launch = (): Promise<Browser> =>
+    chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: LAUNCH_TIMEOUT_MS });
+  try {
+    return await launch();
+  } catch (err) {
+    if (!(err instanceof errors.TimeoutError)) throw err;
+    console.warn(`chromium did not start within ${LAUNCH_TIMEOUT_MS / 1000} s; trying once more`);
+    return launch();
+  }
 }
+
+/**
+ * Deadline for one wait for a page state in the browser tests, ms: generous, since a wait ends as soon as the state
+ * is reached and only a machine that swaps needs it.
+ */
+export const PAGE_WAIT_MS = 120_000;

@@ -26,7 +26,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildKvCacheSnapshot } from '../../src/web/kv-cache-snapshot.js';
 import { OVERVIEW_RGB, overviewBrightness } from '../../src/web/assets/colors.js';
 import type { DecodedSnapshot } from '../../src/web/assets/snapshot-codec.js';
-import { describeWithBrowser, launchChromium } from '../browser.js';
+import { LAUNCH_HOOK_TIMEOUT_MS, PAGE_WAIT_MS, describeWithBrowser, launchChromium } from '../browser.js';
 import { startTestServer, waitFor, type TestServer } from '../server/server-fixture.js';
 import {
   ARTIFACTS,
@@ -44,7 +44,7 @@ let browser: Browser;
 beforeAll(async () => {
   browser = await launchChromium();
   mkdirSync(ARTIFACTS, { recursive: true });
-});
+}, LAUNCH_HOOK_TIMEOUT_MS);
 
 afterAll(async () => {
   await browser?.close();

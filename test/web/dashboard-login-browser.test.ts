@@ -5,7 +5,7 @@
  */
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { describeWithBrowser, launchChromium } from '../browser.js';
+import { LAUNCH_HOOK_TIMEOUT_MS, PAGE_WAIT_MS, describeWithBrowser, launchChromium } from '../browser.js';
 import { startTestServer, waitFor, type TestServer } from '../server/server-fixture.js';
 
 const KEY = 'open-sesame-42';
@@ -16,7 +16,7 @@ describeWithBrowser('dashboard sign-in', () => {
   beforeAll(async () => {
     server = await startTestServer({ apiKey: KEY });
     browser = await launchChromium();
-  });
+  }, LAUNCH_HOOK_TIMEOUT_MS);
   afterAll(async () => {
     await browser?.close();
     await server?.close();
@@ -24,6 +24,7 @@ describeWithBrowser('dashboard sign-in', () => {
 
   it('asks for the key once, then shows the live dashboard', async () => {
     const context = await browser.newContext();
+    context.setDefaultTimeout(PAGE_WAIT_MS);
     const page = await context.newPage();
     await page.goto(`${server.url}/`);
     await page.locator('#login').waitFor();
@@ -36,8 +37,8 @@ describeWithBrowser('dashboard sign-in', () => {
     await page.fill('#api-key', KEY);
     await Promise.all([page.waitForEvent('load'), page.click('button[type=submit]')]);
     // The dashboard itself: its snapshot was fetched and decoded, its event stream is connected.
-    await page.locator('#kv-usage', { hasText: /^\d+\.\d%$/ }).waitFor({ timeout: 30_000 });
-    await waitFor(async () => server.handle.app.dashboardHub!.numClients === 1, 30_000, "the page's EventSource");
+    await page.locator('#kv-usage', { hasText: /^\d+\.\d%$/ }).waitFor();
+    await waitFor(async () => server.handle.app.dashboardHub!.numClients === 1, PAGE_WAIT_MS, "the page's EventSource");
     const cookies = await context.cookies();
     expect(cookies.map((c) => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite }))).toEqual([
       { name: 'pagellm_session', httpOnly: true, sameSite: 'Strict' },

@@ -9,6 +9,7 @@ import { expect } from 'vitest';
 import { engineStateVersion } from '../../src/web/kv-cache-snapshot.js';
 import type { BlockCounts } from '../../src/web/assets/snapshot-codec.js';
 import { REPO_ROOT, scrapeMetrics, type TestServer } from '../server/server-fixture.js';
+import { PAGE_WAIT_MS } from '../browser.js';
 
 /** Where the browser tests save their screenshots. */
 export const ARTIFACTS = join(REPO_ROOT, 'test-artifacts');
@@ -30,9 +31,16 @@ export interface OpenPage {
   readonly problems: string[];
 }
 
-/** Opens the dashboard of `server` at `path` in a 1600 × 1000 page and waits for its first snapshot. */
-export async function openDashboard(browser: Browser, server: TestServer, path = '/'): Promise<OpenPage> {
-  const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+/** Opens the dashboard of `server` at `path` in a page of `viewport` CSS px and waits for its first snapshot. */
+export async function openDashboard(
+  browser: Browser,
+  server: TestServer,
+  path = '/',
+  viewport = { width: 1600, height: 1000 },
+): Promise<OpenPage> {
+  const page = await browser.newPage({ viewport });
+  // Every wait on the page (locators, waitForFunction) waits for a state; a swapping machine may need long.
+  page.setDefaultTimeout(PAGE_WAIT_MS);
   const problems: string[] = [];
   page.on('pageerror', (e) => problems.push(`page error: ${e.stack}`));
   page.on('console', (m) => {

@@ -7,7 +7,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { STATE_RGB } from '../../src/web/assets/colors.js';
 import type { DecodedSnapshot } from '../../src/web/assets/snapshot-codec.js';
-import { describeWithBrowser, launchChromium } from '../browser.js';
+import { LAUNCH_HOOK_TIMEOUT_MS, PAGE_WAIT_MS, describeWithBrowser, launchChromium } from '../browser.js';
 import { describeWithRedis, RedisServer } from '../cache/redis-server.js';
 import { startTestServer, waitFor, type TestServer } from '../server/server-fixture.js';
 import { STORY, openDashboard } from './dashboard-page.js';
@@ -23,7 +23,7 @@ describeWithBrowser('the dashboard of a replica sharing a KV store', () => {
       redis = await RedisServer.start();
       const options = { numGpuBlocksOverride: 480, kvCacheStore: redis.url, kvCacheStoreLog: () => undefined };
       servers = await Promise.all([startTestServer(options), startTestServer(options)]);
-    });
+    }, LAUNCH_HOOK_TIMEOUT_MS);
 
     afterAll(async () => {
       for (const s of servers) await s.close();
@@ -97,7 +97,7 @@ describeWithBrowser('the dashboard of a replica sharing a KV store', () => {
       );
       await page.mouse.move(centre!.x, centre!.y);
       const source = page.locator('#tooltip dd[data-field="source"]');
-      await expect.poll(async () => source.count(), { timeout: 10_000 }).toBe(1);
+      await expect.poll(async () => source.count(), { timeout: PAGE_WAIT_MS }).toBe(1);
       expect(await source.innerText()).toBe('read from the shared KV store');
       expect(problems).toEqual([]);
       await page.close();
