@@ -3,8 +3,11 @@
  * computed on replica A is served on replica B from blocks read out of the store, with B's greedy output equal to a
  * replica without the store and B's computed prompt tokens reduced by the stored run; the store killed, frozen or
  * restarted mid-run fails no request and changes no token; a replica with another block size or KV dtype never reads
- * the blocks; damaged records (bytes or tokens) are rejected.
+ * the blocks, nor does one whose weights differ in one middle tensor; damaged records (bytes or tokens) are rejected.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CacheEngine, makeKvCacheSpec } from '../../../src/cache/index.js';
@@ -12,9 +15,11 @@ import type { KvCacheDType } from '../../../src/kernels/index.js';
 import { RedisKvBlockStore } from '../../../src/cache/redis-kv-block-store.js';
 import { kvStoreModelIdentity } from '../../../src/engine/kv-store/kv-store-identity.js';
 import { LLMEngine } from '../../../src/engine/llm-engine.js';
+import { loadModel, type LoadedModel } from '../../../src/model/load-model.js';
 import { BlockFlag, BlockState, buildKvCacheSnapshot } from '../../../src/web/kv-cache-snapshot.js';
 import { describeWithRedis, RedisServer } from '../../cache/redis-server.js';
 import { expectAllBlocksFree, loadStories, type Stories } from '../stories-engine.js';
+import { MIDDLE_TENSOR, storiesCopy } from './model-copy.js';
 
 const PREFIX =
   'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her ' +
@@ -23,12 +28,14 @@ const PREFIX =
 const PARAMS = { temperature: 0, maxTokens: 12, ignoreEos: true };
 
 let stories: Stories;
+let digestDir: string;
 let redis: RedisServer;
 let admin: Redis;
 const engines: LLMEngine[] = [];
 
 beforeAll(async () => {
   stories = await loadStories();
+  digestDir = await mkdtemp(join(tmpdir(), 'pagellm-digests-'));
   redis = await RedisServer.start();
   admin = new Redis(redis.url, { maxRetriesPerRequest: 1, retryStrategy: () => 100 });
   admin.on('error', () => undefined);
@@ -39,28 +46,31 @@ afterAll(async () => {
   admin?.disconnect();
   await redis?.kill();
   await stories?.backend.close();
+  if (digestDir !== undefined) await rm(digestDir, { recursive: true, force: true });
 });
 
 /** A replica: an engine over the shared model with its own empty KV cache, with or without the store. */
 async function replica(
-  o: { store?: boolean; blockSize?: number; dtype?: KvCacheDType; timeoutMs?: number } = {},
+  o: { store?: boolean; blockSize?: number; dtype?: KvCacheDType; timeoutMs?: number; loaded?: LoadedModel } = {},
 ): Promise<LLMEngine> {
   const blockSize = o.blockSize ?? 16;
-  const spec = makeKvCacheSpec(stories.loaded.source.config, { blockSize, cacheDtype: o.dtype ?? 'fp32' });
+  const loaded = o.loaded ?? stories.loaded;
+  const spec = makeKvCacheSpec(loaded.source.config, { blockSize, cacheDtype: o.dtype ?? 'fp32' });
   if (o.store === false) {
     const cacheEngine = new CacheEngine(spec, stories.backend, { numGpuBlocks: 256, numCpuBlocks: 0 });
-    const e = new LLMEngine({ model: stories.loaded.model, tokenizer: stories.loaded.source.tokenizer, cacheEngine });
+    const e = new LLMEngine({ model: loaded.model, tokenizer: loaded.source.tokenizer, cacheEngine });
     engines.push(e);
     return e;
   }
   const cacheEngine = new CacheEngine(spec, stories.backend, { numGpuBlocks: 256, numCpuBlocks: 0 });
   const e = new LLMEngine({
-    model: stories.loaded.model,
-    tokenizer: stories.loaded.source.tokenizer,
+    model: loaded.model,
+    tokenizer: loaded.source.tokenizer,
     cacheEngine,
     kvStore: {
       store: new RedisKvBlockStore({ url: redis.url }),
-      modelIdentity: await kvStoreModelIdentity(stories.loaded.source, spec),
+      // The shared fixture's digest is cached in a temporary folder, never beside the shared model file.
+      modelIdentity: await kvStoreModelIdentity(loaded.source, spec, { besideFile: false, cacheDir: digestDir }),
       timeoutMs: o.timeoutMs,
       log: () => undefined,
     },
@@ -180,6 +190,31 @@ describeWithRedis('shared KV store (redis-server)', () => {
       expect(other.metrics.counters.kvStoreHits).toBe(0);
       expect(other.metrics.counters.kvStoreErrors).toBe(0);
     }
+  });
+
+  it(`never reads blocks written by a model that differs only in one middle tensor (${MIDDLE_TENSOR})`, async () => {
+    await admin.flushall();
+    const writer = await replica();
+    await generate(writer, [PREFIX]);
+    await settled(writer, Math.floor(promptLen(writer, PREFIX) / 16));
+    const tuned = await loadModel(await storiesCopy(MIDDLE_TENSOR, 1.5), {
+      backend: stories.backend,
+      model: { maxNumTokens: 2048 },
+    });
+    const expected = await generate(await replica({ store: false, loaded: tuned }), [PREFIX]);
+    const reader = await replica({ loaded: tuned });
+    expect(await generate(reader, [PREFIX])).toEqual(expected);
+    expect(reader.metrics.counters.kvStoreHits).toBe(0);
+    expect(reader.metrics.counters.kvStoreErrors).toBe(0);
+    expect(reader.metrics.counters.numPromptTokensComputed).toBe(promptLen(reader, PREFIX));
+    // The same weights at another path do share the blocks.
+    const same = await loadModel(await storiesCopy(MIDDLE_TENSOR, 1), {
+      backend: stories.backend,
+      model: { maxNumTokens: 2048 },
+    });
+    const twin = await replica({ loaded: same });
+    await generate(twin, [PREFIX]);
+    expect(twin.metrics.counters.kvStoreHits).toBe(Math.floor((promptLen(twin, PREFIX) - 1) / 16));
   });
 
   it("rejects a record with damaged bytes or another block's tokens and computes instead", async () => {
