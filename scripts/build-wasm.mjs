@@ -1,5 +1,8 @@
 // Builds the WebAssembly SIMD kernels from AssemblyScript sources (assembly/*.ts) into build/*.wasm.
-// Runs on `npm install` / `npm ci` through the `prepare` script, so a fresh clone needs nothing prebuilt.
+// Runs on `npm install` / `npm ci` in a checkout through package.json's `dependencies` script (`npm run build`), so a
+// fresh clone needs nothing prebuilt, and on `npm pack` / `npm publish` through `prepack`. Not `prepare`: npm 11
+// lists a package's `prepare` among the install scripts to approve when its tarball is installed, whereas
+// `dependencies` runs only in the project being installed, never in a project that depends on pagellm.
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join, basename } from 'node:path';
 import { fileURLToPath } from 'node:url';
