@@ -36,13 +36,14 @@ import {
   HttpClient,
   aggregateResults,
   arrivalOffsetsMs,
-  discoverTokenPool,
   generateWorkload,
   parsePrometheusText,
+  readLocalTokenizer,
   resolveServedModel,
   runLoad,
   sendStreamingRequest,
   sumSamples,
+  tokenPoolOf,
   unavailableServerReport,
   type BenchmarkResult,
   type StreamingRequestInput,
@@ -330,7 +331,7 @@ async function buildRequests(replicaUrl: string, s: Settings): Promise<Requests>
   const client = new HttpClient(replicaUrl);
   try {
     const { id, maxModelLen } = await resolveServedModel(client);
-    const pool = await discoverTokenPool(client, id);
+    const pool = { tokenIds: tokenPoolOf(readLocalTokenizer(ensureModel()).tokenizer) };
     const workload: Workload = generateWorkload(
       {
         kind: 'prefix-repetition',
@@ -402,6 +403,7 @@ async function measure(farm: Farm, reqs: Requests, s: Settings): Promise<Measure
         baseUrl: farm.haproxy.url,
         endpoint: 'completions',
         model: reqs.model,
+        tokenizer: ensureModel(),
         workload: {
           kind: 'prefix-repetition',
           numPrompts: s.numRequests,

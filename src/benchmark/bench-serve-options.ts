@@ -1,4 +1,6 @@
+import { existsSync } from 'node:fs';
 import { BenchmarkOptionsError, WorkloadError } from './errors.js';
+import { readChatTemplateArgument } from './local-tokenizer.js';
 import { ClippedLogNormal } from './length-distribution.js';
 import type { EndpointKind } from './streaming-request.js';
 import {
@@ -17,6 +19,18 @@ export interface BenchServeOptions {
   /** Model name sent in requests; undefined: the first model GET /v1/models lists. */
   readonly model?: string;
   readonly apiKey?: string;
+  /**
+   * Local tokenizer the prompts are built and counted with (`--tokenizer`: a GGUF file, a folder with tokenizer.json,
+   * a llama2.c tokenizer or checkpoint); undefined: see {@link defaultModel}.
+   */
+  readonly tokenizer?: string;
+  /**
+   * Without `tokenizer`: the model whose tokenizer is used when the server's model is named `name` (the CLI passes
+   * the model `pagellm serve` runs without `--model`). A served model id that is a local path is used first.
+   */
+  readonly defaultModel?: { readonly path: string; readonly name: string };
+  /** Chat template text counted for chat requests instead of the tokenizer's own (`--chat-template`). */
+  readonly chatTemplate?: string;
   readonly workload: WorkloadSpec;
   readonly seed: number;
   /** Requests per second of the Poisson arrival process; Infinity sends all at once. */
@@ -66,6 +80,19 @@ export const BENCH_SERVE_FLAGS: readonly BenchServeFlag[] = [
     description: 'completions (token-id prompts) or chat (text prompts) (default: completions)',
   },
   { flags: '--model <name>', description: 'model name sent in requests (default: the first of GET /v1/models)' },
+  {
+    flags: '--tokenizer <path>',
+    description:
+      'tokenizer the prompts are built with, read locally: a GGUF file, a folder with tokenizer.json, or a llama2.c ' +
+      "tokenizer .bin (default: the served model's id when it is a local path, else pagellm's default model when " +
+      'the server serves it under its default name)',
+  },
+  {
+    flags: '--chat-template <template>',
+    description:
+      "--endpoint chat: Jinja chat template (file or text) whose tokens are counted against the server's " +
+      "max_model_len (default: the tokenizer's own; none: counted as 0)",
+  },
   {
     flags: '--api-key <key>',
     description: 'sent as "Authorization: Bearer <key>" (default: env OPENAI_API_KEY if set)',
@@ -205,6 +232,8 @@ const KNOWN_KEYS = new Set([
   'endpoint',
   'model',
   'apiKey',
+  'tokenizer',
+  'chatTemplate',
   'datasetName',
   'numPrompts',
   'requestRate',
@@ -282,11 +311,21 @@ export function parseBenchServeOptions(
   const extraBody = readExtraBody(r);
   const workload = readWorkload(r, datasetName as WorkloadName, numPrompts);
   const apiKey = r.string('apiKey') ?? (env.OPENAI_API_KEY || undefined);
+  const tokenizer = r.string('tokenizer');
+  if (tokenizer !== undefined && !existsSync(tokenizer)) {
+    throw new BenchmarkOptionsError(
+      '--tokenizer',
+      `no file or folder at ${tokenizer}; give a GGUF file, a folder with tokenizer.json, or a llama2.c tokenizer (.bin)`,
+    );
+  }
+  const chatTemplateArg = r.string('chatTemplate');
   return {
     baseUrl,
     endpoint,
     model: r.string('model'),
     apiKey,
+    ...(tokenizer !== undefined ? { tokenizer } : {}),
+    ...(chatTemplateArg !== undefined ? { chatTemplate: readChatTemplateArgument(chatTemplateArg) } : {}),
     workload,
     seed,
     requestRate,

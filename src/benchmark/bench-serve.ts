@@ -4,6 +4,7 @@ import { SeededNormal } from '../model/random-model.js';
 import {
   aggregateResults,
   formatResult,
+  type ChatTemplateTokens,
   resultToJson,
   type BenchmarkConfig,
   type BenchmarkResult,
@@ -16,7 +17,8 @@ import { arrivalOffsetsMs, runLoad } from './load-generator.js';
 import { createRequestProgress } from './request-progress.js';
 import { ServerMetricsSampler, type ServerMetricsReport } from './server-metrics-sampler.js';
 import { sendStreamingRequest, type StreamingRequestInput } from './streaming-request.js';
-import { discoverTokenPool, textPromptOfLength } from './token-pool.js';
+import { defaultTokenizerPath, openBenchTokenizer, type BenchTokenizer } from './local-tokenizer.js';
+import { chatTemplateTokens, textPromptOfLength, tokenPoolOf } from './token-pool.js';
 import { generateWorkload, type Workload } from './workload.js';
 
 /** A model the server serves, as GET /v1/models lists it. */
@@ -58,48 +60,62 @@ const ARRIVAL_SEED_SALT = 0x6d2b79f5;
 
 /**
  * `pagellm bench serve`: sends a workload to a running OpenAI-compatible server and measures it, like vLLM's
- * `vllm bench serve` (benchmarks/benchmark_serving.py):
+ * `vllm bench serve` (benchmarks/serve.py). It needs nothing from the server but GET /v1/models and the streaming
+ * completion routes, so llama-server, vLLM and pagellm are measured alike:
  *
- * 1. resolves the model and its max_model_len (GET /v1/models) and a pool of ordinary token ids (POST /tokenize);
- * 2. generates the seeded workload (random, sharegpt-like or prefix-repetition), each request clipped to the
- *    server's max_model_len (less the chat template's tokens for chat; reported): token-id prompts for completions,
- *    text of the same length (POST /detokenize) for chat, each with `max_tokens` = its output length and
- *    `ignore_eos` so outputs have exactly that length;
+ * 1. opens the local tokenizer (`--tokenizer`, else see {@link defaultTokenizerPath}) and resolves the model
+ *    (GET /v1/models) with its max_model_len where the listing reports one (vLLM and pagellm do; otherwise nothing
+ *    is clipped and the report says the limit is unknown);
+ * 2. generates the seeded workload (random, sharegpt-like or prefix-repetition) from a pool of ordinary token ids of
+ *    that tokenizer, each request clipped to max_model_len (less the chat template's tokens for chat, counted
+ *    locally; 0 without a template, and the report says so): token-id prompts for completions, text of the same
+ *    length (decoded locally) for chat, each with `max_tokens` = its output length and `ignore_eos`;
  * 3. sends one small test request (not part of the results) so a server that rejects the request shape fails fast;
  * 4. releases requests on a seeded Poisson schedule (or all at once), at most `maxConcurrency` in flight, each a
- *    streaming request timed by the client; samples /metrics meanwhile;
+ *    streaming request timed by the client; samples /metrics meanwhile when the server has it (one report line
+ *    when it has not);
  * 5. prints the report, writes the JSON result when asked, and returns it.
  *
- * @throws BenchmarkServerError when the server cannot be reached or a set-up call fails (model list, /tokenize,
- *   the test request); WorkloadError when the server's max_model_len is below 2 tokens. Failed benchmark requests
- *   do not throw: they are counted in the result.
+ * @throws BenchmarkOptionsError naming --tokenizer when no tokenizer is given or found, or it cannot be read;
+ *   BenchmarkServerError when the server cannot be reached or a set-up call fails (model list, the test request);
+ *   WorkloadError when the server's max_model_len is below 2 tokens. Failed benchmark requests do not throw: they
+ *   are counted in the result.
  */
 export async function runBenchServe(options: BenchServeOptions): Promise<BenchmarkResult> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  // An explicit tokenizer is read before the server is asked anything, so a bad path fails at once.
+  const given = options.tokenizer === undefined ? null : openBenchTokenizer(options.tokenizer, options.chatTemplate);
   const client = new HttpClient(options.baseUrl, options.apiKey);
   try {
     const served = await resolveServedModel(client, options.model);
     const model = served.id;
-    const pool = await discoverTokenPool(client, model);
-    const maxModelLen = served.maxModelLen ?? pool.maxModelLen;
-    const templateTokens =
-      options.endpoint === 'chat' && maxModelLen !== null ? await chatTemplateTokens(client, model) : 0;
+    const tok = given ?? openBenchTokenizer(defaultTokenizerPath(model, options.defaultModel), options.chatTemplate);
+    const pool = tokenPoolOf(tok.tokenizer);
+    const maxModelLen = served.maxModelLen;
+    const template = options.endpoint === 'chat' ? templateTokens(tok) : null;
     const workload = generateWorkload(
       options.workload,
-      pool.tokenIds,
+      pool,
       options.seed,
-      maxModelLen === null ? null : maxModelLen - templateTokens,
+      maxModelLen === null ? null : maxModelLen - (template?.count ?? 0),
     );
-    const inputs = await buildInputs(client, model, workload, options);
+    const inputs = buildInputs(tok, model, workload, options);
     log(
       `bench serve: ${workload.requests.length} requests (${options.workload.kind}) to ${client.url('')} ` +
         `model ${model}, ${options.endpoint}, rate ${Number.isFinite(options.requestRate) ? `${options.requestRate}/s` : 'inf'}` +
         `${options.maxConcurrency !== undefined ? `, max concurrency ${options.maxConcurrency}` : ''}, seed ${options.seed}`,
     );
+    log(`bench serve: tokenizer ${tok.path}${given === null ? ' (no --tokenizer: the default for this model)' : ''}`);
+    if (maxModelLen === null) {
+      log('bench serve: GET /v1/models reports no max_model_len for this model: requests are sent unclipped');
+    }
+    if (template !== null && !template.counted) {
+      log('bench serve: the tokenizer has no chat template (give --chat-template): its tokens are counted as 0');
+    }
     const clipped = describeClipping(workload.clipping, workload.requests.length);
     if (clipped !== null) log(`bench serve: ${clipped}`);
 
-    await testRequest(client, model, pool.tokenIds, options);
+    await testRequest(client, tok, model, pool, options);
 
     const offsets = arrivalOffsetsMs(
       inputs.length,
@@ -129,6 +145,7 @@ export async function runBenchServe(options: BenchServeOptions): Promise<Benchma
       baseUrl: options.baseUrl,
       endpoint: options.endpoint,
       model,
+      tokenizer: tok.path,
       workload: options.workload,
       seed: options.seed,
       requestRate: options.requestRate,
@@ -136,7 +153,7 @@ export async function runBenchServe(options: BenchServeOptions): Promise<Benchma
       ignoreEos: options.ignoreEos,
       percentiles: options.percentiles,
     };
-    const result = aggregateResults(config, results, durationMs, server, date, workload.clipping);
+    const result = aggregateResults(config, results, durationMs, server, date, workload.clipping, template);
     for (const line of formatResult(result).split('\n')) log(line);
     if (options.resultFile !== undefined) {
       mkdirSync(dirname(options.resultFile), { recursive: true });
@@ -149,7 +166,7 @@ export async function runBenchServe(options: BenchServeOptions): Promise<Benchma
   }
 }
 
-/** A report with every server figure missing (metrics scraping turned off). */
+/** A report with every server figure missing (metrics scraping turned off with --no-scrape-metrics). */
 export function unavailableServerReport(intervalMs: number): ServerMetricsReport {
   return {
     available: false,
@@ -166,63 +183,40 @@ export function unavailableServerReport(intervalMs: number): ServerMetricsReport
     numPreemptions: null,
     failedScrapes: 0,
     lastScrapeError: null,
+    unavailableReason: '--no-scrape-metrics',
     timeline: [],
   };
 }
 
 /**
- * Tokens the chat template adds around one user message (POST /tokenize with `messages`, minus the message's own
- * tokens), so chat requests can be fitted to max_model_len with the template's tokens on top; 0 when the server
- * cannot say (no chat template: the test request then reports that).
+ * The chat template's own tokens around one user message, counted locally; `counted: false` (and 0) when the
+ * tokenizer has no template and none was given.
  */
-async function chatTemplateTokens(client: HttpClient, model: string): Promise<number> {
-  const content = 'Once upon a time';
-  try {
-    const chat = await client.json<{ tokens: number[] }>('POST', '/tokenize', {
-      model,
-      messages: [{ role: 'user', content }],
-      add_generation_prompt: true,
-    });
-    const plain = await client.json<{ tokens: number[] }>('POST', '/tokenize', {
-      model,
-      prompt: content,
-      add_special_tokens: false,
-    });
-    return Math.max(0, chat.tokens.length - plain.tokens.length);
-  } catch (e) {
-    if (e instanceof BenchmarkServerError && e.status !== null) return 0;
-    throw e;
-  }
+function templateTokens(tok: BenchTokenizer): ChatTemplateTokens {
+  if (tok.chatTemplate === null) return { count: 0, counted: false };
+  return { count: chatTemplateTokens(tok.tokenizer, tok.chatTemplate), counted: true };
 }
 
 /** The request of each workload entry: token ids for completions, text of the same length for chat. */
-async function buildInputs(
-  client: HttpClient,
+function buildInputs(
+  tok: BenchTokenizer,
   model: string,
   workload: Workload,
   o: BenchServeOptions,
-): Promise<StreamingRequestInput[]> {
-  const out: StreamingRequestInput[] = [];
-  for (const r of workload.requests) {
-    let prompt: readonly number[] | string = r.promptTokenIds;
-    let promptLen = r.inputLen;
-    if (o.endpoint === 'chat') {
-      const t = await textPromptOfLength(client, model, r.promptTokenIds);
-      prompt = t.text;
-      promptLen = t.numTokens;
-    }
-    out.push({
+): StreamingRequestInput[] {
+  return workload.requests.map((r): StreamingRequestInput => {
+    const text = o.endpoint === 'chat' ? textPromptOfLength(tok.tokenizer, r.promptTokenIds) : null;
+    return {
       endpoint: o.endpoint,
       model,
-      prompt,
-      promptLen,
+      prompt: text?.text ?? r.promptTokenIds,
+      promptLen: text?.numTokens ?? r.inputLen,
       maxTokens: r.outputLen,
       ignoreEos: o.ignoreEos,
       temperature: o.temperature,
       extraBody: o.extraBody,
-    });
-  }
-  return out;
+    };
+  });
 }
 
 /**
@@ -231,12 +225,13 @@ async function buildInputs(
  */
 async function testRequest(
   client: HttpClient,
+  tok: BenchTokenizer,
   model: string,
   pool: readonly number[],
   o: BenchServeOptions,
 ): Promise<void> {
   const ids = Array.from({ length: 8 }, (_, i) => pool[(i * 7919) % pool.length]);
-  const prompt = o.endpoint === 'chat' ? (await textPromptOfLength(client, model, ids)).text : ids;
+  const prompt = o.endpoint === 'chat' ? textPromptOfLength(tok.tokenizer, ids).text : ids;
   const r = await sendStreamingRequest(
     client,
     -1,

@@ -9,6 +9,8 @@ export interface BenchmarkConfig {
   readonly baseUrl: string;
   readonly endpoint: EndpointKind;
   readonly model: string;
+  /** The local tokenizer the prompts were built and counted with (a path). */
+  readonly tokenizer: string;
   readonly workload: WorkloadSpec;
   readonly seed: number;
   /** Requests per second; Infinity = all at once (written as "inf" in JSON). */
@@ -17,6 +19,14 @@ export interface BenchmarkConfig {
   readonly ignoreEos: boolean;
   /** Percentiles reported for every latency metric (0..100). */
   readonly percentiles: readonly number[];
+}
+
+/** The chat template's own tokens around a chat prompt, as the benchmark counted them locally. */
+export interface ChatTemplateTokens {
+  /** Tokens the template adds around one user message (subtracted from max_model_len before clipping). */
+  readonly count: number;
+  /** False when the tokenizer has no chat template (and none was given): count is then 0, not a measurement. */
+  readonly counted: boolean;
 }
 
 /** One request's figures in the result file. */
@@ -62,8 +72,14 @@ export interface BenchmarkResult {
   readonly e2elMs: MetricSummary;
   /** Completed requests whose output length differs from max_tokens (with ignoreEos this should be 0). */
   readonly outputLenMismatches: number;
-  /** How the workload was fitted to the server's max_model_len (requests clipped, to what). */
+  /**
+   * How the workload was fitted to the server's max_model_len (requests clipped, to what); `maxModelLen` is null
+   * when GET /v1/models did not report one (nothing clipped). For chat it is the server's limit less the template's
+   * tokens.
+   */
   readonly lengthClipping: LengthClipping;
+  /** Chat requests: the chat template's tokens; null for completions. */
+  readonly chatTemplateTokens: ChatTemplateTokens | null;
   /** What /metrics said (all null when the server has none). */
   readonly server: ServerMetricsReport;
   /** Distinct error messages of failed requests, with their counts (at most 20). */
@@ -81,6 +97,7 @@ function requestTpotMs(r: RequestResult): number {
  * the successful requests (TPOT over those with ≥ 2 output tokens, as vLLM), error tallies.
  * Mirrors vLLM's `calculate_metrics`.
  * @param lengthClipping what fitting the workload to max_model_len did (default: nothing clipped, limit unknown).
+ * @param chatTemplateTokens chat requests: the template's tokens as counted; null (default) for completions.
  */
 export function aggregateResults(
   config: BenchmarkConfig,
@@ -89,6 +106,7 @@ export function aggregateResults(
   server: ServerMetricsReport,
   date: Date,
   lengthClipping: LengthClipping = { maxModelLen: null, numClipped: 0, longestRequested: 0 },
+  chatTemplateTokens: ChatTemplateTokens | null = null,
 ): BenchmarkResult {
   const ok = results.filter((r) => r.success);
   const durationS = durationMs / 1000;
@@ -124,6 +142,7 @@ export function aggregateResults(
     ),
     outputLenMismatches: ok.filter((r) => r.outputLen !== r.expectedOutputLen).length,
     lengthClipping,
+    chatTemplateTokens,
     server,
     errors: [...errorCounts].slice(0, 20).map(([message, count]) => ({ message, count })),
     requests: results.map((r) => ({
@@ -149,12 +168,18 @@ const num = (x: number, digits = 2): string => (Number.isNaN(x) ? 'n/a' : x.toFi
 
 /**
  * The result as the text report vLLM's benchmark prints: counts, throughputs, then mean / median / percentiles of
- * TTFT, TPOT, ITL and E2EL, then the server's /metrics figures.
+ * TTFT, TPOT, ITL and E2EL, then the server's /metrics figures (one line saying why they were skipped when the server
+ * has no /metrics). The same labels whatever the server; the server's max_model_len reads `unknown` when
+ * GET /v1/models does not report it, and chat runs say how many tokens the chat template added (`0 (no template)`
+ * when the tokenizer has none).
  */
 export function formatResult(r: BenchmarkResult): string {
   const w = 50;
-  const line = (label: string, value: string | number): string =>
-    `${label.padEnd(w - 10)}${String(value).padStart(10)}`;
+  // Labels left, values right-aligned in a 50-column line (a value over 10 characters takes room from the label).
+  const line = (label: string, value: string | number): string => {
+    const v = String(value);
+    return `${label.padEnd(w - Math.max(10, v.length))}${v.padStart(10)}`;
+  };
   const title = (t: string, fill: string): string => {
     const pad = Math.max(0, w - t.length - 2);
     return `${fill.repeat(Math.floor(pad / 2))} ${t} ${fill.repeat(Math.ceil(pad / 2))}`;
@@ -165,6 +190,10 @@ export function formatResult(r: BenchmarkResult): string {
   out.push(line('Maximum request concurrency:', r.config.maxConcurrency ?? 'none'));
   out.push(line('Request rate (req/s):', Number.isFinite(r.config.requestRate) ? r.config.requestRate : 'inf'));
   out.push(line('Benchmark duration (s):', num(r.durationS)));
+  const t = r.chatTemplateTokens;
+  const limit = r.lengthClipping.maxModelLen;
+  out.push(line('Server max_model_len:', limit === null ? 'unknown' : limit + (t?.count ?? 0)));
+  if (t !== null) out.push(line('Chat template tokens:', t.counted ? t.count : '0 (no template)'));
   if (r.lengthClipping.numClipped > 0) {
     out.push(line(`Requests clipped to max_model_len ${r.lengthClipping.maxModelLen}:`, r.lengthClipping.numClipped));
   }
@@ -187,8 +216,7 @@ export function formatResult(r: BenchmarkResult): string {
   out.push(title('Server /metrics', '-'));
   const s = r.server;
   if (!s.available) {
-    out.push(line('Server metrics:', 'unavailable'));
-    if (s.lastScrapeError !== null) out.push(`(/metrics: ${s.lastScrapeError})`);
+    out.push(`Server metrics: skipped (${s.unavailableReason ?? 'unavailable'})`);
   } else {
     out.push(line('Peak KV cache usage:', pct(s.peakKvCacheUsage)));
     out.push(line('Mean KV cache usage:', pct(s.meanKvCacheUsage)));

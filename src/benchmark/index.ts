@@ -2,8 +2,10 @@
  * pagellm's serving benchmark (`pagellm bench serve`) as a library: workloads (random, sharegpt-like,
  * prefix-repetition), Poisson / fixed-concurrency load, a streaming OpenAI client that times TTFT, TPOT, ITL and
  * end-to-end latency, /metrics sampling (KV usage, prefix cache, preemptions), aggregation, the text report and the
- * JSON result. Mirrors vLLM's benchmarks/benchmark_serving.py. Talks to any OpenAI-compatible server over HTTP; it
- * imports nothing of the engine but small helpers (a seeded generator, the quantile function).
+ * JSON result. Mirrors vLLM's benchmarks/serve.py (`vllm bench serve`). Talks to any OpenAI-compatible server over
+ * HTTP (GET /v1/models and the streaming completion routes; /metrics when present) and tokenizes locally with the
+ * model layer's tokenizers and chat templates; it imports nothing of the engine but small helpers (a seeded
+ * generator, the quantile function).
  */
 export { BenchmarkOptionsError, BenchmarkServerError, WorkloadError } from './errors.js';
 export { ClippedLogNormal, normalCdf, type RandomSource } from './length-distribution.js';
@@ -24,7 +26,14 @@ export {
 } from './workload.js';
 export { percentile, summarize, type MetricSummary } from './statistics.js';
 export { HttpClient, errorMessageOf, type HttpResponse, type SseListener } from './http-client.js';
-export { discoverTokenPool, textPromptOfLength, type TokenPool } from './token-pool.js';
+export { tokenPoolOf, textPromptOfLength, chatTemplateTokens } from './token-pool.js';
+export {
+  readLocalTokenizer,
+  readChatTemplateArgument,
+  openBenchTokenizer,
+  defaultTokenizerPath,
+  type BenchTokenizer,
+} from './local-tokenizer.js';
 export {
   requestBody,
   sendStreamingRequest,
@@ -41,6 +50,7 @@ export {
   resultToJson,
   type BenchmarkConfig,
   type BenchmarkResult,
+  type ChatTemplateTokens,
   type RequestRecord,
 } from './benchmark-result.js';
 export { createRequestProgress, type RequestProgress } from './request-progress.js';

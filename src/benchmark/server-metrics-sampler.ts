@@ -41,6 +41,8 @@ export interface ServerMetricsReport {
   /** Scrapes that failed (no answer, an error status, unparsable text), and the last failure's message. */
   readonly failedScrapes: number;
   readonly lastScrapeError: string | null;
+  /** Why nothing was sampled when `available` is false (the failed scrape, no known metric, sampling off); else null. */
+  readonly unavailableReason: string | null;
   /** Every sample, for plotting. */
   readonly timeline: readonly ServerMetricsPoint[];
 }
@@ -194,6 +196,8 @@ export class ServerMetricsSampler {
       numPreemptions: diff('preemptions'),
       failedScrapes: this.failedScrapes,
       lastScrapeError: this.lastScrapeError,
+      unavailableReason:
+        this.prefix !== null ? null : (this.lastScrapeError ?? 'GET /metrics has no pagellm: or vllm: metrics'),
       timeline: this.timeline,
     };
   }

@@ -1,5 +1,6 @@
-import { BenchmarkServerError } from './errors.js';
-import type { HttpClient } from './http-client.js';
+import type { ChatTemplate } from '../model/chat-template.js';
+import type { Tokenizer } from '../model/tokenizer.js';
+import { WorkloadError } from './errors.js';
 
 /**
  * English text whose tokens make up the pool random prompts are drawn from. Any ordinary prose works: only its
@@ -16,65 +17,51 @@ const POOL_TEXT =
   'milliseconds; servers queue requests, schedule batches, and stream every new word back to the client. ' +
   'Quickly, quietly, happily, seven big brown dogs jumped over three lazy foxes near the old mill by the river.';
 
-/** The JSON of POST /tokenize (vLLM's and pagellm's shape). */
-interface TokenizeResponse {
-  readonly tokens: number[];
-  readonly count?: number;
-  readonly max_model_len?: number;
-}
-
-/** What the server's tokenizer endpoints tell the benchmark. */
-export interface TokenPool {
-  /** Distinct ordinary token ids, ascending. */
-  readonly tokenIds: readonly number[];
-  /** The server's max_model_len when /tokenize reports it. */
-  readonly maxModelLen: number | null;
+/**
+ * Token ids to build prompts from: the distinct ids of {@link POOL_TEXT} as `tokenizer` encodes it without special
+ * tokens, ascending.
+ * @throws WorkloadError when the tokenizer gives no ids (an empty pool cannot make prompts).
+ */
+export function tokenPoolOf(tokenizer: Tokenizer): number[] {
+  const ids = [...new Set(tokenizer.encode(POOL_TEXT, { addSpecialTokens: false }))].sort((a, b) => a - b);
+  if (ids.length === 0) throw new WorkloadError('the tokenizer encodes the pool text to no tokens');
+  return ids;
 }
 
 /**
- * Token ids to build prompts from: the distinct ids of {@link POOL_TEXT} as the server tokenizes it (POST /tokenize
- * with `add_special_tokens: false`).
- * @throws BenchmarkServerError when /tokenize fails (an endpoint without it cannot be given token-length prompts).
+ * A text prompt of about `tokenIds.length` tokens for endpoints that take text (chat): the ids decoded, re-encoded,
+ * and cut back to the wanted length when decoding merged or split tokens (at most three rounds, as vLLM's random
+ * dataset does, benchmarks/datasets.py `RandomDataset`). Returns the text and its token count as `tokenizer` counts
+ * it without special tokens (chat templates add their own tokens on top).
  */
-export async function discoverTokenPool(client: HttpClient, model: string): Promise<TokenPool> {
-  const res = await client.json<TokenizeResponse>('POST', '/tokenize', {
-    model,
-    prompt: POOL_TEXT,
-    add_special_tokens: false,
-  });
-  if (!Array.isArray(res.tokens) || res.tokens.length === 0) {
-    throw new BenchmarkServerError(client.url('/tokenize'), 200, 'the response has no "tokens" list');
-  }
-  const ids = [...new Set(res.tokens)].sort((a, b) => a - b);
-  return { tokenIds: ids, maxModelLen: typeof res.max_model_len === 'number' ? res.max_model_len : null };
-}
-
-/**
- * A text prompt of about `tokenIds.length` tokens for endpoints that take text (chat): the ids decoded by POST
- * /detokenize, re-encoded by POST /tokenize, and cut back to the wanted length when decoding merged or split
- * tokens (at most three rounds, as vLLM's random dataset does). Returns the text and its token count as the server
- * counts it (chat templates add their own tokens on top).
- * @throws BenchmarkServerError when either endpoint fails.
- */
-export async function textPromptOfLength(
-  client: HttpClient,
-  model: string,
+export function textPromptOfLength(
+  tokenizer: Tokenizer,
   tokenIds: readonly number[],
-): Promise<{ text: string; numTokens: number }> {
+): { text: string; numTokens: number } {
   const target = tokenIds.length;
   let ids = [...tokenIds];
   let text = '';
   let count = 0;
   for (let round = 0; round < 3; round++) {
-    text = (await client.json<{ prompt: string }>('POST', '/detokenize', { model, tokens: ids })).prompt;
-    const back = await client.json<TokenizeResponse>('POST', '/tokenize', {
-      model,
-      prompt: text,
-      add_special_tokens: false,
-    });
-    count = back.tokens.length;
+    text = tokenizer.decode(ids);
+    const back = tokenizer.encode(text, { addSpecialTokens: false });
+    count = back.length;
     if (count <= target) break;
-    ids = back.tokens.slice(0, target);
+    ids = back.slice(0, target);
   }
   return { text, numTokens: count };
+}
+
+/**
+ * Tokens a chat template adds around one user message: the rendered conversation's tokens (with the generation
+ * prompt, encoded without adding special tokens, as servers encode rendered chats) minus the message's own.
+ * @throws ChatTemplateError when the template fails to render.
+ */
+export function chatTemplateTokens(tokenizer: Tokenizer, template: ChatTemplate): number {
+  const content = 'Once upon a time';
+  const chat = tokenizer.encode(template.render([{ role: 'user', content }], { addGenerationPrompt: true }), {
+    addSpecialTokens: false,
+  });
+  const plain = tokenizer.encode(content, { addSpecialTokens: false });
+  return Math.max(0, chat.length - plain.length);
 }

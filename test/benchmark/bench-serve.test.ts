@@ -1,6 +1,7 @@
 /**
  * `bench serve` end to end against a real pagellm server on 127.0.0.1 (stories260K, one kernel thread): a handful of
- * requests per run, checked against what the server itself counted.
+ * requests per run, checked against what the server itself counted. Prompts are built with the local stories260K
+ * tokenizer and the chat template the server was given, as a user would pass them (--tokenizer, --chat-template).
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -43,7 +44,10 @@ afterAll(async () => {
 
 function options(values: BenchServeCliValues) {
   return {
-    ...parseBenchServeOptions({ baseUrl: server.url, metricsInterval: '10', ...values }, {}),
+    ...parseBenchServeOptions(
+      { baseUrl: server.url, metricsInterval: '10', tokenizer: STORIES, chatTemplate: PLAIN_TEMPLATE, ...values },
+      {},
+    ),
     log: (l: string) => lines.push(l),
   };
 }
