@@ -1,20 +1,30 @@
 /**
  * `pagellm bench serve` through the CLI against the real `pagellm serve` with its defaults (what `npm start` runs:
  * stories260K, max_model_len 512, 512 MiB of KV), started on a free port: the README's command and every workload's
- * defaults run as written, with requests longer than the server's max_model_len clipped to it and reported.
+ * defaults run as written, with requests longer than the server's max_model_len clipped to it and reported. Then
+ * against a minimal OpenAI-compatible server without pagellm's routes (test/benchmark/minimal-openai-server.ts, as
+ * llama-server): the same report, with --tokenizer or the default model's tokenizer.
  */
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
-import { runCli, startServe, tempDir } from './cli-fixture.js';
+import { readLocalTokenizer } from '../../src/benchmark/index.js';
+import { startMinimalOpenAiServer, type MinimalOpenAiServer } from '../benchmark/minimal-openai-server.js';
+import { STORIES_DIR, runCli, startServe, tempDir } from './cli-fixture.js';
 
 const tmp = tempDir('bench-cli');
 let server: Awaited<ReturnType<typeof startServe>>;
+/** Serves "stories260K" (pagellm's default model name) and a model no local default matches. */
+let minimalDefault: MinimalOpenAiServer;
+let minimalOther: MinimalOpenAiServer;
 
 beforeAll(async () => {
   server = await startServe([]);
+  const tokenizer = readLocalTokenizer(STORIES_DIR).tokenizer;
+  minimalDefault = await startMinimalOpenAiServer('stories260K', tokenizer);
+  minimalOther = await startMinimalOpenAiServer('llama-3.2-1b-instruct-q4_k_m', tokenizer);
 }, 120_000);
 
 afterAll(async () => {
@@ -23,6 +33,8 @@ afterAll(async () => {
     server.proc.kill('SIGTERM');
     await exited;
   }
+  await minimalDefault?.close();
+  await minimalOther?.close();
   tmp.cleanup();
 });
 
@@ -41,10 +53,11 @@ interface ResultJson {
 async function bench(
   name: string,
   args: string[],
+  baseUrl: string = server.url,
 ): Promise<{ stdout: string; stderr: string; code: number; result: ResultJson }> {
   const file = join(tmp.dir, `${name}.json`);
   const r = await runCli(
-    ['bench', 'serve', '--base-url', server.url, ...args, '--disable-progress', '--result-file', file],
+    ['bench', 'serve', '--base-url', baseUrl, ...args, '--disable-progress', '--result-file', file],
     {},
     300_000,
   );
@@ -149,4 +162,54 @@ describe('pagellm bench serve', () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toBe('error: --num-prompts: expected an integer ≥ 1, got "many"\n');
   }, 120_000);
+
+  it('benchmarks a server without pagellm routes: the same report fields, the limit unknown, /metrics one line', async () => {
+    const args = [
+      '--dataset-name',
+      'random',
+      '--num-prompts',
+      '6',
+      '--random-input-len',
+      '30',
+      '--random-output-len',
+      '5',
+    ];
+    const a = await bench('pagellm-side', args);
+    const b = await bench('minimal-side', ['--tokenizer', STORIES_DIR, ...args], minimalOther.url);
+    expect(b.result.completed).toBe(6);
+    expect(b.result.failed).toBe(0);
+    expect(b.result.totalInputTokens).toBe(a.result.totalInputTokens);
+    expect(b.result.totalOutputTokens).toBe(6 * 5);
+    expect(b.result.lengthClipping).toEqual({ maxModelLen: null, numClipped: 0, longestRequested: 35 });
+    const labels = (out: string): string[] =>
+      out
+        .slice(out.indexOf('=== Serving Benchmark Result'))
+        .split('\n')
+        .filter((l) => l !== '' && !l.startsWith('result written') && !l.startsWith('('))
+        .map((l) => (/^[=-]+( .* [=-]+)?$/.test(l) ? l : l.slice(0, l.indexOf(':') + 1)));
+    const la = labels(a.stdout);
+    const lb = labels(b.stdout);
+    const cut = (l: string[]): string[] =>
+      l.slice(0, l.indexOf('---------------- Server /metrics -----------------') + 1);
+    expect(cut(lb)).toEqual(cut(la));
+    expect(cut(lb)).toContain('Server max_model_len:');
+    expect(b.stdout).toMatch(/\nServer max_model_len: +unknown\n/);
+    expect(b.stdout).toContain('\nServer metrics: skipped (GET /metrics answered HTTP 404)\n==========');
+    expect(a.stdout).toMatch(/\nServer max_model_len: +512\n/);
+  }, 300_000);
+
+  it("uses the default model's tokenizer for a server of that name, and otherwise names --tokenizer", async () => {
+    const ok = await bench('minimal-default', ['--dataset-name', 'random', '--num-prompts', '2'], minimalDefault.url);
+    expect(ok.result.completed).toBe(2);
+    expect(ok.stdout).toContain(`bench serve: tokenizer ${STORIES_DIR} (no --tokenizer: the default for this model)\n`);
+    const r = await runCli(['bench', 'serve', '--base-url', minimalOther.url, '--num-prompts', '2']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe(
+      'error: --tokenizer: no local tokenizer for the served model "llama-3.2-1b-instruct-q4_k_m": the benchmark ' +
+        "tokenizes prompts itself, as vLLM's does; pass --tokenizer <path> with the model the server runs (a GGUF " +
+        `file, a folder with tokenizer.json, or a llama2.c tokenizer .bin) (without it, ${STORIES_DIR} is used for a ` +
+        'server whose model is named "stories260K")\n',
+    );
+  }, 300_000);
 });
