@@ -7,6 +7,7 @@ import {
   SHAREGPT_LIKE_DEFAULTS,
   WORKLOAD_NAMES,
   validateWorkloadSpec,
+  type ShareGptLikeWorkloadSpec,
   type WorkloadName,
   type WorkloadSpec,
 } from './workload.js';
@@ -176,7 +177,8 @@ class Reader {
   }
 
   int(key: string, fallback: number, min: number): number {
-    return this.number(key, fallback, (n) => Number.isSafeInteger(n) && n >= min, `an integer ≥ ${min}`);
+    const what = min === Number.MIN_SAFE_INTEGER ? 'an integer' : `an integer ≥ ${min}`;
+    return this.number(key, fallback, (n) => Number.isSafeInteger(n) && n >= min, what);
   }
 
   positive(key: string, fallback: number): number {
@@ -394,51 +396,34 @@ function readExtraBody(r: Reader): Record<string, unknown> | undefined {
 
 /**
  * The workload `name`'s flags (`--random-*`, `--sharegpt-*`, `--prefix-repetition-*`) as a checked WorkloadSpec.
+ * The other workloads' flags are checked too, though unused, so a malformed value is never silently ignored.
  * @throws BenchmarkOptionsError for a value out of range or a workload its parameters cannot produce.
  */
 function readWorkload(r: Reader, name: WorkloadName, numPrompts: number): WorkloadSpec {
-  let workload: WorkloadSpec;
-  if (name === 'random') {
-    workload = {
+  const specs: Record<WorkloadName, WorkloadSpec> = {
+    random: {
       kind: 'random',
       numPrompts,
       inputLen: r.int('randomInputLen', 128, 1),
       outputLen: r.int('randomOutputLen', 128, 1),
       rangeRatio: r.number('randomRangeRatio', 0, (n) => n >= 0 && n < 1, 'a number in [0, 1)'),
-    };
-  } else if (name === 'sharegpt-like') {
-    const d = SHAREGPT_LIKE_DEFAULTS;
-    const inputSigma = r.positive('sharegptInputSigma', d.inputSigma);
-    const outputSigma = r.positive('sharegptOutputSigma', d.outputSigma);
-    const maxInputLen = r.int('sharegptMaxInputLen', d.maxInputLen, d.minInputLen + 1);
-    const maxOutputLen = r.int('sharegptMaxOutputLen', d.maxOutputLen, d.minOutputLen + 1);
-    workload = {
-      kind: 'sharegpt-like',
-      numPrompts,
-      inputSigma,
-      outputSigma,
-      maxInputLen,
-      maxOutputLen,
-      minInputLen: d.minInputLen,
-      minOutputLen: d.minOutputLen,
-      inputMean: shareGptMean(r, 'input', d.inputMean, inputSigma, d.minInputLen, d.maxInputLen, maxInputLen),
-      outputMean: shareGptMean(r, 'output', d.outputMean, outputSigma, d.minOutputLen, d.maxOutputLen, maxOutputLen),
-    };
-  } else {
-    workload = {
+    },
+    'sharegpt-like': readShareGptLike(r, numPrompts),
+    'prefix-repetition': {
       kind: 'prefix-repetition',
       numPrompts,
       prefixLen: r.int('prefixRepetitionPrefixLen', 512, 0),
       suffixLen: r.int('prefixRepetitionSuffixLen', 64, 0),
       numPrefixes: r.int('prefixRepetitionNumPrefixes', 1, 1),
       outputLen: r.int('prefixRepetitionOutputLen', 64, 1),
-    };
-    if (workload.prefixLen + workload.suffixLen < 1) {
-      throw new BenchmarkOptionsError(
-        '--prefix-repetition-prefix-len',
-        'the prompt would be empty: give --prefix-repetition-prefix-len or --prefix-repetition-suffix-len above 0',
-      );
-    }
+    },
+  };
+  const workload = specs[name];
+  if (workload.kind === 'prefix-repetition' && workload.prefixLen + workload.suffixLen < 1) {
+    throw new BenchmarkOptionsError(
+      '--prefix-repetition-prefix-len',
+      'the prompt would be empty: give --prefix-repetition-prefix-len or --prefix-repetition-suffix-len above 0',
+    );
   }
   try {
     validateWorkloadSpec(workload);
@@ -447,4 +432,25 @@ function readWorkload(r: Reader, name: WorkloadName, numPrompts: number): Worklo
     throw e;
   }
   return workload;
+}
+
+/** The `--sharegpt-*` flags as a sharegpt-like spec (see {@link shareGptMean} for the means). */
+function readShareGptLike(r: Reader, numPrompts: number): ShareGptLikeWorkloadSpec {
+  const d = SHAREGPT_LIKE_DEFAULTS;
+  const inputSigma = r.positive('sharegptInputSigma', d.inputSigma);
+  const outputSigma = r.positive('sharegptOutputSigma', d.outputSigma);
+  const maxInputLen = r.int('sharegptMaxInputLen', d.maxInputLen, d.minInputLen + 1);
+  const maxOutputLen = r.int('sharegptMaxOutputLen', d.maxOutputLen, d.minOutputLen + 1);
+  return {
+    kind: 'sharegpt-like',
+    numPrompts,
+    inputSigma,
+    outputSigma,
+    maxInputLen,
+    maxOutputLen,
+    minInputLen: d.minInputLen,
+    minOutputLen: d.minOutputLen,
+    inputMean: shareGptMean(r, 'input', d.inputMean, inputSigma, d.minInputLen, d.maxInputLen, maxInputLen),
+    outputMean: shareGptMean(r, 'output', d.outputMean, outputSigma, d.minOutputLen, d.maxOutputLen, maxOutputLen),
+  };
 }

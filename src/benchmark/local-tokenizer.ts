@@ -80,10 +80,11 @@ export function readLocalTokenizer(
   path: string,
   flag = '--tokenizer',
 ): { tokenizer: Tokenizer; chatTemplate?: string } {
-  const fail = (problem: string): never => {
+  const fail = (problem: string, hint = true): never => {
+    const where = problem.startsWith(path) ? problem : `${path}: ${problem}`;
     throw new BenchmarkOptionsError(
       flag,
-      `${path}: ${problem}; give a GGUF file, a folder with tokenizer.json, or a llama2.c tokenizer (.bin)`,
+      hint ? `${where}; give a GGUF file, a folder with tokenizer.json, or a llama2.c tokenizer (.bin)` : where,
     );
   };
   if (!existsSync(path)) return fail('no such file or folder');
@@ -92,7 +93,7 @@ export function readLocalTokenizer(
       if (isGguf(path)) return ggufTokenizer(path);
       if (basename(path) === 'tokenizer.json' || extname(path) === '.json') return readHfTokenizer(path);
       if (extname(path) === '.bin') return readLlama2cTokenizerOf(path);
-      return fail('not a GGUF file, tokenizer.json or llama2.c .bin');
+      return fail('not a GGUF file, a tokenizer.json or a llama2.c tokenizer (.bin)', false);
     }
     if (existsSync(join(path, 'tokenizer.json'))) return readHfTokenizer(join(path, 'tokenizer.json'));
     const files = readdirSync(path);
