@@ -79,7 +79,7 @@ describe('pagellm --help', () => {
         );
       }
       expect(flags.includes('--chat-template'), `pagellm ${path} --chat-template`).toBe(
-        ['serve', 'chat', 'create-random-model'].includes(path),
+        ['serve', 'chat', 'create-random-model', 'bench serve'].includes(path),
       );
     }
     for (const path of ['serve', 'generate', 'chat']) {
