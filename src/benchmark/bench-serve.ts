@@ -26,6 +26,8 @@ export interface ServedModel {
   readonly id: string;
   /** Its longest prompt + output in tokens, when the listing reports `max_model_len` (vLLM's and pagellm's do). */
   readonly maxModelLen: number | null;
+  /** The model's path on the server (`root`, as vLLM and pagellm list it), or null. */
+  readonly root: string | null;
 }
 
 /**
@@ -36,13 +38,13 @@ export interface ServedModel {
  *   holds none.
  */
 export async function resolveServedModel(client: HttpClient, name?: string): Promise<ServedModel> {
-  type ModelList = { data?: Array<{ id?: unknown; max_model_len?: unknown }> };
+  type ModelList = { data?: Array<{ id?: unknown; max_model_len?: unknown; root?: unknown }> };
   let res: ModelList;
   try {
     res = await client.json<ModelList>('GET', '/v1/models');
   } catch (e) {
     if (name !== undefined && e instanceof BenchmarkServerError && e.status !== null)
-      return { id: name, maxModelLen: null };
+      return { id: name, maxModelLen: null, root: null };
     throw e;
   }
   const entries = Array.isArray(res.data) ? res.data : [];
@@ -52,7 +54,11 @@ export async function resolveServedModel(client: HttpClient, name?: string): Pro
     throw new BenchmarkServerError(client.url('/v1/models'), 200, 'the server lists no model; pass --model');
   }
   const len = entry?.max_model_len;
-  return { id, maxModelLen: typeof len === 'number' && Number.isSafeInteger(len) && len > 0 ? len : null };
+  return {
+    id,
+    maxModelLen: typeof len === 'number' && Number.isSafeInteger(len) && len > 0 ? len : null,
+    root: typeof entry?.root === 'string' && entry.root !== '' ? entry.root : null,
+  };
 }
 
 /** Seed of the arrival-time stream, kept apart from the workload's so changing the rate keeps the prompts. */
@@ -89,7 +95,8 @@ export async function runBenchServe(options: BenchServeOptions): Promise<Benchma
   try {
     const served = await resolveServedModel(client, options.model);
     const model = served.id;
-    const tok = given ?? openBenchTokenizer(defaultTokenizerPath(model, options.defaultModel), options.chatTemplate);
+    const found = given === null ? defaultTokenizerPath(served, options.defaultModel) : null;
+    const tok = given ?? openBenchTokenizer(found!.path, options.chatTemplate);
     const pool = tokenPoolOf(tok.tokenizer);
     const maxModelLen = served.maxModelLen;
     const template = options.endpoint === 'chat' ? templateTokens(tok) : null;
@@ -105,7 +112,7 @@ export async function runBenchServe(options: BenchServeOptions): Promise<Benchma
         `model ${model}, ${options.endpoint}, rate ${Number.isFinite(options.requestRate) ? `${options.requestRate}/s` : 'inf'}` +
         `${options.maxConcurrency !== undefined ? `, max concurrency ${options.maxConcurrency}` : ''}, seed ${options.seed}`,
     );
-    log(`bench serve: tokenizer ${tok.path}${given === null ? ' (no --tokenizer: the default for this model)' : ''}`);
+    log(`bench serve: tokenizer ${tok.path}${found === null ? '' : ` (no --tokenizer: ${found.reason})`}`);
     if (maxModelLen === null) {
       log('bench serve: GET /v1/models reports no max_model_len for this model: requests are sent unclipped');
     }

@@ -161,24 +161,33 @@ export function openBenchTokenizer(path: string, chatTemplate?: string): BenchTo
 }
 
 /**
- * Where the tokenizer comes from when the user gave no `--tokenizer`: the served model's id when it is a local path
- * (vLLM's rule: the tokenizer defaults to the model), else `defaultModel.path` when the server's model carries
- * `defaultModel.name` (what `pagellm serve` without `--model` serves), else nothing.
- * @throws BenchmarkOptionsError naming --tokenizer, saying which flag to pass, when neither applies.
+ * Where the tokenizer comes from when the user gave no `--tokenizer`, first match wins:
+ * 1. the model's path on the server (`root` in GET /v1/models, as vLLM and pagellm list it) when it exists here;
+ * 2. the served model's id when it is a local path (vLLM's rule, the tokenizer defaults to the model; llama-server
+ *    lists its model file's path as the id unless given an alias);
+ * 3. `defaultModel.path` when the server's model is named `defaultModel.name` (the CLI passes the model
+ *    `pagellm serve` runs without `--model`, under its default served name).
+ * Returns the path and a few words saying which rule gave it (for the log).
+ * @throws BenchmarkOptionsError naming --tokenizer, saying which flag to pass, when none applies.
  */
 export function defaultTokenizerPath(
-  servedModel: string,
+  served: { readonly id: string; readonly root: string | null },
   defaultModel: { readonly path: string; readonly name: string } | undefined,
-): string {
-  if (existsSync(servedModel)) return servedModel;
-  if (defaultModel !== undefined && servedModel === defaultModel.name) return defaultModel.path;
+): { path: string; reason: string } {
+  if (served.root !== null && existsSync(served.root)) {
+    return { path: served.root, reason: "the server's model path (GET /v1/models root)" };
+  }
+  if (existsSync(served.id)) return { path: served.id, reason: 'the served model id is a local path' };
+  if (defaultModel !== undefined && served.id === defaultModel.name) {
+    return { path: defaultModel.path, reason: `pagellm's default model, served as "${defaultModel.name}"` };
+  }
   const fallback =
     defaultModel === undefined
       ? ''
       : ` (without it, ${defaultModel.path} is used for a server whose model is named "${defaultModel.name}")`;
   throw new BenchmarkOptionsError(
     '--tokenizer',
-    `no local tokenizer for the served model "${servedModel}": the benchmark tokenizes prompts itself, as vLLM's ` +
+    `no local tokenizer for the served model "${served.id}": the benchmark tokenizes prompts itself, as vLLM's ` +
       'does; pass --tokenizer <path> with the model the server runs (a GGUF file, a folder with tokenizer.json, ' +
       `or a llama2.c tokenizer .bin)${fallback}`,
   );

@@ -132,9 +132,24 @@ describe('prompts from the local tokenizer', () => {
 });
 
 describe('defaultTokenizerPath', () => {
-  it('takes a served id that is a local path, then the default model by name', () => {
-    expect(defaultTokenizerPath(STORIES_DIR, undefined)).toBe(STORIES_DIR);
-    expect(defaultTokenizerPath('stories260K', { path: STORIES_DIR, name: 'stories260K' })).toBe(STORIES_DIR);
-    expect(() => defaultTokenizerPath('gpt-4o', undefined)).toThrow(/^--tokenizer: no local tokenizer for the served/);
+  it("takes the server's model path, then a served id that is a local path, then the default model by name", () => {
+    const stories = { path: STORIES_DIR, name: 'stories260K' };
+    const ckpt = join(STORIES_DIR, 'stories260K.bin');
+    expect(defaultTokenizerPath({ id: 'anything', root: ckpt }, stories)).toEqual({
+      path: ckpt,
+      reason: "the server's model path (GET /v1/models root)",
+    });
+    // A root that is not a path here (a remote server's) is passed over.
+    expect(defaultTokenizerPath({ id: STORIES_DIR, root: '/nowhere/model.gguf' }, undefined)).toEqual({
+      path: STORIES_DIR,
+      reason: 'the served model id is a local path',
+    });
+    expect(defaultTokenizerPath({ id: 'stories260K', root: null }, stories)).toEqual({
+      path: STORIES_DIR,
+      reason: 'pagellm\'s default model, served as "stories260K"',
+    });
+    expect(() => defaultTokenizerPath({ id: 'gpt-4o', root: null }, undefined)).toThrow(
+      /^--tokenizer: no local tokenizer for the served model "gpt-4o"/,
+    );
   });
 });

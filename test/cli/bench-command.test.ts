@@ -80,6 +80,11 @@ describe('pagellm bench serve', () => {
         'prompt + output tokens (longest asked: 1040)',
     );
     expect(stdout).toMatch(/Requests clipped to max_model_len 512:\s+3\n/);
+    // No --tokenizer: the model path pagellm lists as the model's root.
+    expect(stdout).toContain(
+      `bench serve: tokenizer ${join(STORIES_DIR, 'stories260K.bin')} (no --tokenizer: the server's model path ` +
+        '(GET /v1/models root))\n',
+    );
   }, 300_000);
 
   it('runs the prefix-repetition defaults: every request clipped alike, the shared prefix still hits the cache', async () => {
@@ -201,7 +206,9 @@ describe('pagellm bench serve', () => {
   it("uses the default model's tokenizer for a server of that name, and otherwise names --tokenizer", async () => {
     const ok = await bench('minimal-default', ['--dataset-name', 'random', '--num-prompts', '2'], minimalDefault.url);
     expect(ok.result.completed).toBe(2);
-    expect(ok.stdout).toContain(`bench serve: tokenizer ${STORIES_DIR} (no --tokenizer: the default for this model)\n`);
+    expect(ok.stdout).toContain(
+      `bench serve: tokenizer ${STORIES_DIR} (no --tokenizer: pagellm's default model, served as "stories260K")\n`,
+    );
     const r = await runCli(['bench', 'serve', '--base-url', minimalOther.url, '--num-prompts', '2']);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
