@@ -18,9 +18,17 @@ export interface KvBlockStore {
   getMany(keys: readonly string[]): Promise<(Uint8Array | null)[]>;
   /**
    * Queues a write of `value` under `key` and returns true, or returns false without queueing when the queue's
-   * byte budget is spent or the store is known to be down. Never throws, never blocks.
+   * byte budget is spent or the store is known to be down. A queued write the store then refuses (an error reply
+   * such as Redis's OOM under `maxmemory-policy noeviction`, a lost connection) calls `onFailed` with a
+   * {@link KvStoreError} saying why. Never throws, never blocks.
    */
-  put(key: string, value: Uint8Array): boolean;
+  put(key: string, value: Uint8Array, onFailed?: (error: KvStoreError) => void): boolean;
+  /**
+   * Increases whenever the store may have lost what it held since the last value: it came back (reconnected) as
+   * another server process (Redis's `run_id` changed: a restart, a failover), or reconnected where that cannot be
+   * told. Whoever remembers what the store holds forgets it when this changes.
+   */
+  readonly generation: number;
   /** Write counters since construction. */
   readonly writeStats: KvStoreWriteStats;
   /** Closes the connections; queued writes may be dropped. */

@@ -15,6 +15,12 @@ export interface RedisKvBlockStoreOptions {
   readonly commandTimeoutMs?: number;
   /** Called once per state change of the connection (up, down) with a line for the log. */
   readonly onConnectionChange?: (up: boolean, line: string) => void;
+  /**
+   * ms between checks of the server's `run_id` while connected (default 5000), so a server restarted empty behind a
+   * connection that stayed up (a proxy in between) still bumps {@link RedisKvBlockStore.generation}; 0: only at
+   * (re)connection.
+   */
+  readonly runIdCheckMs?: number;
 }
 
 /** 64 MiB: the default write-queue byte budget. */
@@ -25,6 +31,9 @@ const DEFAULT_KV_STORE_QUEUE_BYTES = 64 * 1024 * 1024;
  * writes on another (SET, auto-pipelined) so a long write queue never delays a lookup. While the store is down no
  * command is buffered (the offline queue is off: a command fails at once) and the client reconnects with a backoff
  * of up to 2 s; writes are skipped until it is back. Eviction is Redis's own (`maxmemory-policy allkeys-lru`).
+ * At every (re)connection and every `runIdCheckMs` the server's `run_id` (INFO server) is compared with the one seen
+ * before: another one means another server process, which may hold none of the blocks, and bumps
+ * {@link RedisKvBlockStore.generation}.
  */
 export class RedisKvBlockStore implements KvBlockStore {
   readonly description: string;
@@ -35,6 +44,10 @@ export class RedisKvBlockStore implements KvBlockStore {
   private queuedBytes = 0;
   private up = false;
   private closed = false;
+  private generationValue = 0;
+  /** The server's run_id when last seen, null before the first (or when INFO is not allowed). */
+  private runId: string | null = null;
+  private readonly runIdTimer: NodeJS.Timeout | null = null;
 
   /** @throws KvStoreConfigError for a URL that is not redis:// or rediss://, or a bad queue budget. */
   constructor(options: RedisKvBlockStoreOptions) {
@@ -57,10 +70,19 @@ export class RedisKvBlockStore implements KvBlockStore {
     this.reader = new Redis(options.url, common);
     this.writer = new Redis(options.url, { ...common, enableAutoPipelining: true });
     const report = options.onConnectionChange;
+    let readies = 0;
     this.reader.on('ready', () => {
       if (!this.up) report?.(true, `KV store ${this.description} connected`);
       this.up = true;
+      void this.checkRunId(readies++ > 0);
     });
+    const every = options.runIdCheckMs ?? 5000;
+    if (every > 0) {
+      this.runIdTimer = setInterval(() => {
+        if (this.up) void this.checkRunId(false);
+      }, every);
+      this.runIdTimer.unref();
+    }
     const down = (why: string): void => {
       if (this.up && !this.closed)
         report?.(
@@ -73,6 +95,29 @@ export class RedisKvBlockStore implements KvBlockStore {
     this.reader.on('error', (e: Error) => down(e.message));
     this.writer.on('error', () => undefined);
     this.reader.on('end', () => down('connection closed'));
+  }
+
+  get generation(): number {
+    return this.generationValue;
+  }
+
+  /**
+   * Reads the server's run_id and bumps the generation when it differs from the one seen before. Where INFO cannot
+   * be read (a managed Redis that renames it), a reconnection (`reconnected`) bumps it instead.
+   */
+  private async checkRunId(reconnected: boolean): Promise<void> {
+    let id: string | null;
+    try {
+      id = /^run_id:([0-9a-f]+)/m.exec(await this.reader.info('server'))?.[1] ?? null;
+    } catch {
+      id = null;
+    }
+    if (id === null) {
+      if (reconnected) this.generationValue++;
+      return;
+    }
+    if (this.runId !== null && id !== this.runId) this.generationValue++;
+    this.runId = id;
   }
 
   /** Whether both connections (reads, writes) are ready. */
@@ -98,7 +143,7 @@ export class RedisKvBlockStore implements KvBlockStore {
     return values.map((v) => (v === null ? null : new Uint8Array(v.buffer, v.byteOffset, v.byteLength)));
   }
 
-  put(key: string, value: Uint8Array): boolean {
+  put(key: string, value: Uint8Array, onFailed?: (error: KvStoreError) => void): boolean {
     if (this.writer.status !== 'ready' || this.queuedBytes + value.length > this.queueBytes) {
       this.writeStats.writesSkipped++;
       return false;
@@ -110,8 +155,9 @@ export class RedisKvBlockStore implements KvBlockStore {
         () => {
           this.writeStats.bytesWritten += value.length;
         },
-        () => {
+        (e: Error) => {
           this.writeStats.writesFailed++;
+          onFailed?.(new KvStoreError(`SET ${key} failed: ${e.message}`, { cause: e }));
         },
       )
       .finally(() => {
@@ -127,6 +173,7 @@ export class RedisKvBlockStore implements KvBlockStore {
 
   async close(): Promise<void> {
     this.closed = true;
+    if (this.runIdTimer !== null) clearInterval(this.runIdTimer);
     this.reader.disconnect();
     this.writer.disconnect();
   }

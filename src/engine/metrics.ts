@@ -63,6 +63,8 @@ export interface EngineCounters {
   kvStoreBytesWritten: number;
   /** Shared KV store faults that made a prompt compute instead (store down or slow, a record rejected). */
   kvStoreErrors: number;
+  /** Block writes the shared KV store refused or lost (an error reply such as OOM under noeviction, a lost connection). */
+  kvStoreWriteErrors: number;
   requestsFinished: Record<FinishReason, number>;
 }
 
@@ -129,6 +131,7 @@ export class EngineMetrics {
     kvStoreBytesRead: 0,
     kvStoreBytesWritten: 0,
     kvStoreErrors: 0,
+    kvStoreWriteErrors: 0,
     requestsFinished: { stop: 0, length: 0, abort: 0 },
   };
   private readonly samples = new Map<HistogramName, SampleRing>();
@@ -182,6 +185,7 @@ export class EngineMetrics {
       kvStoreBytesRead: c.kvStoreBytesRead,
       kvStoreBytesWritten: c.kvStoreBytesWritten,
       kvStoreErrors: c.kvStoreErrors,
+      kvStoreWriteErrors: c.kvStoreWriteErrors,
       requestsFinished: { ...c.requestsFinished },
     };
   }

@@ -70,6 +70,7 @@ const HISTOGRAMS: ReadonlyArray<readonly [HistogramName, string, string, readonl
  * | `pagellm:kv_store_hits_total` / `_misses_total` | counter | shared KV store: blocks read / looked up and not used |
  * | `pagellm:kv_store_bytes_read_total` / `_bytes_written_total` | counter | shared KV store: block bytes moved |
  * | `pagellm:kv_store_errors_total` | counter | shared KV store faults that made a prompt compute instead |
+ * | `pagellm:kv_store_write_errors_total` | counter | shared KV store block writes refused or lost (OOM, connection) |
  * | `pagellm:kv_store_lookup_seconds` / `_fetch_seconds` | histogram | shared KV store round trips |
  * | `pagellm:spec_decode_num_drafts_total` | counter | speculative drafts verified (with speculation only) |
  * | `pagellm:spec_decode_num_draft_tokens_total` / `_num_accepted_tokens_total` | counter | draft tokens scored / accepted |
@@ -105,7 +106,9 @@ export class PrometheusMetrics {
   private readonly promptTokens: Counter;
   private readonly generationTokens: Counter;
   private readonly requestSuccess: Counter<'finished_reason'>;
-  private readonly kvStore: Readonly<Record<'hits' | 'misses' | 'bytesRead' | 'bytesWritten' | 'errors', Counter>>;
+  private readonly kvStore: Readonly<
+    Record<'hits' | 'misses' | 'bytesRead' | 'bytesWritten' | 'errors' | 'writeErrors', Counter>
+  >;
   private readonly histograms: ReadonlyMap<HistogramName, Histogram>;
   /** Speculative decoding's counters, registered at the first snapshot that has them. */
   private specCounters: {
@@ -159,6 +162,7 @@ export class PrometheusMetrics {
       bytesRead: counter('kv_store_bytes_read_total', 'Shared KV store: block bytes read.'),
       bytesWritten: counter('kv_store_bytes_written_total', 'Shared KV store: block bytes written.'),
       errors: counter('kv_store_errors_total', 'Shared KV store faults (down, slow, bad record): computed instead.'),
+      writeErrors: counter('kv_store_write_errors_total', 'Shared KV store block writes refused (OOM) or lost.'),
     };
     new Gauge({
       name: 'pagellm:cache_config_info',
@@ -206,6 +210,7 @@ export class PrometheusMetrics {
     this.advance('kvStoreBytesRead', this.kvStore.bytesRead, stats.kvStoreBytesRead);
     this.advance('kvStoreBytesWritten', this.kvStore.bytesWritten, stats.kvStoreBytesWritten);
     this.advance('kvStoreErrors', this.kvStore.errors, stats.kvStoreErrors);
+    this.advance('kvStoreWriteErrors', this.kvStore.writeErrors, stats.kvStoreWriteErrors);
     for (const [reason, n] of Object.entries(stats.requestsFinished)) {
       this.advance(`finished:${reason}`, this.requestSuccess.labels(reason), n);
     }

@@ -36,6 +36,7 @@ describe('parsePrometheusText', () => {
       kvStoreBytesRead: 6000,
       kvStoreBytesWritten: 9000,
       kvStoreErrors: 1,
+      kvStoreWriteErrors: 4,
     } satisfies EngineStats;
     m.update(stats);
     m.observe('ttftMs', 30);
@@ -53,6 +54,7 @@ describe('parsePrometheusText', () => {
     expect(sumSamples(samples, 'pagellm:kv_store_bytes_read_total')).toBe(6000);
     expect(sumSamples(samples, 'pagellm:kv_store_bytes_written_total')).toBe(9000);
     expect(sumSamples(samples, 'pagellm:kv_store_errors_total')).toBe(1);
+    expect(sumSamples(samples, 'pagellm:kv_store_write_errors_total')).toBe(4);
     const length = samples.find(
       (s) => s.name === 'pagellm:request_success_total' && s.labels.finished_reason === 'length',
     );

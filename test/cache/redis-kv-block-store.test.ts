@@ -1,7 +1,9 @@
 /**
  * RedisKvBlockStore against a real redis-server: values round-trip, the write queue's byte budget skips writes past
- * it, and while nothing listens no command is buffered (reads fail at once, writes are skipped); URLs are checked.
+ * it, and while nothing listens no command is buffered (reads fail at once, writes are skipped); a restarted server
+ * (another run_id) bumps the generation, a flush or a dropped connection to the same server does not; URLs are checked.
  */
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { KvStoreConfigError, KvStoreError } from '../../src/cache/kv-block-store.js';
 import { RedisKvBlockStore, parseStoreUrl } from '../../src/cache/redis-kv-block-store.js';
@@ -60,4 +62,36 @@ describeWithRedis('RedisKvBlockStore on redis-server', () => {
     expect(b).toEqual(v.subarray(100));
     expect(c).toBeNull();
   });
+
+  it('bumps its generation when the server comes back as another process, not after a flush or a reconnection', async () => {
+    const watcher = new RedisKvBlockStore({ url: redis.url, runIdCheckMs: 50 });
+    try {
+      await until(() => watcher.isUp, 'connected');
+      const g0 = watcher.generation;
+      await redis.kill();
+      await redis.restart();
+      await until(() => watcher.generation === g0 + 1, 'the generation bumped after the restart');
+      // A flush, and a connection killed by the server: same process, same run_id, same generation.
+      const admin = new Redis(redis.url);
+      try {
+        await admin.flushall();
+        await admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+      } finally {
+        admin.disconnect();
+      }
+      await until(() => watcher.isUp, 'reconnected');
+      await new Promise((r) => setTimeout(r, 300)); // several run_id checks
+      expect(watcher.generation).toBe(g0 + 1);
+    } finally {
+      await watcher.close();
+    }
+  });
 });
+
+async function until(cond: () => boolean, what: string, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting: ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}

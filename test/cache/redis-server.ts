@@ -41,15 +41,21 @@ export function freePort(): Promise<number> {
 export class RedisServer {
   private proc: ChildProcess | null = null;
 
-  private constructor(readonly port: number) {}
+  private constructor(
+    readonly port: number,
+    private readonly extraArgs: readonly string[],
+  ) {}
 
   get url(): string {
     return `redis://127.0.0.1:${this.port}/0`;
   }
 
-  /** Starts a server on a free port and waits until it accepts connections. */
-  static async start(): Promise<RedisServer> {
-    const server = new RedisServer(await freePort());
+  /**
+   * Starts a server on a free port and waits until it accepts connections; `extraArgs` come after the defaults
+   * (256 MB, allkeys-lru) and win over them (e.g. `['--maxmemory-policy', 'noeviction']`), at every restart too.
+   */
+  static async start(extraArgs: readonly string[] = []): Promise<RedisServer> {
+    const server = new RedisServer(await freePort(), extraArgs);
     await server.restart();
     return server;
   }
@@ -72,6 +78,7 @@ export class RedisServer {
         '256mb',
         '--maxmemory-policy',
         'allkeys-lru',
+        ...this.extraArgs,
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );

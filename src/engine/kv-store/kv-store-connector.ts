@@ -74,6 +74,11 @@ interface Lookup {
   phase: 'pending' | 'fetched' | 'done';
   /** Chained hashes of the prompt's full blocks that may be looked up (the last token is always computed). */
   readonly hashes: readonly BlockHash[];
+  /**
+   * The key of the prompt's last full block when it ends exactly at the prompt's end (never fetched: its last token
+   * is computed), checked with the others only so that its loss is seen and the block written again; else null.
+   */
+  readonly tailKey: string | null;
   /** First block looked up (the ones before it were in the local prefix cache). */
   readonly first: number;
   /** ms (performance.now()) after which the prompt is computed instead. */
@@ -108,7 +113,8 @@ const WRITTEN_KEYS_KEPT = 100_000;
  *   into freshly allocated compute-tier blocks, registered in the prefix cache under their hashes, marked computed
  *   and released to the evictor, so the ordinary prefix-cache path admits the prompt with those tokens computed.
  * - Faults (store down, slow, wrong bytes or tokens) cost only the hit: the prompt is computed, `kvStoreErrors`
- *   counts it and one warning line per 10 s says why.
+ *   counts it and one warning line per 10 s says why. Writes the store refuses (OOM under `noeviction`, a lost
+ *   connection) count in `kvStoreWriteErrors`, with their own line per 10 s, and are sent again next time.
  */
 export class KvStoreConnector implements WaitingGate {
   readonly store: KvBlockStore;
@@ -124,12 +130,19 @@ export class KvStoreConnector implements WaitingGate {
   /** The prefix cache's own block hash (its algorithm), so store keys are the cache's hash chain. */
   private readonly hasher: BlockHasher;
   private readonly lookups = new WeakMap<SequenceGroup, Lookup>();
-  /** Keys written (or read) recently: a block is sent once, not at every prompt that shares it. */
+  /**
+   * Keys the store is believed to hold (written or read), so a block is sent once, not at
+   * every prompt that computes it. The belief never outlives the data: a key a lookup finds absent (evicted, flushed)
+   * or whose write failed is forgotten, and the whole set when the store's generation changes (it restarted).
+   */
   private readonly writtenKeys = new Map<string, true>();
+  /** The store generation {@link writtenKeys} was filled under. */
+  private writtenGeneration: number;
   /** Compute-tier block id → the hash it was filled from the store with (for the dashboard's marker). */
   private readonly fromStore = new Map<number, string>();
-  private lastLog = -Infinity;
-  private suppressedLogs = 0;
+  /** One warning line per 10 s for faults of reads, one for refused writes (so neither hides the other). */
+  private readonly readLog: RateLimitedLog;
+  private readonly writeLog: RateLimitedLog;
 
   constructor(o: KvStoreConnectorOptions) {
     this.store = o.store;
@@ -143,7 +156,10 @@ export class KvStoreConnector implements WaitingGate {
     this.metrics = o.metrics;
     this.timeoutMs = o.timeoutMs ?? 200;
     this.log = o.log ?? ((line) => process.stderr.write(`${line}\n`));
+    this.readLog = new RateLimitedLog(this.log);
+    this.writeLog = new RateLimitedLog(this.log);
     this.getBlockTable = o.getBlockTable;
+    this.writtenGeneration = o.store.generation;
   }
 
   /**
@@ -175,6 +191,7 @@ export class KvStoreConnector implements WaitingGate {
   saveComputedBlocks(scheduled: readonly ScheduledSequenceGroup[]): void {
     const bs = this.cacheEngine.spec.blockSize;
     const jobs: { key: string; parent: string; tokens: number[]; payload: Uint8Array }[] = [];
+    this.forgetIfStoreRestarted();
     for (const s of scheduled) {
       if (!s.isPrefill) continue;
       for (const seq of s.seqGroup.getSeqs(SequenceStatus.RUNNING)) {
@@ -208,7 +225,12 @@ export class KvStoreConnector implements WaitingGate {
           tokenIds: j.tokens,
           payload: j.payload,
         });
-        if (!this.store.put(j.key, record)) this.writtenKeys.delete(j.key);
+        const queued = this.store.put(j.key, record, (e) => {
+          this.writtenKeys.delete(j.key);
+          this.metrics.counters.kvStoreWriteErrors++;
+          this.writeLog.warn(`KV store ${this.store.description} refused a block write: ${e.message}`);
+        });
+        if (!queued) this.writtenKeys.delete(j.key);
       }
     });
   }
@@ -246,6 +268,13 @@ export class KvStoreConnector implements WaitingGate {
     return this.keyPrefix + hashValueToString(h.value);
   }
 
+  /** Forgets every key believed stored when the store's generation changed (it came back as another server). */
+  private forgetIfStoreRestarted(): void {
+    if (this.store.generation === this.writtenGeneration) return;
+    this.writtenGeneration = this.store.generation;
+    this.writtenKeys.clear();
+  }
+
   private remember(key: string): void {
     this.writtenKeys.set(key, true);
     if (this.writtenKeys.size > WRITTEN_KEYS_KEPT) this.writtenKeys.delete(this.writtenKeys.keys().next().value!);
@@ -256,10 +285,12 @@ export class KvStoreConnector implements WaitingGate {
     const bs = this.cacheEngine.spec.blockSize;
     const limit = Math.floor((seq.getLen() - 1) / bs);
     const first = Math.floor(this.blockManager.getNumCachedTokens(seq.blockView) / bs);
-    const hashes = first < limit ? computeBlockHashes(this.hasher, seq.getTokenIds(), bs, null, limit * bs) : [];
+    const full = Math.floor(seq.getLen() / bs);
+    const all = first < limit ? computeBlockHashes(this.hasher, seq.getTokenIds(), bs, null, full * bs) : [];
     const l: Lookup = {
       phase: first < limit ? 'pending' : 'done',
-      hashes,
+      hashes: all.slice(0, limit),
+      tailKey: all.length > limit ? this.keyOf(all[limit]) : null,
       first,
       deadline: performance.now() + this.timeoutMs,
       payloads: [],
@@ -278,12 +309,16 @@ export class KvStoreConnector implements WaitingGate {
     const c = this.metrics.counters;
     const t0 = performance.now();
     try {
-      const present = await this.store.exists(keys);
+      const checked = l.tailKey === null ? keys : [...keys, l.tailKey];
+      const present = await this.store.exists(checked);
       const t1 = performance.now();
       this.metrics.observe('kvStoreLookupMs', t1 - t0);
+      // What the store lost (evicted, flushed, restarted) is written again when this replica computes it.
+      this.forgetIfStoreRestarted();
+      for (let i = 0; i < checked.length; i++) if (!present[i]) this.writtenKeys.delete(checked[i]);
       if (l.phase !== 'pending') return; // timed out meanwhile (counted then)
       let run = 0;
-      while (run < present.length && present[run]) run++;
+      while (run < keys.length && present[run]) run++;
       if (run === 0) {
         c.kvStoreMisses += keys.length;
         l.phase = 'done';
@@ -397,16 +432,27 @@ export class KvStoreConnector implements WaitingGate {
 
   private fault(line: string): void {
     this.metrics.counters.kvStoreErrors++;
+    this.readLog.warn(`${line}; computing instead`);
+  }
+}
+
+/** Writes at most one warning line per {@link LOG_INTERVAL_MS}, saying how many it left out since the last. */
+class RateLimitedLog {
+  private last = -Infinity;
+  private suppressed = 0;
+
+  constructor(private readonly log: (line: string) => void) {}
+
+  warn(line: string): void {
     const t = performance.now();
-    if (t - this.lastLog < LOG_INTERVAL_MS) {
-      this.suppressedLogs++;
+    if (t - this.last < LOG_INTERVAL_MS) {
+      this.suppressed++;
       return;
     }
-    const more =
-      this.suppressedLogs > 0 ? ` (${this.suppressedLogs} more in the last ${LOG_INTERVAL_MS / 1000} s)` : '';
-    this.lastLog = t;
-    this.suppressedLogs = 0;
-    this.log(`WARNING: ${line}; computing instead${more}`);
+    const more = this.suppressed > 0 ? ` (${this.suppressed} more in the last ${LOG_INTERVAL_MS / 1000} s)` : '';
+    this.last = t;
+    this.suppressed = 0;
+    this.log(`WARNING: ${line}${more}`);
   }
 }
 

@@ -51,7 +51,16 @@ afterAll(async () => {
 
 /** A replica: an engine over the shared model with its own empty KV cache, with or without the store. */
 async function replica(
-  o: { store?: boolean; blockSize?: number; dtype?: KvCacheDType; timeoutMs?: number; loaded?: LoadedModel } = {},
+  o: {
+    store?: boolean;
+    blockSize?: number;
+    dtype?: KvCacheDType;
+    timeoutMs?: number;
+    loaded?: LoadedModel;
+    numGpuBlocks?: number;
+    url?: string;
+    log?: (line: string) => void;
+  } = {},
 ): Promise<LLMEngine> {
   const blockSize = o.blockSize ?? 16;
   const loaded = o.loaded ?? stories.loaded;
@@ -62,17 +71,17 @@ async function replica(
     engines.push(e);
     return e;
   }
-  const cacheEngine = new CacheEngine(spec, stories.backend, { numGpuBlocks: 256, numCpuBlocks: 0 });
+  const cacheEngine = new CacheEngine(spec, stories.backend, { numGpuBlocks: o.numGpuBlocks ?? 256, numCpuBlocks: 0 });
   const e = new LLMEngine({
     model: loaded.model,
     tokenizer: loaded.source.tokenizer,
     cacheEngine,
     kvStore: {
-      store: new RedisKvBlockStore({ url: redis.url }),
+      store: new RedisKvBlockStore({ url: o.url ?? redis.url }),
       // The shared fixture's digest is cached in a temporary folder, never beside the shared model file.
       modelIdentity: await kvStoreModelIdentity(loaded.source, spec, { besideFile: false, cacheDir: digestDir }),
       timeoutMs: o.timeoutMs,
-      log: () => undefined,
+      log: o.log ?? (() => undefined),
     },
   });
   engines.push(e);
@@ -277,6 +286,83 @@ describeWithRedis('shared KV store (redis-server)', () => {
     const d = await replica();
     expect(await generate(d, [prompts[2]])).toEqual([expected[2]]);
     expect(d.metrics.counters.kvStoreHits).toBe(Math.floor((promptLen(d, prompts[2]) - 1) / 16));
+  });
+});
+
+describeWithRedis('the shared KV store after it lost its data (redis-server)', () => {
+  /** Four prompts of 6-7 blocks whose blocks all differ (their first tokens differ). */
+  const CYCLE = ['', 'Tom said hello. ', 'Sue sang a song. ', 'Max ran home fast. '].map((s) => s + PREFIX);
+
+  /** Runs the prompts one after another on `e`; returns the store hit rate of their lookups (hits / looked up). */
+  async function pass(e: LLMEngine): Promise<{ hits: number; rate: number }> {
+    const c = e.metrics.counters;
+    const [h0, m0] = [c.kvStoreHits, c.kvStoreMisses];
+    for (const p of CYCLE) await generate(e, [p]);
+    const hits = c.kvStoreHits - h0;
+    return { hits, rate: hits / (hits + c.kvStoreMisses - m0) };
+  }
+
+  /** Waits until every block of the cycle is in the store and the replica's writes are acknowledged. */
+  async function allStored(e: LLMEngine): Promise<void> {
+    const n = CYCLE.reduce((sum, p) => sum + Math.floor(promptLen(e, p) / 16), 0);
+    await settled(e, n);
+  }
+
+  it('warms up again within one pass after redis restarted empty, or was flushed under a live connection', async () => {
+    await admin.flushall();
+    const expected = await generate(await replica({ store: false }), CYCLE);
+    // 10 blocks hold one prompt and a half: every prompt of the cycle was evicted locally when it comes back, so
+    // each pass after the first reads the store.
+    const w = await replica({ numGpuBlocks: 10 });
+    expect((await pass(w)).hits).toBe(0);
+    await allStored(w);
+    const warm = await pass(w);
+    expect(warm.rate).toBeGreaterThan(0.5);
+
+    for (const wipe of ['restart', 'flushall'] as const) {
+      if (wipe === 'restart') {
+        await redis.kill();
+        await redis.restart();
+        await waitFor(() => (w.kvStoreConnector!.store as RedisKvBlockStore).isUp, 'the replica reconnected');
+      } else {
+        await admin.flushall(); // no reconnection, same run_id: only the lookups can tell
+      }
+      await waitFor(async () => (await storedKeys()).length === 0, 'an empty store');
+      // The pass after the loss computes the prompts (the store is empty) and writes their blocks again…
+      const cold = await pass(w);
+      expect(cold.hits).toBe(0);
+      await allStored(w);
+      // …so the next pass reads the store as often as before the loss, and answers the same tokens.
+      const again = await pass(w);
+      expect(again.rate).toBeGreaterThanOrEqual(warm.rate);
+      expect(await generate(w, CYCLE)).toEqual(expected);
+    }
+    expect(w.metrics.counters.kvStoreWriteErrors).toBe(0);
+  });
+
+  it('counts and logs (once per 10 s) the block writes redis refuses under maxmemory-policy noeviction', async () => {
+    // Redis's own overhead is above 1 MB: every SET is refused with OOM (used_memory > maxmemory, noeviction).
+    const full = await RedisServer.start(['--maxmemory', '1mb', '--maxmemory-policy', 'noeviction']);
+    try {
+      const lines: string[] = [];
+      const [expected] = await generate(await replica({ store: false }), [PREFIX]);
+      const w = await replica({ url: full.url, log: (l) => lines.push(l) });
+      expect(await generate(w, [PREFIX])).toEqual([expected]);
+      const blocks = Math.floor(promptLen(w, PREFIX) / 16);
+      const store = w.kvStoreConnector!.store as RedisKvBlockStore;
+      await waitFor(
+        () => store.pendingWriteBytes === 0 && w.metrics.counters.kvStoreWriteErrors === blocks,
+        'refusals',
+      );
+      expect(store.writeStats.writesFailed).toBe(blocks);
+      expect(w.metrics.counters.kvStoreErrors).toBe(0); // reads did not fail
+      expect(w.getStats().kvStoreWriteErrors).toBe(blocks);
+      const warnings = lines.filter((l) => l.includes('refused a block write'));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(/^WARNING: KV store redis:\/\/127\.0\.0\.1:\d+\/0 refused a block write: .*OOM/);
+    } finally {
+      await full.kill();
+    }
   });
 });
 
