@@ -27,7 +27,8 @@ export interface BenchServeOptions {
   readonly tokenizer?: string;
   /**
    * Without `tokenizer`: the model whose tokenizer is used when the server's model is named `name` (the CLI passes
-   * the model `pagellm serve` runs without `--model`). A served model id that is a local path is used first.
+   * the model `pagellm serve` runs without `--model`). The server's model path (`root`) or a served model id that is
+   * a local path is used first (see defaultTokenizerPath in local-tokenizer.ts).
    */
   readonly defaultModel?: { readonly path: string; readonly name: string };
   /** Chat template text counted for chat requests instead of the tokenizer's own (`--chat-template`). */
@@ -84,9 +85,9 @@ export const BENCH_SERVE_FLAGS: readonly BenchServeFlag[] = [
   {
     flags: '--tokenizer <path>',
     description:
-      'tokenizer the prompts are built with, read locally: a GGUF file, a folder with tokenizer.json, or a llama2.c ' +
-      "tokenizer .bin (default: the served model's id when it is a local path, else pagellm's default model when " +
-      'the server serves it under its default name)',
+      'tokenizer the prompts are built and counted with, read locally: a GGUF file, a folder with tokenizer.json, ' +
+      'or a llama2.c tokenizer .bin (default: the model path GET /v1/models lists as root, or the served model id, ' +
+      "when it is a path here; else pagellm's default model when the server serves it under its default name)",
   },
   {
     flags: '--chat-template <template>',
@@ -104,7 +105,9 @@ export const BENCH_SERVE_FLAGS: readonly BenchServeFlag[] = [
   },
   {
     flags: '--num-prompts <n>',
-    description: "number of requests (default: 100); any longer than the server's " + 'max_model_len is clipped to it',
+    description:
+      "number of requests (default: 100); any longer than the server's max_model_len (where GET /v1/models " +
+      'reports it) is clipped to it',
   },
   {
     flags: '--request-rate <r>',
@@ -115,7 +118,10 @@ export const BENCH_SERVE_FLAGS: readonly BenchServeFlag[] = [
   { flags: '--no-ignore-eos', description: 'do not send ignore_eos (outputs may then end early at EOS)' },
   { flags: '--temperature <t>', description: 'sampling temperature; 0 is greedy (default: 0)' },
   { flags: '--metric-percentiles <list>', description: 'comma-separated percentiles to report (default: 99)' },
-  { flags: '--no-scrape-metrics', description: "do not sample the server's /metrics during the run" },
+  {
+    flags: '--no-scrape-metrics',
+    description: "do not sample the server's /metrics during the run (a server without one is skipped anyway)",
+  },
   { flags: '--metrics-interval <ms>', description: 'ms between /metrics samples (default: 250)' },
   { flags: '--result-file <path>', description: 'write the JSON result to this file' },
   { flags: '--disable-progress', description: 'no progress bar (default: shown when stderr is a terminal)' },

@@ -11,8 +11,8 @@ import { defaultModelPath } from './default-model.js';
 /**
  * `pagellm bench serve`: the serving benchmark (src/benchmark) against a running OpenAI-compatible endpoint —
  * pagellm's, vLLM's, llama-server's or any other. Prompts are built and counted with a local tokenizer
- * (`--tokenizer`; without it, the model `pagellm serve` runs by default — `$PAGELLM_MODEL` or stories260K — when the
- * server serves a model of that name). Prints TTFT, TPOT, ITL, end-to-end latency and throughput (plus KV usage,
+ * (`--tokenizer`; without it, the server's model path or id when it is a local path, else the model `pagellm serve`
+ * runs by default — `$PAGELLM_MODEL` or stories260K — when the server serves a model of that name). Prints TTFT, TPOT, ITL, end-to-end latency and throughput (plus KV usage,
  * prefix-cache hit rate and preemptions from /metrics when the server has them) and writes a JSON result with
  * `--result-file`. Mirrors vLLM's `vllm bench serve` (benchmarks/serve.py). Bad flags raise
  * `BenchmarkOptionsError` naming the flag.
