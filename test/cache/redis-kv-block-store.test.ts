@@ -75,7 +75,7 @@ describeWithRedis('RedisKvBlockStore on redis-server', () => {
       const admin = new Redis(redis.url);
       try {
         await admin.flushall();
-        await admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+        await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
       } finally {
         admin.disconnect();
       }
