@@ -3,10 +3,11 @@
 // fresh clone needs nothing prebuilt, and on `npm pack` / `npm publish` through `prepack`. Not `prepare`: npm 11
 // lists a package's `prepare` among the install scripts to approve when its tarball is installed, whereas
 // `dependencies` runs only in the project being installed, never in a project that depends on pagellm.
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+// `--if-stale` (what `npm start` runs) builds only when a build/*.wasm is missing or older than assembly/ or this
+// script, so a checkout whose kernel sources changed since its install (a pull, an edit) never serves old kernels.
+import { existsSync, mkdirSync, readdirSync, renameSync, statSync } from 'node:fs';
 import { dirname, join, basename } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { main as asc } from 'assemblyscript/asc';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const srcDir = join(root, 'assembly');
@@ -26,6 +27,21 @@ const variants = [
   { suffix: '-relaxed', features: ['--enable', 'relaxed-simd'] },
 ];
 
+/** Whether every output is at least as new as every source (assembly/*, this script). */
+function upToDate() {
+  if (!existsSync(srcDir)) return true;
+  const sources = [fileURLToPath(import.meta.url), ...readdirSync(srcDir).map((f) => join(srcDir, f))];
+  const newestSource = Math.max(...sources.map((f) => statSync(f).mtimeMs));
+  const outputs = entries.flatMap((e) =>
+    variants.map(({ suffix }) => join(outDir, `${basename(e, '.ts')}${suffix}.wasm`)),
+  );
+  return outputs.every((f) => existsSync(f) && statSync(f).mtimeMs >= newestSource);
+}
+
+if (process.argv.includes('--if-stale') && upToDate()) process.exit(0);
+// Loaded only when something is built: the compiler takes a while to load.
+const { main: asc } = await import('assemblyscript/asc');
+
 for (const entry of entries) {
   const name = basename(entry, '.ts');
   for (const { suffix, features } of variants) {
@@ -33,7 +49,7 @@ for (const entry of entries) {
     const args = [
       join('assembly', entry),
       '--outFile',
-      join('build', `${out}.wasm`),
+      join('build', `${out}.partial.wasm`),
       '--textFile',
       join('build', `${out}.wat`),
       '-O3',
@@ -57,6 +73,9 @@ for (const entry of entries) {
     if (error) {
       throw new Error(`AssemblyScript build of assembly/${entry} (${out}) failed: ${error.message}`);
     }
+    // Written beside and renamed over the old build in one step: a process loading the kernels meanwhile (a test, a
+    // server) reads the old file or the new one, never half of one.
+    renameSync(join(outDir, `${out}.partial.wasm`), join(outDir, `${out}.wasm`));
     console.log(`built build/${out}.wasm`);
   }
 }
