@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildKvCacheSnapshot } from '../../src/web/kv-cache-snapshot.js';
-import { OVERVIEW_RGB, overviewBrightness } from '../../src/web/assets/colors.js';
+import { STATE_RGB, overviewBrightness } from '../../src/web/assets/colors.js';
 import type { DecodedSnapshot } from '../../src/web/assets/snapshot-codec.js';
 import { LAUNCH_HOOK_TIMEOUT_MS, PAGE_WAIT_MS, describeWithBrowser, launchChromium } from '../browser.js';
 import { startTestServer, waitFor, type TestServer } from '../server/server-fixture.js';
@@ -33,10 +33,15 @@ import {
   STORY,
   compareWithMetrics,
   holdEngine,
+  holderPixel,
+  largestHolder,
   openDashboard,
+  readCells,
   readPage,
+  readSnapshot,
   requestsReceived,
   startLoad,
+  type SnapshotReading,
 } from './dashboard-page.js';
 
 let browser: Browser;
@@ -186,8 +191,8 @@ describeWithBrowser('the dashboard in chromium', () => {
       );
       await page.mouse.move(centre!.x, centre!.y);
       const tip = page.locator('#tooltip');
-      await expect.poll(async () => tip.getAttribute('data-block')).toBe(String(hovered));
-      await expect.poll(async () => tip.locator('dd[data-field="held by"]').count(), { timeout: 5000 }).toBe(1);
+      await expect.poll(async () => tip.getAttribute('data-block'), { timeout: PAGE_WAIT_MS }).toBe(String(hovered));
+      await expect.poll(async () => tip.locator('dd[data-field="held by"]').count(), { timeout: PAGE_WAIT_MS }).toBe(1);
       const text = await tip.innerText();
       expect(text).toContain(`Block ${hovered}`);
       expect(await tip.locator('dd[data-field="ref count"]').innerText()).toBe('2');
@@ -206,7 +211,7 @@ describeWithBrowser('the dashboard in chromium', () => {
     }
     await page.mouse.move(1, 1);
     expect(await Promise.all([load, fork])).toEqual([null, null]);
-    await waitFor(async () => !server.handle.engine.hasUnfinishedRequests(), 60_000, 'the engine to finish');
+    await waitFor(async () => !server.handle.engine.hasUnfinishedRequests(), PAGE_WAIT_MS, 'the engine to finish');
     const after = await compareWithMetrics(server, page);
     expect(after.reading.dom['num-running']).toBe(0);
     expect(after.reading.dom['gpu-cached']).toBeGreaterThan(0);
@@ -223,7 +228,7 @@ describeWithBrowser('the dashboard in chromium', () => {
 
   it('serves the same page at /dashboard', async () => {
     const { page, problems } = await openDashboard(browser, server, '/dashboard');
-    await expect.poll(async () => page.locator('#connection').innerText()).toBe('live');
+    await expect.poll(async () => page.locator('#connection').innerText(), { timeout: PAGE_WAIT_MS }).toBe('live');
     expect(await page.title()).toBe('pagellm · KV cache');
     expect(problems).toEqual([]);
     await page.close();
@@ -246,10 +251,10 @@ interface GridView {
     numCells: number;
     fullSpan: number;
   };
-  view: { first: number; last: number; span: number; zoomed: boolean };
+  view: { first: number; last: number; span: number; zoomed: boolean; folded: number };
   draw(): void;
   lastDrawMs: number;
-  cellAt(x: number, y: number): { first: number; count: number } | null;
+  cellAt(x: number, y: number): { first: number; count: number; folded: boolean } | null;
   centerOf(id: number): { x: number; y: number } | null;
   zoomTo(id: number, span: number): boolean;
 }
@@ -261,6 +266,26 @@ async function centerOf(page: Page, grid: number, id: number): Promise<{ x: numb
       (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard.grids[g].centerOf(b),
     [grid, id] as const,
   );
+}
+
+/**
+ * Runs in the page: whether the cells of each grid, in order, cover its blocks exactly once ('all'), else where
+ * they do not. Also set as window.coverage, for page functions that call it.
+ */
+function coverage(): string[] {
+  const d = (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard;
+  const covered = d.grids.map((g) => {
+    let next = g.first;
+    for (let k = 0; k < g.layout.numCells; k++) {
+      const c = g.centerOf(next)!;
+      const cell = g.cellAt(c.x, c.y)!;
+      if (cell.first !== next) return `cell ${k} starts at ${cell.first}, not ${next}`;
+      next += cell.count;
+    }
+    return next === g.first + g.count ? 'all' : `cells end at ${next}`;
+  });
+  (window as unknown as { coverage: () => string[] }).coverage = coverage;
+  return covered;
 }
 
 /** Grid `grid`'s layout and view. */
@@ -298,6 +323,14 @@ describeWithBrowser('a 20,000-block cache', () => {
       const { reading } = await compareWithMetrics(big, page);
       expect(reading.counts.gpu.total + reading.counts.cpu.total).toBe(20_000);
       expect(reading.dom['gpu-in-use']).toBeGreaterThan(0);
+      // The GPU tier's overview shows the region in use, the rest folded: its cells still cover every block once.
+      await expect
+        .poll(async () => (await gridView(page, 0)).view.folded, { timeout: PAGE_WAIT_MS })
+        .toBeGreaterThan(0);
+      expect(await page.evaluate(coverage)).toEqual(['all', 'all']);
+      // Unfolded, each tier is shown whole.
+      for (const g of [0, 1]) await page.locator(`.zoom-bar[data-grid="${g}"] button[data-zoom="fold"]`).click();
+      expect((await gridView(page, 0)).view.folded).toBe(0);
       const draw = await page.evaluate(async () => {
         const d = (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard;
         const times: number[] = [];
@@ -305,17 +338,7 @@ describeWithBrowser('a 20,000-block cache', () => {
           for (const g of d.grids) g.draw();
           times.push(d.grids[0].lastDrawMs + d.grids[1].lastDrawMs);
         }
-        // The cells of each tier, in order, cover its blocks exactly once.
-        const covered = d.grids.map((g) => {
-          let next = g.first;
-          for (let k = 0; k < g.layout.numCells; k++) {
-            const c = g.centerOf(next)!;
-            const cell = g.cellAt(c.x, c.y)!;
-            if (cell.first !== next) return `cell ${k} starts at ${cell.first}, not ${next}`;
-            next += cell.count;
-          }
-          return next === g.first + g.count ? 'all' : `cells end at ${next}`;
-        });
+        const covered = (window as unknown as { coverage(): string[] }).coverage();
         const hit = (g: GridView, id: number): { first: number; count: number } | null => {
           const c = g.centerOf(id);
           return c === null ? null : g.cellAt(c.x, c.y);
@@ -337,9 +360,9 @@ describeWithBrowser('a 20,000-block cache', () => {
       expect(draw.overview.spans.every((span) => span > 1)).toBe(true);
       expect(draw.overview.last!.first + draw.overview.last!.count - 1).toBe(19_999);
       expect(draw.zoomed.spans).toEqual([1, 1]);
-      expect(draw.zoomed.first).toEqual({ first: 0, count: 1 });
-      expect(draw.zoomed.last).toEqual({ first: 19_999, count: 1 });
-      expect(draw.cpuFirst).toEqual({ first: 16_000, count: 1 });
+      expect(draw.zoomed.first).toEqual({ first: 0, count: 1, folded: false });
+      expect(draw.zoomed.last).toEqual({ first: 19_999, count: 1, folded: false });
+      expect(draw.cpuFirst).toEqual({ first: 16_000, count: 1, folded: false });
       console.log(
         `20,000-block overview redraw (both grids, chromium headless, no GPU): median ${draw.times[5].toFixed(1)} ms, ` +
           `min ${draw.times[0].toFixed(1)} ms, max ${draw.times[9].toFixed(1)} ms over 10 draws`,
@@ -352,6 +375,7 @@ describeWithBrowser('a 20,000-block cache', () => {
         last: 19_999,
         span: draw.overview.spans[1],
         zoomed: false,
+        folded: 0,
       });
       await page.screenshot({ path: join(ARTIFACTS, 'dashboard-20000-blocks.png') });
       expect(await load).toBeNull();
@@ -370,41 +394,26 @@ const SHARED = 2;
 const CACHED = 3;
 
 /**
- * The [r, g, b] an overview cell over blocks [first, first + count) must have, from the engine's block states: the run
- * is in use when any block is (shared when at least half of those are), else cached when any block is, else free;
- * its brightness follows the share of its slots holding tokens in blocks of that state.
+ * What an unfolded overview cell must look like, from the page's snapshot (equal to the engine's): a run holding a
+ * block in use has its largest holder's colour; else a run holding a cached block has the cached colour at the
+ * brightness of its cached tokens' share of its slots; else it is free.
  */
 function expectedCellRgb(
-  state: Uint8Array,
-  tokens: Uint16Array,
-  first: number,
-  count: number,
-  blockSize: number,
-): number[] {
-  let used = 0;
-  let shared = 0;
-  let cached = 0;
-  let inUseTokens = 0;
-  let cachedTokens = 0;
-  for (let id = first; id < first + count; id++) {
-    if (state[id] === USED || state[id] === SHARED) {
-      if (state[id] === USED) used++;
-      else shared++;
-      inUseTokens += tokens[id];
-    } else if (state[id] === CACHED) {
-      cached++;
-      cachedTokens += tokens[id];
-    }
+  snap: SnapshotReading,
+  c: { first: number; count: number },
+): { kind: 'in use' | 'cached' | 'free'; rgb: number[] } {
+  const states = snap.state.slice(c.first, c.first + c.count);
+  if (states.some((st) => st === USED || st === SHARED))
+    return { kind: 'in use', rgb: snap.colors[largestHolder(snap, c.first, c.count)] };
+  if (states.includes(CACHED)) {
+    let held = 0;
+    states.forEach((st, i) => {
+      if (st === CACHED) held += snap.tokens[c.first + i];
+    });
+    const f = overviewBrightness(held / (c.count * 16));
+    return { kind: 'cached', rgb: STATE_RGB.cached.map((v) => Math.round(v * f)) };
   }
-  const [dominant, held] =
-    used + shared > 0
-      ? [2 * shared >= used + shared ? SHARED : USED, inUseTokens]
-      : cached > 0
-        ? [CACHED, cachedTokens]
-        : [FREE, 0];
-  if (dominant === FREE) return [...OVERVIEW_RGB[FREE]];
-  const f = overviewBrightness(held / (count * blockSize));
-  return OVERVIEW_RGB[dominant].map((c) => Math.round(c * f));
+  return { kind: 'free', rgb: [...STATE_RGB.free] };
 }
 
 describeWithBrowser('the default 512 MiB KV budget', () => {
@@ -436,7 +445,7 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
           return (plots[0]?.data[1].at(-1) ?? 0) > 0;
         },
         undefined,
-        { timeout: 30_000 },
+        { timeout: PAGE_WAIT_MS },
       );
 
       let shownCell: { first: number; count: number } | null = null;
@@ -456,31 +465,31 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
         ]);
         expect(pageStates).toEqual([...engineSnap.state]);
 
-        // The overview: every cell's colour is the one the engine's states give its run.
-        const cells = await page.evaluate(() => {
-          const g = (window as unknown as { pagellmDashboard: { grids: GridView[] } }).pagellmDashboard.grids[0];
-          const { cols, cellPx, numCells } = g.layout;
-          const data = g.canvas.getContext('2d')!.getImageData(0, 0, g.canvas.width, g.canvas.height).data;
-          const out: { first: number; count: number; rgb: number[] }[] = [];
-          for (let k = 0; k < numCells; k++) {
-            const c = g.centerOf(g.first + g.layout.start + k * g.layout.span)!;
-            const cell = g.cellAt(c.x, c.y)!;
-            const i = 4 * ((Math.floor(k / cols) * cellPx + 1) * g.canvas.width + (k % cols) * cellPx + 1);
-            out.push({ ...cell, rgb: [data[i], data[i + 1], data[i + 2]] });
-          }
-          return out;
+        // The overview folds the free stretches at first; unfolded it shows the whole tier, and every cell's colour
+        // is the one the engine's blocks give its run.
+        expect((await gridView(page, 0)).view.folded).toBeGreaterThan(0);
+        await page.locator('.zoom-bar[data-grid="0"] button[data-zoom="fold"]').click();
+        await page.waitForFunction(() => {
+          const g = (window as unknown as { pagellmDashboard: { grids: (GridView & { pending: boolean })[] } })
+            .pagellmDashboard.grids[0];
+          return g.view.folded === 0 && !g.pending;
         });
+        const snap = await readSnapshot(page);
+        const { cells } = await readCells(page);
         const view = await gridView(page, 0);
         expect(view.zoomable).toBe(true);
         expect(view.layout.span).toBeGreaterThan(1);
-        expect(view.view).toEqual({ first: 0, last: 26_213, span: view.layout.span, zoomed: false });
+        expect(view.view).toEqual({ first: 0, last: 26_213, span: view.layout.span, zoomed: false, folded: 0 });
         expect(cells.reduce((n, c) => n + c.count, 0)).toBe(26_214);
-        const mismatched = cells.filter(
-          (c) =>
-            JSON.stringify(c.rgb) !==
-            JSON.stringify(expectedCellRgb(engineSnap.state, engineSnap.tokens, c.first, c.count, 16)),
-        );
+        const mismatched = cells
+          .map((c) => ({ ...c, expected: expectedCellRgb(snap, c) }))
+          .filter(
+            (c) =>
+              JSON.stringify(c.expected.kind === 'in use' ? holderPixel(snap, c) : c.above) !==
+              JSON.stringify(c.expected.rgb),
+          );
         expect(mismatched.slice(0, 5)).toEqual([]);
+        expect(snap.state).toEqual([...engineSnap.state]);
         const inUse = (c: { first: number; count: number }): boolean =>
           engineSnap.state.subarray(c.first, c.first + c.count).some((st) => st === USED || st === SHARED);
         const inUseCells = cells.filter(inUse);
@@ -498,7 +507,9 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
         await page.mouse.move(at!.x, at!.y);
         const tip = page.locator('#tooltip');
         const last = mixed.first + mixed.count - 1;
-        await expect.poll(async () => tip.getAttribute('data-range')).toBe(`${mixed.first}-${last}`);
+        await expect
+          .poll(async () => tip.getAttribute('data-range'), { timeout: PAGE_WAIT_MS })
+          .toBe(`${mixed.first}-${last}`);
         expect(await tip.locator('.title').innerText()).toContain(`Blocks ${mixed.first}–${last}`);
         const names: Record<number, string> = {
           [FREE]: 'free',
@@ -512,7 +523,7 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
           if (n === 0) expect(await dd.count()).toBe(0);
           else expect(await dd.innerText()).toBe(String(n));
         }
-        // The KV chart's y axis fits the usage (a few %), and every legend shows the latest values unhovered.
+        // The KV chart's y axis fits the usage (a few %), and every legend shows the last point's values unhovered.
         const charts = await page.evaluate(() => {
           const plots = (
             window as unknown as {
@@ -523,7 +534,8 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
           ).pagellmDashboard.plots;
           return plots.map((p) => ({
             yMax: p.scales.y.max,
-            latest: p.data.slice(1).map((ys) => ys.findLast((v) => v !== null) ?? null),
+            latest: p.data.slice(1).map((ys) => ys.at(-1) ?? null),
+            ticks: Array.from(p.root.querySelectorAll('.u-axis')).map((e) => (e as HTMLElement).innerText),
             legend: Array.from(p.root.querySelectorAll('.u-legend .u-series:not(:first-child) .u-value')).map(
               (e) => (e as HTMLElement).innerText,
             ),
@@ -533,29 +545,34 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
         expect(kv.latest[0]).toBeGreaterThan(0);
         expect(kv.yMax).toBeGreaterThanOrEqual(kv.latest[0]!);
         expect(kv.yMax).toBeLessThanOrEqual(Math.max(1, 2.5 * kv.latest[0]!));
+        // Legends read the last point: percentages to one decimal with "%", the rest as grouped whole numbers.
         for (const c of charts) {
           c.latest.forEach((v, k) => {
-            if (v !== null)
-              expect(Number(c.legend[k])).toBeCloseTo(v, Number.isInteger(v) ? 5 : Math.abs(v) < 10 ? 1 : 0);
+            if (v === null) expect(c.legend[k]).toBe('–');
+            else expect(Number(c.legend[k].replace(/[%,]/g, ''))).toBeCloseTo(v, c.legend[k].endsWith('%') ? 1 : 0);
           });
         }
+        // Axis ticks are compact (2.9k, not 2,928), so none is cut.
+        for (const c of charts) for (const t of c.ticks.join('\n').split('\n')) expect(t).not.toMatch(/\d,\d/);
 
         // Zoom: one wheel step in at the cell shortens the runs; a click there shows single blocks.
         const target =
           mixed.first +
           [...engineSnap.state.subarray(mixed.first, last + 1)].findIndex((st) => st === USED || st === SHARED);
         await page.mouse.wheel(0, -100);
-        await expect.poll(async () => (await gridView(page, 0)).layout.span).toBeLessThan(view.layout.span);
+        await expect
+          .poll(async () => (await gridView(page, 0)).layout.span, { timeout: PAGE_WAIT_MS })
+          .toBeLessThan(view.layout.span);
         const stepped = await gridView(page, 0);
         expect(stepped.view.zoomed).toBe(true);
         expect(stepped.view.first <= target && target <= stepped.view.last).toBe(true);
         const inStep = await centerOf(page, 0, target);
         await page.mouse.click(inStep!.x, inStep!.y);
-        await expect.poll(async () => (await gridView(page, 0)).layout.span).toBe(1);
+        await expect.poll(async () => (await gridView(page, 0)).layout.span, { timeout: PAGE_WAIT_MS }).toBe(1);
         const single = await centerOf(page, 0, target);
         expect(single).not.toBeNull();
         await page.mouse.move(single!.x, single!.y);
-        await expect.poll(async () => tip.getAttribute('data-block')).toBe(String(target));
+        await expect.poll(async () => tip.getAttribute('data-block'), { timeout: PAGE_WAIT_MS }).toBe(String(target));
         expect(await tip.locator('.title').innerText()).toContain(`Block ${target}`);
         expect(await tip.locator('dd[data-field="ref count"]').innerText()).toBe(String(engineSnap.refCount[target]));
         expect(await tip.locator('dd[data-field="state"]').innerText()).toBe(names[engineSnap.state[target]]);
@@ -582,7 +599,7 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
       } finally {
         hold.release();
       }
-      // The screenshot for the README: the overview further into the load, tokens flowing, a cell's tooltip shown.
+      // A screenshot of the unfolded overview further into the load, tokens flowing, a cell's tooltip shown.
       await waitFor(
         async () => !engine.scheduler.running.some((g) => g.seqs[0].getOutputLen() < 250),
         180_000,
@@ -595,12 +612,14 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
           return (plots[3]?.data[1].at(-1) ?? 0) > 0;
         },
         undefined,
-        { timeout: 30_000 },
+        { timeout: PAGE_WAIT_MS },
       );
       const tipAt = await centerOf(page, 0, shownCell!.first);
       await page.mouse.move(tipAt!.x, tipAt!.y);
-      await expect.poll(async () => page.locator('#tooltip').getAttribute('data-range')).not.toBeNull();
-      await page.screenshot({ path: join(ARTIFACTS, 'dashboard-default-budget.png') });
+      await expect
+        .poll(async () => page.locator('#tooltip').getAttribute('data-range'), { timeout: PAGE_WAIT_MS })
+        .not.toBeNull();
+      await page.screenshot({ path: join(ARTIFACTS, 'dashboard-default-budget-unfolded.png') });
       expect(await load).toBeNull();
       expect(problems).toEqual([]);
       await page.close();

@@ -1,6 +1,8 @@
 // The dashboard's time series, drawn with uPlot (served by pagellm from node_modules): KV usage, prefix-cache hit
 // rate, request queues, output tokens/s, preemptions. Points arrive once a second from the server (SeriesPoint in
-// src/web/metrics-history.ts).
+// src/web/metrics-history.ts), which records them from its start; the page gets that history first. Each legend
+// shows the values of the last point (or the hovered one), formatted by formatSeriesValue, which the summary cards
+// use for the same point: a card and its legend always read the same.
 import uPlot from '/dashboard/vendor/uPlot.esm.js';
 
 const AXIS = { stroke: '#9aa4b2', grid: { stroke: '#262c38', width: 1 }, ticks: { stroke: '#262c38', width: 1 } };
@@ -53,8 +55,32 @@ const CHARTS = [
   },
 ];
 
-const MAX_POINTS = 600;
-const HEIGHT = 128;
+const HEIGHT = 120;
+
+/** SeriesPoint fields shown as percentages. */
+const PERCENT_FIELDS = new Set(['kvUsage', 'cpuUsage', 'hitRate', 'hitRateTotal']);
+const grouped = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+
+/**
+ * How a legend and a summary card write value `v` of SeriesPoint field `field`: percentages with one decimal and
+ * "%", rates and counts as whole numbers with thousands separators; "–" for null (no value at that point).
+ */
+export function formatSeriesValue(field, v) {
+  if (v === null || v === undefined) return '–';
+  if (PERCENT_FIELDS.has(field)) return `${v.toFixed(1)}%`;
+  if (field === 'preemptions' && !Number.isInteger(v)) return v.toFixed(1);
+  return grouped.format(Math.round(v));
+}
+
+/** An axis tick written compactly: 950, 2.9k, 12k, 1.5M (and 0.25 for small fractions). */
+export function compactNumber(v) {
+  const a = Math.abs(v);
+  const trim = (x) => x.toFixed(1).replace(/\.0$/, '');
+  if (a >= 1e6) return `${trim(v / 1e6)}M`;
+  if (a >= 1e3) return a >= 1e4 ? `${Math.round(v / 1e3)}k` : `${trim(v / 1e3)}k`;
+  if (Number.isInteger(v)) return String(v);
+  return String(Number(v.toPrecision(2)));
+}
 
 /** The smallest of 1, 2, 2.5, 5 × 10^k at or above `x` (so the top of a y axis gets a round tick). */
 function niceCeil(x) {
@@ -72,18 +98,6 @@ function yRange(percent) {
   ];
 }
 
-/** The last non-null value of `values`, or null. */
-function latest(values) {
-  for (let i = values.length - 1; i >= 0; i--) if (values[i] !== null && values[i] !== undefined) return values[i];
-  return null;
-}
-
-function formatValue(v) {
-  if (v === null || v === undefined) return '–';
-  if (Number.isInteger(v)) return String(v);
-  return Math.abs(v) < 10 ? v.toFixed(2) : v.toFixed(1);
-}
-
 /** x-axis labels as wall-clock times (one line, instead of uPlot's two-line date + time). */
 function timeLabels(_u, splits) {
   return splits.map((t) =>
@@ -91,8 +105,11 @@ function timeLabels(_u, splits) {
   );
 }
 
-/** Builds the charts in `container` and returns an object with add(points) and resize(). */
-export function createCharts(container) {
+/**
+ * Builds the charts in `container`, keeping at most `maxPoints` points (the server's history capacity), and returns
+ * { add(points), resize(), numPoints(), plots }.
+ */
+export function createCharts(container, maxPoints) {
   const xs = [];
   const charts = CHARTS.map((spec) => {
     const box = document.createElement('div');
@@ -109,7 +126,7 @@ export function createCharts(container) {
       scales: { x: { time: true }, y: { range: spec.range ?? yRange(spec.percent === true) } },
       axes: [
         { ...AXIS, values: timeLabels, space: 70, incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600] },
-        { ...AXIS, size: 52, space: 18 },
+        { ...AXIS, size: 40, space: 18, values: (_u, splits) => splits.map(compactNumber) },
       ],
       series: [
         {},
@@ -126,8 +143,9 @@ export function createCharts(container) {
             : s.stepped
               ? uPlot.paths.stepped({ align: 1 })
               : undefined,
-          // Not hovered (idx null): the latest value, so the legend always says where the series stands now.
-          value: (u, v, sidx, idx) => formatValue(idx === null || idx === undefined ? latest(u.data[sidx]) : v),
+          // Not hovered (idx null): the last point's value, as the summary cards show it.
+          value: (u, v, sidx, idx) =>
+            formatSeriesValue(s.field, idx === null || idx === undefined ? (u.data[sidx].at(-1) ?? null) : v),
         })),
       ],
     };
@@ -140,8 +158,8 @@ export function createCharts(container) {
       xs.push(p.t);
       for (const c of charts) c.spec.series.forEach((s, k) => c.ys[k].push(p[s.field] ?? null));
     }
-    if (xs.length > MAX_POINTS) {
-      const drop = xs.length - MAX_POINTS;
+    if (xs.length > maxPoints) {
+      const drop = xs.length - maxPoints;
       xs.splice(0, drop);
       for (const c of charts) for (const y of c.ys) y.splice(0, drop);
     }

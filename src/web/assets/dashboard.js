@@ -12,8 +12,8 @@ import {
 } from './snapshot-codec.js';
 import { BlockGrid } from './block-grid.js';
 import { blocksOfRequest, renderRequestTable } from './request-table.js';
-import { createCharts } from './charts.js';
-import { requestColor } from './colors.js';
+import { createCharts, formatSeriesValue } from './charts.js';
+import { RequestPalette } from './colors.js';
 
 const $ = (id) => document.getElementById(id);
 const fmt = new Intl.NumberFormat('en-US');
@@ -24,7 +24,10 @@ const state = {
   counts: null,
   grids: [],
   charts: null,
+  /** The last time-series point: the summary cards and the chart legends show it. */
   lastPoint: null,
+  /** Request colours: arrival order, recycled from finished requests. */
+  palette: new RequestPalette(),
   /** The hovered cell: its blocks { first, count } and the grid drawing it, or null. */
   hover: null,
   details: new Map(),
@@ -60,30 +63,57 @@ function applyHello(hello) {
   $('cpu-empty').hidden = c.numCpuBlocks > 0;
   $('cpu-grid').hidden = c.numCpuBlocks === 0;
   $('cpu-total').textContent = fmt.format(c.numCpuBlocks);
-  const gpuHeight = c.numCpuBlocks > 0 ? 340 : 440;
+  const heights = gridHeights();
   state.grids = [
-    new BlockGrid($('gpu-grid'), { first: 0, count: c.numGpuBlocks, maxHeight: gpuHeight, onView: updateZoomBars }),
+    new BlockGrid($('gpu-grid'), { first: 0, count: c.numGpuBlocks, maxHeight: heights.gpu, onView: updateZoomBars }),
     new BlockGrid($('cpu-grid'), {
       first: c.numGpuBlocks,
       count: c.numCpuBlocks,
-      maxHeight: 110,
+      maxHeight: heights.cpu,
       onView: updateZoomBars,
     }),
   ];
   if (state.snapshot !== null) for (const g of state.grids) g.setSnapshot(state.snapshot);
   updateZoomBars();
   if (first) {
-    state.charts = createCharts($('charts'));
+    state.charts = createCharts($('charts'), hello.historyCapacity ?? 1800);
     state.charts.add(hello.history);
     const last = hello.history[hello.history.length - 1];
     if (last !== undefined) applyPoint(last);
   }
 }
 
+/**
+ * Shows time-series point `p` in the summary cards: every card value that a chart also draws comes from this point
+ * (formatted as the legend formats it), and so do the free and in-use block counts beside them.
+ */
 function applyPoint(p) {
   state.lastPoint = p;
-  $('tokens-per-sec').textContent = p.tokensPerSec === null ? '–' : fmt.format(Math.round(p.tokensPerSec));
-  $('preemptions').textContent = p.preemptionsTotal === null ? '–' : fmt.format(p.preemptionsTotal);
+  for (const el of document.querySelectorAll('[data-series]')) {
+    const v = p[el.dataset.series] ?? null;
+    el.dataset.value = v === null ? '' : String(v);
+    el.textContent = formatSeriesValue(el.dataset.series, v);
+  }
+  const c = state.config;
+  if (c === null) return;
+  if (p.freeGpuBlocks !== null) {
+    setValue('gpu-in-use', c.numGpuBlocks - p.freeGpuBlocks);
+    setValue('gpu-free', p.freeGpuBlocks);
+  }
+  if (p.freeCpuBlocks !== null) {
+    setValue('cpu-swapped', c.numCpuBlocks - p.freeCpuBlocks);
+    setValue('cpu-free', p.freeCpuBlocks);
+  }
+}
+
+/**
+ * Heights (CSS px) of the GPU and CPU grids: as much of the window as leaves the request table's first rows in view
+ * below them (at 1280 × 800 too), between 120 and 440 px for the GPU tier.
+ */
+function gridHeights() {
+  const hasCpu = (state.config?.numCpuBlocks ?? 0) > 0;
+  const gpu = Math.max(120, Math.min(hasCpu ? 340 : 440, window.innerHeight - (hasCpu ? 560 : 480)));
+  return { gpu, cpu: hasCpu ? Math.max(40, Math.min(110, Math.round(gpu / 3))) : 110 };
 }
 
 function applySnapshot(snap) {
@@ -93,29 +123,11 @@ function applySnapshot(snap) {
   const counts = countBlocks(snap);
   state.counts = counts;
   const { gpu, cpu } = counts;
-  const inUse = gpu.total - gpu.free;
-  const usage = gpu.total > 0 ? inUse / gpu.total : 0;
-  setValue('kv-usage', usage, `${(usage * 100).toFixed(1)}%`);
-  setValue('gpu-in-use', inUse);
-  setValue('gpu-free', gpu.free);
+  // The cards of what no chart draws; the others follow the time series (applyPoint).
   setValue('gpu-shared', gpu.shared);
   setValue('gpu-cached', gpu.cached);
-  setValue('cpu-swapped', cpu.swapped);
-  setValue('cpu-free', cpu.free);
-  let running = 0;
-  let waiting = snap.numWaitingNotListed;
-  let swapped = 0;
-  for (const r of snap.requests) {
-    if (r.queue === 'running') running++;
-    else if (r.queue === 'waiting') waiting++;
-    else swapped++;
-  }
-  setValue('num-running', running);
-  setValue('num-waiting', waiting);
-  setValue('num-swapped', swapped);
   const s = snap.stats;
-  $('hit-rate').textContent =
-    s.prefixCacheQueries > 0 ? `${((100 * s.prefixCacheHits) / s.prefixCacheQueries).toFixed(1)}%` : '–';
+  snap.requestColors = state.palette.update(snap.requests);
   for (const g of state.grids) g.setSnapshot(snap);
   renderRequestTable($('requests').tBodies[0], $('request-note'), snap);
   document.body.dataset.snapshotVersion = String(snap.version);
@@ -185,7 +197,7 @@ function ownerLines(snap, indices) {
   const lines = indices.slice(0, MAX_TIP_LINES).map((k) => {
     const r = snap.requests[k];
     const name = r.requestId.length > 26 ? `${r.requestId.slice(0, 14)}…${r.requestId.slice(-8)}` : r.requestId;
-    return `<span class="swatch" style="background:${requestColor(r.requestId).css}"></span><code>${escapeHtml(name)}</code>`;
+    return `<span class="swatch" style="background:${snap.requestColors[k].css}"></span><code>${escapeHtml(name)}</code>`;
   });
   if (indices.length > MAX_TIP_LINES)
     lines.push(`<span class="muted">… ${indices.length - MAX_TIP_LINES} more requests</span>`);
@@ -250,8 +262,8 @@ function runTooltipHtml(range) {
   const tier = range.first < numGpu ? 'GPU tier' : `CPU #${range.first - numGpu}–#${last - numGpu}`;
   const run = summarizeRun(snap, range.first, range.count);
   const rows = [
-    ['blocks', `${range.count}`],
-    ['drawn as', STATE_NAMES[run.dominant]],
+    ['blocks', `${fmt.format(range.count)}`],
+    ['drawn as', range.folded ? 'folded: no block in use' : STATE_NAMES[run.dominant]],
   ];
   for (const st of [
     BlockState.USED,
@@ -264,12 +276,16 @@ function runTooltipHtml(range) {
     if (run.counts[st] > 0) rows.push([STATE_NAMES[st], fmt.format(run.counts[st])]);
   }
   rows.push(['tokens held', `${fmt.format(run.tokensHeld)} / ${fmt.format(range.count * snap.config.blockSize)}`]);
-  const owners = ownerLines(snap, run.owners);
+  if (run.sharedBlocks > 0) rows.push(['ref count > 1', fmt.format(run.sharedBlocks)]);
+  if (run.crossBlocks > 0) rows.push(['held by several requests', fmt.format(run.crossBlocks)]);
+  // The largest holder first: the request whose colour the cell has.
+  const byHolding = run.holder < 0 ? run.owners : [run.holder, ...run.owners.filter((o) => o !== run.holder)];
+  const owners = ownerLines(snap, byHolding);
   rows.push(['requests', owners.length > 0 ? owners.join('<br>') : '<span class="muted">none</span>']);
   return (
     `<div class="title">Blocks ${range.first}–${last} <span class="muted">· ${tier}</span></div><dl>` +
     rows.map(([k, v]) => `<dt>${k}</dt><dd data-field="${k}">${v}</dd>`).join('') +
-    '</dl><div class="muted hint">click or scroll to zoom in</div>'
+    `</dl><div class="muted hint">${range.folded ? 'click to open this stretch' : 'click or scroll to zoom in'}</div>`
   );
 }
 
@@ -378,22 +394,27 @@ function onGridWheel(event) {
 
 /** Shows each zoomable grid's bar: which blocks it shows, how many per cell, and which steps are possible. */
 function updateZoomBars() {
-  let anyOverview = false;
+  let anyFolded = false;
   document.querySelectorAll('.zoom-bar').forEach((bar) => {
     const grid = state.grids[Number(bar.dataset.grid)];
     bar.hidden = grid === undefined || !grid.zoomable || grid.count === 0;
     if (bar.hidden) return;
     const v = grid.view;
-    if (v.span > 1) anyOverview = true;
+    if (v.folded > 0) anyFolded = true;
     bar.querySelector('.zoom-label').textContent =
-      `blocks ${v.first}–${v.last} · ` + (v.span === 1 ? 'single blocks' : `${v.span} blocks per cell`);
+      `blocks ${v.first}–${v.last} · ` +
+      (v.span === 1 ? 'single blocks' : `${v.span} blocks per cell`) +
+      (v.folded > 0 ? ` · ${v.folded} stretch${v.folded === 1 ? '' : 'es'} not in use folded` : '');
+    const fold = bar.querySelector('[data-zoom="fold"]');
+    fold.textContent = grid.fold ? 'unfold' : 'fold';
+    fold.title = grid.fold ? 'show the whole tier, free stretches too' : 'show only the region in use';
     bar.querySelector('[data-zoom="in"]').disabled = v.span === 1;
     bar.querySelector('[data-zoom="out"]').disabled = !v.zoomed;
     bar.querySelector('[data-zoom="all"]').disabled = !v.zoomed;
     bar.querySelector('[data-zoom="prev"]').disabled = !v.zoomed || v.first === grid.first;
     bar.querySelector('[data-zoom="next"]').disabled = !v.zoomed || v.last === grid.first + grid.count - 1;
   });
-  $('overview-key').hidden = !anyOverview;
+  $('fold-key').hidden = !anyFolded;
 }
 
 function onZoomBar(event) {
@@ -405,6 +426,7 @@ function onZoomBar(event) {
   if (action === 'in') grid.zoomIn();
   else if (action === 'out') grid.zoomOut();
   else if (action === 'all') grid.zoomTo(grid.centerBlock(), Infinity);
+  else if (action === 'fold') grid.setFold(!grid.fold);
   else grid.pan(action === 'next' ? 1 : -1);
 }
 
@@ -453,7 +475,8 @@ const ZOOM_BUTTONS = [
   ['in', '+', 'zoom in'],
   ['prev', '‹', 'previous blocks'],
   ['next', '›', 'next blocks'],
-  ['all', 'all', 'whole tier'],
+  ['all', 'all', 'the overview again'],
+  ['fold', 'unfold', 'show the whole tier, free stretches too'],
 ];
 document.querySelectorAll('.zoom-bar').forEach((bar) => {
   bar.innerHTML =
@@ -466,10 +489,16 @@ document.querySelectorAll('.zoom-bar').forEach((bar) => {
 const tbody = $('requests').tBodies[0];
 tbody.addEventListener('mouseover', onTableOver);
 tbody.addEventListener('mouseout', onTableOut);
-new ResizeObserver(() => {
+/** Fits the grids to the window (their heights) and to their boxes (widths), and the charts to theirs. */
+function onResize() {
+  const heights = gridHeights();
+  state.grids[0]?.setMaxHeight(heights.gpu);
+  state.grids[1]?.setMaxHeight(heights.cpu);
   for (const g of state.grids) g.resize();
   state.charts?.resize();
-}).observe(document.querySelector('main'));
+}
+new ResizeObserver(onResize).observe(document.querySelector('main'));
+window.addEventListener('resize', onResize);
 
 connect();
 
@@ -489,6 +518,14 @@ window.pagellmDashboard = {
   },
   get plots() {
     return state.charts?.plots ?? [];
+  },
+  /** The last time-series point the cards and legends show. */
+  get lastPoint() {
+    return state.lastPoint;
+  },
+  /** The colour ({ rgb, css }) the page gives request `requestId`. */
+  colorOf(requestId) {
+    return state.palette.colorOf(requestId);
   },
   BlockState,
   refresh,

@@ -1,7 +1,6 @@
 // The table of requests: id, queue, priority, prompt / output / cached tokens, and each sequence's block table as
 // a row of physical block ids (shared ones marked with their ref count, swapped ones marked as CPU ids).
 import { blockTableOf, ownersOf } from './snapshot-codec.js';
-import { requestColor } from './colors.js';
 
 /** Block ids shown per sequence at most; the rest are counted. */
 const MAX_IDS_SHOWN = 96;
@@ -49,11 +48,14 @@ const SEQ_STATUS = {
   FINISHED_IGNORED: 'ignored',
 };
 
-/** Renders the request table of `snap` into `tbody`, and the row count note into `note`. */
+/**
+ * Renders the request table of `snap` into `tbody`, and the row count note into `note`. Swatches take the colours
+ * of `snap.requestColors` (one { css } per request, from the page's RequestPalette).
+ */
 export function renderRequestTable(tbody, note, snap) {
   const rows = [];
   snap.requests.forEach((r, index) => {
-    const color = requestColor(r.requestId).css;
+    const color = snap.requestColors[index].css;
     const many = r.seqs.length > 1;
     const attrs = `data-request-index="${index}" data-request-id="${escapeHtml(r.requestId)}" data-queue="${r.queue}"`;
     rows.push(

@@ -32,6 +32,12 @@ export interface RunSummary {
   readonly tokensHeld: number;
   /** Indices in `requests` of the requests holding blocks of the run, ascending. */
   readonly owners: readonly number[];
+  /** The request holding the most blocks of the run (index in `requests`), -1 when none. */
+  readonly holder: number;
+  /** Blocks of the run with ref count > 1. */
+  readonly sharedBlocks: number;
+  /** Blocks of the run held by more than one request. */
+  readonly crossBlocks: number;
   readonly dominant: number;
   /** Share (0..1) of the run's slots holding tokens in blocks of the dominant state. */
   readonly fill: number;

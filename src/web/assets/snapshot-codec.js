@@ -140,8 +140,13 @@ export function countBlocks(snap) {
 
 /**
  * What the overview draws for one run of consecutive blocks [first, first + count): how many blocks of the run are in
- * each state (`counts[BlockState.X]`), the tokens its blocks hold (`tokensHeld`), the distinct requests holding them (indices in snap.requests, ascending), its
- * dominant state and its fill.
+ * each state (`counts[BlockState.X]`), the tokens its blocks hold (`tokensHeld`), the distinct requests holding them
+ * (`owners`, indices in snap.requests, ascending), its largest holder, its shared blocks, its dominant state and its
+ * fill.
+ *
+ * `holder` is the request holding the most blocks of the run (a block held by several requests counts for each;
+ * ties go to the request listed first), or -1 when no request holds one. `sharedBlocks` counts blocks with ref
+ * count > 1 (forks, prefix-cache hits); `crossBlocks` those held by more than one request.
  *
  * The dominant state is the first state present in the order in use > swapped > cached > reserved > free: a run
  * holding even one live block is drawn live, so the overview never hides where KV is used. In-use runs are SHARED
@@ -151,34 +156,45 @@ export function countBlocks(snap) {
 export function summarizeRun(snap, first, count) {
   const counts = [0, 0, 0, 0, 0, 0];
   const tokensByState = [0, 0, 0, 0, 0, 0];
-  const owners = new Set();
-  const { state, tokens, owner } = snap;
+  /** request index → blocks of the run it holds. */
+  const held = new Map();
+  let sharedBlocks = 0;
+  let crossBlocks = 0;
+  const { state, tokens, owner, refCount } = snap;
   for (let id = first; id < first + count; id++) {
     const st = state[id];
     counts[st]++;
     tokensByState[st] += tokens[id];
+    if (refCount[id] > 1) sharedBlocks++;
     const multi = snap.multiOwners.get(id);
-    if (multi !== undefined) for (const o of multi) owners.add(o);
-    else if (owner[id] !== 0) owners.add(owner[id] - 1);
+    if (multi !== undefined) {
+      crossBlocks++;
+      for (const o of multi) held.set(o, (held.get(o) ?? 0) + 1);
+    } else if (owner[id] !== 0) {
+      held.set(owner[id] - 1, (held.get(owner[id] - 1) ?? 0) + 1);
+    }
   }
+  const owners = [...held.keys()].sort((a, b) => a - b);
+  let holder = -1;
+  for (const o of owners) if (holder < 0 || held.get(o) > held.get(holder)) holder = o;
   const inUse = counts[BlockState.USED] + counts[BlockState.SHARED];
   let dominant = BlockState.FREE;
-  let held = 0;
+  let heldTokens = 0;
   if (inUse > 0) {
     dominant = 2 * counts[BlockState.SHARED] >= inUse ? BlockState.SHARED : BlockState.USED;
-    held = tokensByState[BlockState.USED] + tokensByState[BlockState.SHARED];
+    heldTokens = tokensByState[BlockState.USED] + tokensByState[BlockState.SHARED];
   } else {
     for (const st of [BlockState.SWAPPED, BlockState.CACHED, BlockState.RESERVED]) {
       if (counts[st] > 0) {
         dominant = st;
-        held = tokensByState[st];
+        heldTokens = tokensByState[st];
         break;
       }
     }
   }
-  const fill = count > 0 ? held / (count * snap.config.blockSize) : 0;
+  const fill = count > 0 ? heldTokens / (count * snap.config.blockSize) : 0;
   const tokensHeld = tokensByState.reduce((a, b) => a + b, 0);
-  return { first, count, counts, tokensHeld, owners: [...owners].sort((a, b) => a - b), dominant, fill };
+  return { first, count, counts, tokensHeld, owners, holder, sharedBlocks, crossBlocks, dominant, fill };
 }
 
 /** Indices (in snap.requests) of the requests holding block `id`. */
