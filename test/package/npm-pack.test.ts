@@ -1,29 +1,16 @@
 // pagellm as its users get it: `npm pack` of this checkout, installed with npm into an empty folder, then used there
 // as a library (`import { LLM } from 'pagellm'`, with its types), as a command (`npx pagellm --help`) and as a
-// server (`npx pagellm serve`, over HTTP, stopped with SIGTERM). The compiled code in dist/ is built once, here.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+// server (`npx pagellm serve`, over HTTP, stopped with SIGTERM). dist/ is built and packed by packed-install.ts.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readGolden, REPO_ROOT, STORIES_DIR, waitFor } from '../server/server-fixture.js';
+import { installPackedPackage, NPX, run, SETUP_TIMEOUT_MS } from './packed-install.js';
 
 const golden = readGolden();
-const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-const NPX = process.platform === 'win32' ? 'npx.cmd' : 'npx';
-const SETUP_TIMEOUT_MS = 600_000;
 const RUN_TIMEOUT_MS = 180_000;
-
-/** Runs a command to completion and resolves with its stdout; rejects with its status and output when it fails. */
-function run(file: string, args: readonly string[], cwd: string, timeoutMs = RUN_TIMEOUT_MS): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(file, args, { cwd, timeout: timeoutMs, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-      if (err !== null) reject(new Error(`${file} ${args.join(' ')} failed (${err.message}):\n${stdout}\n${stderr}`));
-      else resolve(stdout);
-    });
-  });
-}
 
 /** Whether any process of the process group `pgid` is still there. */
 function groupAlive(pgid: number): boolean {
@@ -66,20 +53,7 @@ describe('the npm package', () => {
   let server: ChildProcess | undefined;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'pagellm-npm-pack-'));
-    // The one build: tsc into dist/ and the run-time files copied beside it (build/kernels.wasm exists since install;
-    // --ignore-scripts keeps `prepare` from rebuilding it while other test files read it).
-    await run(NPM, ['run', 'build:dist'], REPO_ROOT, SETUP_TIMEOUT_MS);
-    const packOutput = await run(NPM, ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], REPO_ROOT);
-    const packed = JSON.parse(packOutput) as Array<{ filename: string; files: Array<{ path: string }> }>;
-    packedFiles = packed[0].files.map((f) => f.path);
-    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'pagellm-user', private: true, type: 'module' }));
-    await run(
-      NPM,
-      ['install', '--prefer-offline', '--no-audit', '--no-fund', join(dir, packed[0].filename)],
-      dir,
-      SETUP_TIMEOUT_MS,
-    );
+    ({ dir, packedFiles } = await installPackedPackage('pagellm-npm-pack-'));
   }, SETUP_TIMEOUT_MS * 2);
 
   afterAll(() => {
