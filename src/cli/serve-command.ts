@@ -34,6 +34,7 @@ interface ServeCliOptions extends EngineCliOptions {
   requestTimeout: number;
   keepAliveTimeout: number;
   drainTimeout: number;
+  drainNotice?: number;
   disableLogStats?: boolean;
   trustRequestChatTemplate?: boolean;
   maxSeqsPerRequest?: number;
@@ -129,6 +130,12 @@ function addServeOptions(cmd: Command): void {
       numberIn(0, 86_400),
       30,
     )
+    .option(
+      '--drain-notice <seconds>',
+      'on SIGINT/SIGTERM, how long the agent check answers "drain" while requests are still served, before new ' +
+        'ones get 503 (default with --agent-check-port: 6, HAProxy\'s agent-inter + timeout check; 0: none)',
+      numberIn(0, 3600),
+    )
     .option('--disable-log-stats', 'do not log throughput and KV usage every 10 s')
     .option('--trust-request-chat-template', 'accept "chat_template" sent in requests (refused with 400 otherwise)')
     .option(
@@ -184,6 +191,7 @@ function serverOptionsFromCli(engineArgs: EngineArgs, opts: ServeCliOptions, ver
     host: opts.host,
     port: opts.port,
     agentCheckPort: opts.agentCheckPort,
+    drainNoticeMs: opts.drainNotice === undefined ? undefined : opts.drainNotice * 1000,
     apiKey: opts.apiKey ?? (process.env.PAGELLM_API_KEY || undefined),
     metricsPublic: opts.metricsPublic,
     allowedHosts: opts.allowedHosts,

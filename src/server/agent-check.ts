@@ -32,6 +32,13 @@ export interface LoadStats {
   readonly gpuCacheUsage: number;
 }
 
+/**
+ * ms a replica answers `drain` while still serving before it refuses new requests and closes (its default
+ * `--drain-notice`): one agent interval (`agent-inter 1s` in deploy/haproxy.cfg) for HAProxy to ask again, plus its
+ * check window (`timeout check 5s`) for an answer the replica's event loop gives late, between two long steps.
+ */
+export const DEFAULT_DRAIN_NOTICE_MS = 6000;
+
 /** The weight reported at full load: not 0, which HAProxy treats as DRAIN and would empty a saturated farm. */
 const MIN_AGENT_WEIGHT_PERCENT = 1;
 /**

@@ -10,7 +10,7 @@ import { LlamaModel } from '../model/llama-model.js';
 import { PreprocessPool, type ChatTemplateLimits } from '../model/preprocess-pool.js';
 import type { ModelSource } from '../model/model-source.js';
 import { readModelSource, totalTensorBytes, type ReadModelSourceOptions } from '../model/read-model-source.js';
-import { AgentCheckServer } from './agent-check.js';
+import { AgentCheckServer, DEFAULT_DRAIN_NOTICE_MS } from './agent-check.js';
 import { createApp, type App, type CorsOptions } from './app.js';
 import type { PrometheusMetrics } from './prometheus-metrics.js';
 import { ServingContext } from './serving-context.js';
@@ -42,6 +42,12 @@ export interface ServerOptions extends EngineArgs {
   readonly port?: number;
   /** Also answer HAProxy's agent check on this TCP port of `host` (0 picks a free one; off when absent). */
   readonly agentCheckPort?: number;
+  /**
+   * ms the agent check answers `drain` at a graceful shutdown while the server still serves every request, before
+   * new requests get 503 and the listener closes: long enough for HAProxy to see `drain` and stop sending (default
+   * {@link DEFAULT_DRAIN_NOTICE_MS} with an agent check, 0 without one; 0: refuse new requests at once).
+   */
+  readonly drainNoticeMs?: number;
   /** Require `Authorization: Bearer <apiKey>` on every route but /health (the dashboard signs in once). */
   readonly apiKey?: string;
   /** Serve /metrics without the API key. */
@@ -94,11 +100,13 @@ export interface ServerHandle {
    */
   close(): Promise<void>;
   /**
-   * Graceful shutdown (SIGTERM): the listener stays open and answers every new request with 503 while the requests
-   * in flight run to their end; when the last one ended, or after `timeoutMs`, {@link close} (which ends the rest
-   * with 503). Idempotent.
+   * Graceful shutdown (SIGTERM): first, for `noticeMs` (default: the server's `drainNoticeMs`), the agent check
+   * answers `drain` while every request is still served, so a load balancer that polls the agent stops sending
+   * before anything is refused; then the listener stays open and answers every new request with 503 while the
+   * requests in flight run to their end; when the last one ended, or `timeoutMs` after the notice, {@link close}
+   * (which ends the rest with 503). Idempotent.
    */
-  drain(timeoutMs: number): Promise<void>;
+  drain(timeoutMs: number, noticeMs?: number): Promise<void>;
 }
 
 /** The figures of the startup log. Sizes in bytes, lengths in tokens. */
@@ -225,11 +233,24 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     const address = app.server.address();
     const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 8000);
     const host = options.host ?? '127.0.0.1';
+    // The agent says `drain` from the start of a graceful shutdown, its notice included (the API still serves).
+    const notice = { given: false };
     if (options.agentCheckPort !== undefined) {
-      agentCheck = await AgentCheckServer.start({ host, port: options.agentCheckPort, report: created.load });
+      agentCheck = await AgentCheckServer.start({
+        host,
+        port: options.agentCheckPort,
+        report: () => (notice.given ? { ...created.load(), draining: true } : created.load()),
+      });
     }
     const urlHost = host.includes(':') ? `[${host}]` : host;
-    const { close, drain } = shutdownOf(created, context, [asyncEngine, app, agentCheck, preprocess]);
+    const noticeMs = options.drainNoticeMs ?? (agentCheck === undefined ? 0 : DEFAULT_DRAIN_NOTICE_MS);
+    if (!Number.isFinite(noticeMs) || noticeMs < 0) {
+      throw new RangeError(`drainNoticeMs must be a non-negative number of ms, got ${noticeMs}`);
+    }
+    const { close, drain } = shutdownOf(created, context, [asyncEngine, app, agentCheck, preprocess], {
+      notice,
+      noticeMs,
+    });
     return {
       app,
       asyncEngine,
@@ -281,17 +302,21 @@ async function checkServable(
  * The server's {@link ServerHandle.close} and {@link ServerHandle.drain}, each run once however often called.
  * Close: stop taking requests, abort those in flight, stop the engine, let the aborted responses write their last
  * bytes, then close the listener, the agent-check port and the preprocess pool (`parts`, in that order after the
- * engine). Drain: stop taking requests, wait up to `timeoutMs` for those in flight, then close.
+ * engine). Drain: set `notice.given` (the agent answers `drain`) and keep serving for the notice, then stop taking
+ * requests, wait up to `timeoutMs` for those in flight, then close.
  */
 function shutdownOf(
   created: App,
   context: ServingContext,
   parts: [AsyncLLMEngine, FastifyInstance, AgentCheckServer | undefined, PreprocessPool],
+  drainNotice: { notice: { given: boolean }; noticeMs: number },
 ): Pick<ServerHandle, 'close' | 'drain'> {
   const [asyncEngine, app, agentCheck, preprocess] = parts;
   let closing: Promise<void> | null = null;
   let draining: Promise<void> | null = null;
+  let endNotice = (): void => undefined;
   const close = (): Promise<void> => {
+    endNotice();
     closing ??= (async () => {
       created.startDraining();
       context.abortAll();
@@ -305,8 +330,20 @@ function shutdownOf(
     })();
     return closing;
   };
-  const drain = (timeoutMs: number): Promise<void> => {
+  const drain = (timeoutMs: number, noticeMs = drainNotice.noticeMs): Promise<void> => {
     draining ??= (async () => {
+      drainNotice.notice.given = true;
+      // HAProxy asks the agent once per agent-inter: until it has seen `drain` it still sends requests here, and
+      // they are served, not refused. A close() meanwhile (a second signal) ends the wait.
+      if (noticeMs > 0 && closing === null) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, noticeMs);
+          endNotice = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
       created.startDraining();
       await context.waitForOpenResponses(timeoutMs);
       await close();

@@ -1,4 +1,7 @@
-/** `pagellm serve --agent-check-port`: the flag reaches the server, the log names the port, the agent answers. */
+/**
+ * `pagellm serve --agent-check-port`: the flag reaches the server, the log names the port, the agent answers;
+ * `--drain-notice` keeps serving while the agent says drain after SIGTERM.
+ */
 import { once } from 'node:events';
 import { expect, it } from 'vitest';
 import { readAgent } from '../server/agent-client.js';
@@ -31,5 +34,20 @@ it('serve --agent-check-port refuses a value that is not a port number', async (
   });
   const [code] = await once(proc, 'exit');
   expect(code).toBe(1);
-  expect(err).toMatch(/option '--agent-check-port <port>' argument 'x' is invalid\. expected an integer ≥ 0\./);
+  expect(err).toMatch(
+    /option '--agent-check-port <port>' argument 'x' is invalid\. expected a TCP port, an integer in \[0, 65535\] \(0: any free port\)\./,
+  );
+});
+
+it('serve --drain-notice: after SIGTERM the agent says drain while the API still serves; a second signal exits', async () => {
+  const { proc, url, log } = await startServe(['--agent-check-port', '0', '--drain-notice', '600']);
+  await waitFor(async () => /HAProxy agent check on tcp port \d+/.test(log()), 60_000, 'the agent log line');
+  const port = Number(/HAProxy agent check on tcp port (\d+)/.exec(log())![1]);
+  const exited = once(proc, 'exit');
+  proc.kill('SIGTERM');
+  await waitFor(async () => (await readAgent(port)) === 'drain\n', 60_000, 'the agent to answer drain');
+  expect((await fetch(`${url}/health`)).status).toBe(200);
+  expect((await fetch(`${url}/v1/models`)).status).toBe(200);
+  proc.kill('SIGTERM'); // the notice would last 10 minutes: the second signal exits at once
+  expect((await exited)[0]).toBe(1);
 });

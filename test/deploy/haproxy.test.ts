@@ -127,7 +127,8 @@ describeWithHaproxy('deploy/haproxy.cfg in front of two replicas', () => {
       throw new Error(`${err.message}; last stats row: ${JSON.stringify(row)}`);
     });
 
-    // The draining replica answers every request with 503 (its /metrics too): each 200 here came from the other.
+    // HAProxy sends nothing to a replica in DRAIN (which still serves during its drain notice): each 200 here came
+    // from the other.
     const before = await served(replicas[other]);
     for (const suffix of [' The end.', ' Lily smiled.', ' Tom ran home.']) expect(await complete(PREFIX + suffix)).toBe(200);
     expect(await served(replicas[other])).toBe(before + 3);

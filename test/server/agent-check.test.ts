@@ -72,8 +72,8 @@ it('a server with agentCheckPort answers the agent and /load from its live load,
   expect(busy).toMatchObject({ load: 0.25, weight_percent: 80, agent_response: 'up ready 80%' });
   expect(await readAgent(port)).toBe('up ready 80%\n');
 
-  // Shutdown: the agent says drain while the request in flight finishes.
-  const drained = server.handle.drain(60_000);
+  // Shutdown without a notice: the agent says drain and the API refuses at once while the request in flight finishes.
+  const drained = server.handle.drain(60_000, 0);
   expect(await readAgent(port)).toBe('drain\n');
   expect((await fetch(`${server.url}/load`, { headers: auth })).status).toBe(503);
   engine.step = step;

@@ -1,8 +1,11 @@
 /**
  * Graceful shutdown (what SIGTERM does): while a stream is still in flight the listener stays open and answers new
- * requests with 503 (not a refused connection); the stream runs to its end, then the server closes.
+ * requests with 503 (not a refused connection); the stream runs to its end, then the server closes. With an agent
+ * check, a drain notice comes first: the agent answers `drain` while every request is still served, so HAProxy
+ * stops sending before anything is refused.
  */
 import { expect, it } from 'vitest';
+import { readAgent } from './agent-client.js';
 import { readGolden, startTestServer, waitFor } from './server-fixture.js';
 
 const golden = readGolden();
@@ -77,4 +80,51 @@ it('drain: requests still running when the drain time is up end with 503', async
   expect(res.status).toBe(503);
   expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/shutting down/);
   expect(engine.isClosed).toBe(true);
+});
+
+it('drain notice: the agent answers drain while new requests are still served, then they get 503 and it closes', async () => {
+  const server = await startTestServer({ agentCheckPort: 0, drainNoticeMs: 8000 });
+  const agentPort = server.handle.agentCheckPort!;
+  expect(await readAgent(agentPort)).toBe('up ready 100%\n');
+  const complete = (): Promise<Response> =>
+    fetch(`${server.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: golden.prompt, max_tokens: 2, temperature: 0 }),
+    });
+  const drained = server.handle.drain(60_000);
+  let closed = false;
+  void drained.then(() => {
+    closed = true;
+  });
+  // The notice: the agent says drain, the API serves as before (HAProxy may not have asked the agent yet).
+  expect(await readAgent(agentPort)).toBe('drain\n');
+  const during = await complete();
+  expect(during.status).toBe(200);
+  expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  expect(closed).toBe(false);
+  // One more request accepted during the notice and held in flight (the engine schedules nothing)…
+  const engine = server.handle.engine;
+  const step = engine.step;
+  engine.step = () => [];
+  const held = complete();
+  await waitFor(async () => server.handle.context.numInFlight === 1, 60_000, 'the held request in flight');
+  // …keeps the listener open after the notice, when new requests get 503.
+  await waitFor(async () => (await fetch(`${server.url}/health`)).status === 503, 60_000, 'the end of the notice');
+  expect((await complete()).status).toBe(503);
+  expect(closed).toBe(false);
+  engine.step = step;
+  expect((await held).status).toBe(200);
+  await drained;
+  await expect(fetch(`${server.url}/health`)).rejects.toThrow();
+  await expect(readAgent(agentPort)).rejects.toThrow(/ECONNREFUSED/);
+});
+
+it('drain notice: a close() meanwhile (a second signal) ends the notice at once', async () => {
+  const server = await startTestServer({ agentCheckPort: 0, drainNoticeMs: 600_000 });
+  const drained = server.handle.drain(60_000);
+  expect(await readAgent(server.handle.agentCheckPort!)).toBe('drain\n');
+  await server.handle.close();
+  await drained; // would wait 10 minutes without the close
+  expect(server.handle.engine.isClosed).toBe(true);
 });
