@@ -4,8 +4,8 @@
 //
 // The convention the pages follow:
 // - ```sh blocks are shell commands (bash, -e -o pipefail). They run in an empty folder where the packed tarball
-//   is installed (`npm pack`, then `npm install <tgz>`, as test/package/ does; its node_modules/.bin is on PATH),
-//   except `npm start …`, which runs in the checkout.
+//   is installed (`npm pack`, then `npm install <tgz>`, as test/package/ does; its node_modules/.bin is on PATH,
+//   and npm prefers its cache), except `npm start …`, which runs in the checkout.
 // - An ```sh block that is `npm start …` is a server: it is started in the background with `--port 0` added
 //   (after `--`) and waited for until it prints its "Serving … at <url>" line and /health answers; its output up
 //   to that line is what it printed. One server runs per distinct command, for the whole test.
@@ -16,9 +16,10 @@
 //   is written back as http://127.0.0.1:8000 in every output before it is compared.
 // - `/path/to/shared/models/stories260K` stands for the default model's folder (../shared/models/stories260K from
 //   the checkout), in every block.
-// - A ```text block right after a block (blank lines apart) is that block's expected output (stdout), matched line
-//   by line after trailing spaces and leading and trailing blank lines are cut: `…` matches any run of characters within a line, and a
-//   line that is only `…` matches any number of lines. A block without one must exit 0.
+// - A ```text block right after a block (blank lines apart) is that block's expected output (stdout; a server's
+//   stdout and stderr), matched line by line after trailing spaces and leading and trailing blank lines are cut:
+//   `…` matches any run of characters within a line, and a line that is only `…` matches any number of lines.
+//   Every block must exit 0.
 // - A block that cannot run here (it would install into the checkout, recurse into `npm test`, or needs Docker or
 //   other hosts) is listed in SKIPPED below with its page, exact text and reason; the test fails when that list and
 //   the pages disagree, and when a page has a block of any other kind.
@@ -212,7 +213,14 @@ describe('the docs (README.md, docs/*.md): every command and code block, run', (
       file = block.lang === 'ts' ? join(REPO_ROOT, 'node_modules/.bin/tsx') : process.execPath;
       args = [script];
     }
-    const env = { ...process.env, PATH: `${join(dir, 'node_modules/.bin')}:${process.env.PATH ?? ''}` };
+    const env = {
+      ...process.env,
+      PATH: `${join(dir, 'node_modules/.bin')}:${process.env.PATH ?? ''}`,
+      // npm installs (the README's `npm install openai`) from its cache when it can, and prints no audit or funding.
+      npm_config_prefer_offline: 'true',
+      npm_config_audit: 'false',
+      npm_config_fund: 'false',
+    };
     return new Promise((resolve, reject) => {
       const proc = spawn(file, args, { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
