@@ -275,6 +275,16 @@ describe('the docs (README.md, docs/*.md): every command and code block, run', (
     expect(JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')).scripts.start).toMatch(/ serve$/);
   });
 
+  it('counts the test files that drive a browser as they are', () => {
+    const browserTests = readdirSync(join(REPO_ROOT, 'test'), { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.test.ts'))
+      .filter((f) => /from '\.\.\/browser\.js'/.test(readFileSync(join(REPO_ROOT, 'test', f), 'utf8')));
+    const words = ['No', 'One', 'Two', 'Three', 'Four', 'Five', 'Six', 'Seven', 'Eight', 'Nine', 'Ten'];
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8').replace(/\s+/g, ' ');
+    expect(readme).toContain(`${words[browserTests.length]} test files drive a real browser`);
+    for (const f of browserTests) expect(f).toMatch(/^(web\/.*browser.*|kernels\/browser-module)\.test\.ts$/);
+  });
+
   for (const block of RUN_BLOCKS) {
     const title = `${block.file}:${block.line} \`\`\`${block.lang}: ${block.code.split('\n')[0].slice(0, 70)}`;
     it(
