@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { extractBlocks, outputMatches } from './doc-blocks.js';
+import { extractBlocks, headingAnchors, outputMatches, relativeLinks } from './doc-blocks.js';
 
 describe('extractBlocks', () => {
   it('finds every fenced block with its line and language, and pairs a following text block as its output', () => {
@@ -53,5 +53,25 @@ describe('outputMatches', () => {
     expect(outputMatches('first\n…\nlast\n', 'first\n1\n2\nlast\n')).toBe(true);
     expect(outputMatches('first\n…\n', 'second\n')).toBe(false);
     expect(outputMatches('a (b) [c] $d^\n', 'a (b) [c] $d^\n')).toBe(true);
+  });
+});
+
+describe('relativeLinks and headingAnchors', () => {
+  const page = [
+    '# The `pagellm` command',
+    '## Speculative decoding: `bench/speculative.ts`',
+    'See [api](api.md#errors), [here](#memory), [site](https://example.com) and ![img](dashboard.png).',
+    '```sh',
+    'echo "[not](a-link.md)"',
+    '# not a heading',
+    '```',
+  ].join('\n');
+
+  it('reads the links of the prose, not of code blocks, and skips web addresses', () => {
+    expect(relativeLinks(page)).toEqual(['api.md#errors', '#memory', 'dashboard.png']);
+  });
+
+  it("makes GitHub's heading anchors", () => {
+    expect([...headingAnchors(page)]).toEqual(['the-pagellm-command', 'speculative-decoding-benchspeculativets']);
   });
 });

@@ -89,3 +89,25 @@ export function outputMatches(expected: string, actual: string): boolean {
   };
   return match(0, 0);
 }
+
+/** A page's text without its fenced code blocks (links and headings are read from the prose only). */
+function prose(markdown: string): string {
+  return markdown.replace(/^```[^\n]*\n[\s\S]*?^```\s*$/gm, '');
+}
+
+/** The relative link targets of a page (`docs/api.md`, `api.md#errors`, `#memory`), skipping http(s) and mailto. */
+export function relativeLinks(markdown: string): string[] {
+  return [...prose(markdown).matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]).filter((l) => !/^(https?|mailto):/.test(l));
+}
+
+/** The anchors of a page's headings as GitHub makes them: lower case, punctuation dropped, spaces as hyphens. */
+export function headingAnchors(markdown: string): Set<string> {
+  const anchors = [...prose(markdown).matchAll(/^#+ (.*)$/gm)].map((m) =>
+    m[1]
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+      .replaceAll(' ', '-'),
+  );
+  return new Set(anchors);
+}

@@ -24,12 +24,12 @@
 //   other hosts) is listed in SKIPPED below with its page, exact text and reason; the test fails when that list and
 //   the pages disagree, and when a page has a block of any other kind.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, normalize } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT, STORIES_DIR, waitFor } from '../server/server-fixture.js';
 import { installPackedPackage, SETUP_TIMEOUT_MS, withBuildLock } from '../package/packed-install.js';
-import { extractBlocks, outputMatches, type DocBlock } from './doc-blocks.js';
+import { extractBlocks, headingAnchors, outputMatches, relativeLinks, type DocBlock } from './doc-blocks.js';
 
 const BLOCK_TIMEOUT_MS = 180_000;
 const DOCS_URL = 'http://127.0.0.1:8000';
@@ -273,6 +273,22 @@ describe('the docs (README.md, docs/*.md): every command and code block, run', (
     expect(ci).toMatch(/^npm ci$/m);
     expect(ci).toMatch(/^npm test$/m);
     expect(JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')).scripts.start).toMatch(/ serve$/);
+  });
+
+  it('links only to files and headings that exist', () => {
+    const broken: string[] = [];
+    for (const file of docFiles()) {
+      for (const link of relativeLinks(readFileSync(join(REPO_ROOT, file), 'utf8'))) {
+        const [path, anchor] = link.split('#');
+        const target = path === '' ? file : normalize(join(dirname(file), path));
+        if (!existsSync(join(REPO_ROOT, target))) broken.push(`${file}: ${link} (no ${target})`);
+        else if (anchor !== undefined && target.endsWith('.md')) {
+          const anchors = headingAnchors(readFileSync(join(REPO_ROOT, target), 'utf8'));
+          if (!anchors.has(anchor)) broken.push(`${file}: ${link} (no heading #${anchor} in ${target})`);
+        }
+      }
+    }
+    expect(broken).toEqual([]);
   });
 
   it('counts the test files that drive a browser as they are', () => {
