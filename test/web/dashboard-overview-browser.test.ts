@@ -65,6 +65,24 @@ const CARD_SERIES: Readonly<Record<string, readonly [chart: number, series: numb
   preemptions: [4, 1],
 };
 
+/**
+ * Holds the engine (see holdEngine) at a time-series point that counted generated tokens: samples the hub right
+ * after holding, and while that point counted none (no step ran since the last sample) lets one more step run and
+ * tries again. Returns the point's time and the release.
+ */
+async function holdWithTokensFlowing(server: TestServer): Promise<{ t: number; release(): void }> {
+  const engine = server.handle.engine;
+  const hub = server.handle.app.dashboardHub!;
+  for (;;) {
+    const hold = holdEngine(server);
+    const point = hub.sampleSeries();
+    if ((point.tokensPerSec ?? 0) > 0) return { t: point.t, release: () => hold.release() };
+    hold.release();
+    const steps = engine.getStats().numSteps;
+    await waitFor(async () => engine.getStats().numSteps > steps + 1, PAGE_WAIT_MS, 'an engine step');
+  }
+}
+
 describeWithBrowser('the overview at the default 512 MiB KV budget, 1280 × 800', () => {
   let server: TestServer;
   afterAll(async () => {
@@ -91,6 +109,9 @@ describeWithBrowser('the overview at the default 512 MiB KV budget, 1280 × 800'
       PAGE_WAIT_MS,
       'all 24 requests to run and have 40 tokens each',
     );
+    // The engine is held from here (its step schedules nothing; the server and the hub run on), so a fast machine
+    // does not finish the load before the page is read; the 24 requests keep their blocks.
+    const hold = holdEngine(server);
     await waitFor(
       async () => hub.historyPoints().filter((p) => p.t > loadStartedAt).length >= 3,
       PAGE_WAIT_MS,
@@ -113,7 +134,6 @@ describeWithBrowser('the overview at the default 512 MiB KV budget, 1280 × 800'
     expect(Math.max(...steps)).toBeLessThanOrEqual(2 * interval);
     expect(history.kv.some((v) => v! > 0)).toBe(true);
 
-    const hold = holdEngine(server);
     try {
       // One instant: a fresh series point (the cards) and snapshot (the grid), while the engine is held.
       const point = hub.sampleSeries();
@@ -125,11 +145,12 @@ describeWithBrowser('the overview at the default 512 MiB KV budget, 1280 × 800'
         version,
       );
 
-      // Cards equal to the legends' latest values (the same point), and to /metrics.
+      // Cards equal to the legends' latest values and to the charts' last points, and to /metrics.
       const shown = await page.evaluate((pairs) => {
-        const plots = (window as unknown as { pagellmDashboard: { plots: { root: HTMLElement }[] } }).pagellmDashboard
-          .plots;
-        const out: Record<string, { card: string; legend: string; value: string }> = {};
+        const plots = (
+          window as unknown as { pagellmDashboard: { plots: { root: HTMLElement; data: (number | null)[][] }[] } }
+        ).pagellmDashboard.plots;
+        const out: Record<string, { card: string; legend: string; value: string; last: number | null }> = {};
         for (const [id, [chart, series]] of Object.entries(pairs)) {
           const values = plots[chart].root.querySelectorAll('.u-legend .u-series:not(:first-child) .u-value');
           const el = document.getElementById(id)!;
@@ -137,16 +158,20 @@ describeWithBrowser('the overview at the default 512 MiB KV budget, 1280 × 800'
             card: el.textContent!,
             legend: (values[series] as HTMLElement).innerText,
             value: el.dataset.value!,
+            last: plots[chart].data[series + 1].at(-1) ?? null,
           };
         }
         return out;
       }, CARD_SERIES);
-      for (const [id, s] of Object.entries(shown)) expect(s.card, id).toBe(s.legend);
+      for (const [id, s] of Object.entries(shown)) {
+        expect(s.card, id).toBe(s.legend);
+        expect(s.value, id).toBe(s.last === null ? '' : String(s.last));
+      }
       const metrics = await scrapeMetrics(server.url);
       expect(Number(shown['kv-usage'].value)).toBeCloseTo(100 * metrics.get('pagellm:kv_cache_usage_perc')!, 9);
       expect(Number(shown['num-running'].value)).toBe(metrics.get('pagellm:num_requests_running'));
       expect(shown['num-running'].card).toBe('24');
-      expect(Number(shown['tokens-per-sec'].value)).toBe(point.tokensPerSec);
+      // A later sample may have come since (the engine is still held: same figures, no tokens), never a '–'.
       expect(shown['tokens-per-sec'].card).not.toBe('–');
 
       // Who holds what, from the page's snapshot (equal to the engine's).
@@ -198,21 +223,119 @@ describeWithBrowser('the overview at the default 512 MiB KV budget, 1280 × 800'
       expect((used.length * cellArea) / area).toBeGreaterThan(0.5);
       expect(cells.some((c) => c.folded && c.count > 20_000)).toBe(true);
       const legend = await page.locator('#grid-legend').innerText();
-      for (const mark of ['free', 'colour = request', 'white outline', 'white hatching', 'prefix-cached', 'swapped']) {
+      for (const mark of [
+        'free',
+        'colour = request',
+        'white outline',
+        'white hatching',
+        'prefix-cached',
+        'swapped',
+        'folded',
+      ]) {
         expect(legend).toContain(mark);
       }
       await expect.poll(async () => page.locator('#fold-key').isVisible(), { timeout: PAGE_WAIT_MS }).toBe(true);
 
       // At 1280 × 800 the request table's header and first row are in view.
+      await page.screenshot({ path: join(ARTIFACTS, 'dashboard-default-budget-held.png') });
       const row = await page.locator('#requests tbody tr').first().boundingBox();
       expect(row).not.toBeNull();
       expect(row!.y + row!.height).toBeLessThanOrEqual(800);
       expect(await page.evaluate(() => window.scrollY)).toBe(0);
-      await page.screenshot({ path: join(ARTIFACTS, 'dashboard-default-budget.png') });
     } finally {
       hold.release();
     }
+    // The screenshot for the README: further into the load, tokens flowing, the tooltip of block 0 shown (the
+    // stories' shared opening, held by many requests; its cell stays first while the others move as the region in
+    // use grows).
+    await waitFor(
+      async () =>
+        engine.scheduler.running.length === 24 &&
+        engine.scheduler.running.every((g) => g.seqs[0].getOutputLen() >= 200),
+      PAGE_WAIT_MS,
+      'the 24 requests to reach 200 tokens',
+    );
+    const since = Date.now() / 1000;
+    await page.waitForFunction((t) => {
+      const p = (window as unknown as { pagellmDashboard: { lastPoint: { t: number; tokensPerSec: number | null } } })
+        .pagellmDashboard.lastPoint;
+      return p.t > t && (p.tokensPerSec ?? 0) > 0;
+    }, since);
+    const at = await page.evaluate(() =>
+      (
+        window as unknown as {
+          pagellmDashboard: { grids: { centerOf(id: number): { x: number; y: number } | null }[] };
+        }
+      ).pagellmDashboard.grids[0].centerOf(0)!,
+    );
+    await page.mouse.move(at.x, at.y);
+    await expect
+      .poll(async () => page.locator('#tooltip dd[data-field="held by"]').count(), { timeout: PAGE_WAIT_MS })
+      .toBe(1);
+    expect(Number(await page.locator('#tooltip dd[data-field="ref count"]').innerText())).toBeGreaterThan(1);
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-default-budget.png') });
     expect(await load).toBeNull();
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 400_000);
+});
+
+describeWithBrowser('a small cache with a swap tier, 1280 × 800', () => {
+  let server: TestServer;
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('shows 24 requests, forks and swapped-out blocks block by block, each request in its own colour', async () => {
+    server = await startTestServer({ numGpuBlocksOverride: 420, swapSpace: 4 * 1024 * 1024, maxNumSeqs: 32 });
+    const engine = server.handle.engine;
+    const { page, problems } = await openDashboard(browser, server, '/', { width: 1280, height: 800 });
+    // 22 stories, then two forked ones (n = 2) last: when the 420 blocks run out the forks, arrived last, are
+    // preempted first, and a group of two sequences is swapped out.
+    const prompts = Array.from({ length: 22 }, (_, i) => `${STORY} Chapter ${i + 1}.`);
+    const load = startLoad(server, prompts, 400);
+    await waitFor(async () => requestsReceived(server) === prompts.length, PAGE_WAIT_MS, 'the 22 stories to arrive');
+    const forks = startLoad(server, [`${STORY} A dragon came.`, `${STORY} A cat came.`], 400, 2);
+    // Held while a request is swapped out, at a series point that counted tokens (the cards show it).
+    const swappedOut = (): boolean => engine.scheduler.swapped.length > 0 && engine.scheduler.running.length > 0;
+    let hold: { t: number; release(): void };
+    for (;;) {
+      await waitFor(async () => swappedOut(), PAGE_WAIT_MS, 'a request to be swapped out');
+      hold = await holdWithTokensFlowing(server);
+      if (swappedOut()) break;
+      hold.release();
+    }
+    try {
+      const { version } = await readPage(page, hold.t);
+      await page.waitForFunction(
+        (v) =>
+          (
+            window as unknown as { pagellmDashboard: { grids: { drawnVersion: number; pending: boolean }[] } }
+          ).pagellmDashboard.grids.every((g) => g.drawnVersion === v && !g.pending),
+        version,
+      );
+      const snap = await readSnapshot(page);
+      expect(snap.state.slice(engine.numGpuBlocks).some((st) => st === 4)).toBe(true); // BlockState.SWAPPED
+      // Every listed request has its own colour while at most 28 are listed.
+      expect(snap.requests.length).toBeLessThanOrEqual(PALETTE.length);
+      expect(new Set(snap.colors.map((c) => JSON.stringify(c))).size).toBe(snap.requests.length);
+      // Each block in use is drawn in its owner's colour (a block by block tier: the owner is its holder).
+      const { cells } = await readCells(page);
+      expect(cells.length).toBe(engine.numGpuBlocks);
+      const wrong = cells.filter(
+        (c) =>
+          (snap.state[c.first] === USED || snap.state[c.first] === SHARED) &&
+          snap.tokens[c.first] > 0 &&
+          JSON.stringify(holderPixel(snap, c)) !== JSON.stringify(snap.colors[snap.owner[c.first] - 1]),
+      );
+      expect(wrong.slice(0, 5)).toEqual([]);
+      const row = await page.locator('#requests tbody tr').first().boundingBox();
+      expect(row!.y + row!.height).toBeLessThanOrEqual(800);
+      await page.screenshot({ path: join(ARTIFACTS, 'dashboard.png') });
+    } finally {
+      hold.release();
+    }
+    expect(await Promise.all([load, forks])).toEqual([null, null]);
     expect(problems).toEqual([]);
     await page.close();
   }, 400_000);

@@ -54,8 +54,13 @@ function nextSpan(span, direction) {
 
 /** The largest square cell (2 to 22 CSS px) at which `n` cells fit `width` × `height`, with its columns and rows. */
 function fit(n, width, height) {
-  const cell = Math.max(2, Math.min(MAX_CELL, Math.floor(Math.sqrt((width * height) / n))));
-  const cols = Math.max(1, Math.floor(width / cell));
+  let cell = Math.max(2, Math.min(MAX_CELL, Math.floor(Math.sqrt((width * height) / n))));
+  let cols = Math.max(1, Math.floor(width / cell));
+  // The columns are rounded down, so the rows may not fit at the first guess.
+  while (cell > 2 && Math.ceil(n / cols) * cell > height) {
+    cell--;
+    cols = Math.max(1, Math.floor(width / cell));
+  }
   return { cell, cols, rows: Math.ceil(n / cols) };
 }
 

@@ -28,9 +28,11 @@ const state = {
   lastPoint: null,
   /** Request colours: arrival order, recycled from finished requests. */
   palette: new RequestPalette(),
-  /** The hovered cell: its blocks { first, count } and the grid drawing it, or null. */
+  /** The hovered cell: its blocks { first, count, folded }, the grid drawing it and the pointer (x, y), or null. */
   hover: null,
   details: new Map(),
+  /** The block details fetched last: { id, detail }, or null. */
+  lastDetail: null,
   decoding: Promise.resolve(),
   latestWanted: 0,
 };
@@ -107,13 +109,19 @@ function applyPoint(p) {
 }
 
 /**
- * Heights (CSS px) of the GPU and CPU grids: as much of the window as leaves the request table's first rows in view
- * below them (at 1280 × 800 too), between 120 and 440 px for the GPU tier.
+ * Heights (CSS px) of the GPU and CPU grids: the GPU grid gets what the window leaves below its top once the CPU
+ * tier, the request panel's head and the table's first rows have their room (so at 1280 × 800 the table shows
+ * without scrolling), between 120 and 440 px; the CPU grid 110 px, or 60 in a window under 900 px tall.
  */
 function gridHeights() {
   const hasCpu = (state.config?.numCpuBlocks ?? 0) > 0;
-  const gpu = Math.max(120, Math.min(hasCpu ? 340 : 440, window.innerHeight - (hasCpu ? 560 : 480)));
-  return { gpu, cpu: hasCpu ? Math.max(40, Math.min(110, Math.round(gpu / 3))) : 110 };
+  const cpu = hasCpu ? (window.innerHeight < 900 ? 60 : 110) : 110;
+  const top = $('gpu-grid').parentElement.getBoundingClientRect().top + window.scrollY;
+  // Below the GPU grid: the CPU tier's heading and grid (or its one-line note), then the request panel's head and
+  // legend, the table's header and its first rows.
+  const below = (hasCpu ? 44 + cpu : 64) + 190;
+  const gpu = Math.max(120, Math.min(hasCpu ? 340 : 440, window.innerHeight - top - below));
+  return { gpu, cpu };
 }
 
 function applySnapshot(snap) {
@@ -137,7 +145,7 @@ function applySnapshot(snap) {
     `snapshot #${snap.version} · ${new Date(snap.time).toLocaleTimeString()} · engine step ` +
     `${fmt.format(s.numSteps)} · ${fmt.format(gpu.total + cpu.total)} blocks drawn in ` +
     `${state.grids.reduce((t, g) => t + g.lastDrawMs, 0).toFixed(1)} ms`;
-  if (state.hover !== null) showTooltip(state.hover.cell, null);
+  if (state.hover !== null) refreshHover();
 }
 
 /** Decodes snapshots one at a time, in arrival order; a snapshot overtaken by a newer one is skipped. */
@@ -310,7 +318,10 @@ function showTooltip(range, event) {
   const id = range.first;
   const snap = state.snapshot;
   const key = `${id}@${snap.version}`;
-  tip.innerHTML = tooltipHtml(id, state.details.get(key) ?? null);
+  // Until this snapshot's details of the block come, the last ones fetched for it (a snapshot or so old) are shown
+  // rather than a flicker of placeholders.
+  const stale = state.lastDetail?.id === id ? state.lastDetail.detail : null;
+  tip.innerHTML = tooltipHtml(id, state.details.get(key) ?? stale);
   tip.dataset.block = String(id);
   delete tip.dataset.range;
   if (!state.details.has(key)) {
@@ -319,7 +330,9 @@ function showTooltip(range, event) {
       try {
         const res = await fetch(`/dashboard/api/blocks/${id}`);
         if (!res.ok) return;
-        state.details.set(key, await res.json());
+        const detail = await res.json();
+        state.details.set(key, detail);
+        state.lastDetail = { id, detail };
         const hover = state.hover?.cell;
         if (hover?.count === 1 && hover.first === id && state.snapshot.version === snap.version)
           tip.innerHTML = tooltipHtml(id, state.details.get(key));
@@ -345,6 +358,22 @@ function cellUnder(event) {
   return null;
 }
 
+/**
+ * After a new snapshot: the cell under the pointer now (a folded overview is laid out anew for each snapshot, so the
+ * cells move under a still pointer), its focus outline and tooltip.
+ */
+function refreshHover() {
+  const { x, y } = state.hover;
+  const hit = cellUnder({ clientX: x, clientY: y });
+  if (hit === null) {
+    hideTooltip();
+    return;
+  }
+  for (const g of state.grids) g.setFocus(g === hit.grid ? hit.cell.first : -1);
+  state.hover = { ...hit, x, y };
+  showTooltip(hit.cell, null);
+}
+
 function onGridMove(event) {
   if (state.snapshot === null) return;
   const hit = cellUnder(event);
@@ -353,7 +382,7 @@ function onGridMove(event) {
     return;
   }
   for (const g of state.grids) g.setFocus(g === hit.grid ? hit.cell.first : -1);
-  state.hover = hit;
+  state.hover = { ...hit, x: event.clientX, y: event.clientY };
   showTooltip(hit.cell, event);
 }
 
@@ -402,9 +431,9 @@ function updateZoomBars() {
     const v = grid.view;
     if (v.folded > 0) anyFolded = true;
     bar.querySelector('.zoom-label').textContent =
-      `blocks ${v.first}–${v.last} · ` +
+      `${v.first}–${v.last} · ` +
       (v.span === 1 ? 'single blocks' : `${v.span} blocks per cell`) +
-      (v.folded > 0 ? ` · ${v.folded} stretch${v.folded === 1 ? '' : 'es'} not in use folded` : '');
+      (v.folded > 0 ? ` · ${v.folded} folded` : '');
     const fold = bar.querySelector('[data-zoom="fold"]');
     fold.textContent = grid.fold ? 'unfold' : 'fold';
     fold.title = grid.fold ? 'show the whole tier, free stretches too' : 'show only the region in use';
