@@ -468,6 +468,17 @@ describeWithBrowser('the default 512 MiB KV budget', () => {
         // The overview folds the free stretches at first; unfolded it shows the whole tier, and every cell's colour
         // is the one the engine's blocks give its run.
         expect((await gridView(page, 0)).view.folded).toBeGreaterThan(0);
+        await page.screenshot({ path: join(ARTIFACTS, 'dashboard-default-budget-folded.png') });
+        // A folded cell holds no block in use; its bar is teal when some of its blocks are prefix-cached.
+        const foldedView = await readSnapshot(page);
+        const foldedCells = (await readCells(page)).cells.filter((c) => c.folded);
+        expect(foldedCells.length).toBeGreaterThan(0);
+        for (const c of foldedCells) {
+          const states = foldedView.state.slice(c.first, c.first + c.count);
+          expect(states.some((st) => st === USED || st === SHARED)).toBe(false);
+          expect(c.bar).toEqual([...(states.includes(CACHED) ? STATE_RGB.cachedDot : STATE_RGB.foldedMark)]);
+        }
+        expect(foldedCells.some((c) => foldedView.state.slice(c.first, c.first + c.count).includes(CACHED))).toBe(true);
         await page.locator('.zoom-bar[data-grid="0"] button[data-zoom="fold"]').click();
         await page.waitForFunction(() => {
           const g = (window as unknown as { pagellmDashboard: { grids: (GridView & { pending: boolean })[] } })

@@ -195,6 +195,8 @@ export interface CellReading {
   above: number[];
   corner: number[];
   hatch: number[];
+  /** The middle of a folded cell's bar (its top row, at the horizontal centre). */
+  bar: number[];
 }
 
 /** Reads every cell of the GPU grid as drawn now: its blocks and four of its pixels, and the canvas area (px²). */
@@ -228,6 +230,7 @@ export async function readCells(page: Page): Promise<{ cells: CellReading[]; are
       above: at(k, ax, ay),
       corner: at(k, 0, 0),
       hatch: at(k, 1, 1),
+      bar: at(k, Math.floor(inner / 2), Math.floor((inner - Math.max(1, Math.floor(inner / 8))) / 2)),
     }));
     return { cells, area: numCells * cellPx * cellPx };
   });

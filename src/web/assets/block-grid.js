@@ -112,12 +112,13 @@ function foldCells(live, span) {
  * `maxHeight` CSS pixels tall. When one cell per block would be smaller than 8 px, the tier gets an overview: each
  * cell summarises a run of `span` consecutive blocks (summarizeRun). By default (`fold`) the overview shows the
  * region in use: the runs holding a block in use, at the shortest span (1, 2, 5, 10, …) whose cells are 10 px or
- * more (8 px for single blocks), and each stretch of three or more runs holding none folded into one cell; with
- * nothing in use, or `fold` off, it shows the whole tier at the shortest span giving 10 px cells. A run in use is
- * coloured by its largest holder (the request holding most of its blocks), with the part of its slots holding no
- * token darker; a run with a shared block (ref count > 1) is outlined in white, one with a block held by more than
- * one request hatched in white. Zooming (zoomTo, zoomIn, zoomOut, pan) shows a window of the tier at a shorter run
- * per cell, down to single blocks; a cell of one block is drawn exactly as in a small tier.
+ * more (8 px for single blocks), and each stretch of three or more runs holding none folded into one cell (a bar
+ * across it, teal when some of its blocks are prefix-cached); with nothing in use, or `fold` off, it shows the
+ * whole tier at the shortest span giving 10 px cells. A run in use is coloured by its largest holder (the request
+ * holding most of its blocks), with the part of its slots holding no token darker; a run with a shared block (ref
+ * count > 1) is outlined in white, one with a block held by more than one request hatched in white. Zooming (zoomTo,
+ * zoomIn, zoomOut, pan) shows a window of the tier at a shorter run per cell, down to single blocks; a cell of one
+ * block is drawn exactly as in a small tier.
  *
  * Request colours come from the snapshot's `requestColors` (one { rgb } per request, set by the page from its
  * RequestPalette); without them requests are grey.
@@ -385,7 +386,7 @@ export class BlockGrid {
         const { first, count } = this.cellRange(k);
         const x0 = (k % cols) * cellPx;
         const y0 = Math.floor(k / cols) * cellPx;
-        if (folded !== null && folded[k] === 1) paintFolded(px, w, x0, y0, inner);
+        if (folded !== null && folded[k] === 1) paintFolded(px, w, x0, y0, inner, holdsCached(snap, first, count));
         else if (count === 1) this.paintBlock(px, w, x0, y0, inner, first, snap, colors);
         else this.paintRun(px, w, x0, y0, inner, first, count, snap, colors);
       }
@@ -577,12 +578,22 @@ function hatchCross(px, w, x0, y0, inner) {
   }
 }
 
-/** A folded stretch of blocks none of which is in use: a dark cell with a short horizontal bar. */
-function paintFolded(px, w, x0, y0, inner) {
+/** Whether any of blocks [first, first + count) holds prefix-cached content. */
+function holdsCached(snap, first, count) {
+  for (let id = first; id < first + count; id++) if (snap.state[id] === BlockState.CACHED) return true;
+  return false;
+}
+
+/**
+ * A folded stretch of blocks none of which is in use: a dark cell with a short horizontal bar, in the cached colour
+ * when some of its blocks hold prefix-cached content.
+ */
+function paintFolded(px, w, x0, y0, inner, cached) {
   fillRect(px, w, x0, y0, inner, inner, FOLDED);
   const barW = Math.max(2, Math.floor(inner * 0.6));
   const barH = Math.max(1, Math.floor(inner / 8));
-  fillRect(px, w, x0 + Math.floor((inner - barW) / 2), y0 + Math.floor((inner - barH) / 2), barW, barH, FOLDED_MARK);
+  const mark = cached ? CACHED_DOT : FOLDED_MARK;
+  fillRect(px, w, x0 + Math.floor((inner - barW) / 2), y0 + Math.floor((inner - barH) / 2), barW, barH, mark);
 }
 
 /** A block read from the shared KV store: a triangle in the cell's top-left corner (half its side). */

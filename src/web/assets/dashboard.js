@@ -285,7 +285,7 @@ function runTooltipHtml(range) {
   }
   rows.push(['tokens held', `${fmt.format(run.tokensHeld)} / ${fmt.format(range.count * snap.config.blockSize)}`]);
   if (run.sharedBlocks > 0) rows.push(['ref count > 1', fmt.format(run.sharedBlocks)]);
-  if (run.crossBlocks > 0) rows.push(['held by several requests', fmt.format(run.crossBlocks)]);
+  if (run.crossBlocks > 0) rows.push(['several holders', fmt.format(run.crossBlocks)]);
   // The largest holder first: the request whose colour the cell has.
   const byHolding = run.holder < 0 ? run.owners : [run.holder, ...run.owners.filter((o) => o !== run.holder)];
   const owners = ownerLines(snap, byHolding);
