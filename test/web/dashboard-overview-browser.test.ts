@@ -4,7 +4,8 @@
  * began:
  *
  * - History without gaps: the charts start before the server took its first request and before the page opened,
- *   with no null and no step longer than two sampling intervals (no sample missed).
+ *   with no null and no step longer than two sampling intervals (no sample missed; a stall of the whole process,
+ *   measured, is allowed for).
  * - Who holds what: every in-use cell has the colour of its largest holder (the request holding most of its blocks,
  *   from the page's decoded snapshot, which equals the engine's), the 24 requests have 24 colours at least ΔE 20
  *   apart on the canvas, shared cells are outlined, cells held by several requests hatched, and the region in use
@@ -35,6 +36,7 @@ import {
   readSnapshot,
   requestsReceived,
   startLoad,
+  watchEventLoop,
   type CellReading,
 } from './dashboard-page.js';
 
@@ -90,6 +92,8 @@ describeWithBrowser('the overview at the default 512 MiB KV budget, 1280 × 800'
   });
 
   it('shows who holds what for 24 requests, the history from before the page opened, and cards equal to the legends', async () => {
+    // Started before the server, so it sees every stall since the hub's first sample.
+    const loop = watchEventLoop();
     server = await startTestServer({ kvCacheMemory: undefined, maxNumSeqs: 64 });
     const serverReadyAt = Date.now() / 1000;
     const engine = server.handle.engine;
@@ -130,8 +134,12 @@ describeWithBrowser('the overview at the default 512 MiB KV budget, 1280 × 800'
     expect(history.t[0]).toBeLessThan(loadStartedAt);
     expect(history.t.filter((t) => t < openedAt).length).toBeGreaterThanOrEqual(3);
     expect(history.kv.every((v) => v !== null)).toBe(true);
+    // No sample missed: consecutive points at most two intervals apart, unless the whole process stalled (a machine
+    // swapping runs no timer at all for a while; the sampler then takes the next sample as soon as it can).
     const steps = history.t.slice(1).map((t, i) => t - history.t[i]);
-    expect(Math.max(...steps)).toBeLessThanOrEqual(2 * interval);
+    const stall = loop.maxStallMs() / 1000;
+    loop.stop();
+    expect(Math.max(...steps)).toBeLessThanOrEqual(Math.max(2 * interval, interval + stall + 0.1));
     expect(history.kv.some((v) => v! > 0)).toBe(true);
 
     try {

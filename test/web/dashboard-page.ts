@@ -293,3 +293,20 @@ export function hasShared(snap: SnapshotReading, c: { first: number; count: numb
 export function holderPixel(snap: SnapshotReading, c: CellReading): number[] {
   return hasShared(snap, c) ? c.above : c.bottom;
 }
+
+/**
+ * Watches this process's event loop (the test server runs in it) by ticking every 20 ms; `maxStallMs()` is the
+ * longest time past 20 ms that a tick came late — the time the process could run no timer at all (a machine
+ * swapping, a long GC). A test that checks timers kept their schedule allows for it. `stop()` ends the watch.
+ */
+export function watchEventLoop(): { maxStallMs(): number; stop(): void } {
+  let last = performance.now();
+  let max = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    max = Math.max(max, now - last - 20);
+    last = now;
+  }, 20);
+  timer.unref();
+  return { maxStallMs: () => Math.max(max, performance.now() - last - 20), stop: () => clearInterval(timer) };
+}
