@@ -24,9 +24,9 @@ export interface KvBlockStore {
    */
   put(key: string, value: Uint8Array, onFailed?: (error: KvStoreError) => void): boolean;
   /**
-   * Increases whenever the store may have lost what it held since the last value: it came back (reconnected) as
-   * another server process (Redis's `run_id` changed: a restart, a failover), or reconnected where that cannot be
-   * told. Whoever remembers what the store holds forgets it when this changes.
+   * Increases whenever the store may have lost what it held since the last value: a reconnection (it may have
+   * restarted empty), or another server process behind the same connection (Redis's `run_id` changed). Whoever
+   * remembers what the store holds forgets it when this changes.
    */
   readonly generation: number;
   /** Write counters since construction. */

@@ -31,9 +31,10 @@ const DEFAULT_KV_STORE_QUEUE_BYTES = 64 * 1024 * 1024;
  * writes on another (SET, auto-pipelined) so a long write queue never delays a lookup. While the store is down no
  * command is buffered (the offline queue is off: a command fails at once) and the client reconnects with a backoff
  * of up to 2 s; writes are skipped until it is back. Eviction is Redis's own (`maxmemory-policy allkeys-lru`).
- * At every (re)connection and every `runIdCheckMs` the server's `run_id` (INFO server) is compared with the one seen
- * before: another one means another server process, which may hold none of the blocks, and bumps
- * {@link RedisKvBlockStore.generation}.
+ * {@link RedisKvBlockStore.generation} moves at every reconnection of either connection (the server may have
+ * restarted empty, or been flushed over: nothing said what it holds now) and whenever the server's `run_id` (INFO
+ * server, read at every connection and every `runIdCheckMs`) differs from the one seen before (another server
+ * process behind a connection that stayed up, such as a proxy's).
  */
 export class RedisKvBlockStore implements KvBlockStore {
   readonly description: string;
@@ -70,16 +71,21 @@ export class RedisKvBlockStore implements KvBlockStore {
     this.reader = new Redis(options.url, common);
     this.writer = new Redis(options.url, { ...common, enableAutoPipelining: true });
     const report = options.onConnectionChange;
-    let readies = 0;
+    let readerReadies = 0;
     this.reader.on('ready', () => {
       if (!this.up) report?.(true, `KV store ${this.description} connected`);
       this.up = true;
-      void this.checkRunId(readies++ > 0);
+      if (readerReadies++ > 0) this.generationValue++;
+      void this.checkRunId();
+    });
+    let writerReadies = 0;
+    this.writer.on('ready', () => {
+      if (writerReadies++ > 0) this.generationValue++;
     });
     const every = options.runIdCheckMs ?? 5000;
     if (every > 0) {
       this.runIdTimer = setInterval(() => {
-        if (this.up) void this.checkRunId(false);
+        if (this.up) void this.checkRunId();
       }, every);
       this.runIdTimer.unref();
     }
@@ -103,19 +109,16 @@ export class RedisKvBlockStore implements KvBlockStore {
 
   /**
    * Reads the server's run_id and bumps the generation when it differs from the one seen before. Where INFO cannot
-   * be read (a managed Redis that renames it), a reconnection (`reconnected`) bumps it instead.
+   * be read (down meanwhile, or a managed Redis that renames it) nothing changes: reconnections still bump it.
    */
-  private async checkRunId(reconnected: boolean): Promise<void> {
-    let id: string | null;
+  private async checkRunId(): Promise<void> {
+    let id: string | undefined;
     try {
-      id = /^run_id:([0-9a-f]+)/m.exec(await this.reader.info('server'))?.[1] ?? null;
+      id = /^run_id:([0-9a-f]+)/m.exec(await this.reader.info('server'))?.[1];
     } catch {
-      id = null;
-    }
-    if (id === null) {
-      if (reconnected) this.generationValue++;
       return;
     }
+    if (id === undefined) return;
     if (this.runId !== null && id !== this.runId) this.generationValue++;
     this.runId = id;
   }

@@ -132,8 +132,9 @@ export class KvStoreConnector implements WaitingGate {
   private readonly lookups = new WeakMap<SequenceGroup, Lookup>();
   /**
    * Keys the store is believed to hold (written or read), so a block is sent once, not at
-   * every prompt that computes it. The belief never outlives the data: a key a lookup finds absent (evicted, flushed)
-   * or whose write failed is forgotten, and the whole set when the store's generation changes (it restarted).
+   * every prompt that computes it. The belief never outlives the data: a key a lookup finds absent (evicted, flushed),
+   * could not check (store down or slow) or whose write failed is forgotten, and the whole set when the store's generation
+   * changes (it reconnected, or restarted).
    */
   private readonly writtenKeys = new Map<string, true>();
   /** The store generation {@link writtenKeys} was filled under. */
@@ -175,6 +176,7 @@ export class KvStoreConnector implements WaitingGate {
       if (l !== undefined && l.phase === 'fetched') this.install(seq!, l);
       if (l !== undefined && l.phase === 'pending' && this.expired(l)) {
         l.phase = 'done';
+        this.forgetLookedUp(l); // unknown whether the store holds them: written again when computed
         this.metrics.counters.kvStoreMisses += l.hashes.length - l.first;
         this.fault(`KV store lookup timed out after ${Math.round(performance.now() - l.deadline + this.timeoutMs)} ms`);
         l = undefined;
@@ -275,6 +277,12 @@ export class KvStoreConnector implements WaitingGate {
     this.writtenKeys.clear();
   }
 
+  /** Forgets the keys a lookup was to check (its candidate blocks and its tail block). */
+  private forgetLookedUp(l: Lookup): void {
+    for (let k = l.first; k < l.hashes.length; k++) this.writtenKeys.delete(this.keyOf(l.hashes[k]));
+    if (l.tailKey !== null) this.writtenKeys.delete(l.tailKey);
+  }
+
   private remember(key: string): void {
     this.writtenKeys.set(key, true);
     if (this.writtenKeys.size > WRITTEN_KEYS_KEPT) this.writtenKeys.delete(this.writtenKeys.keys().next().value!);
@@ -335,6 +343,8 @@ export class KvStoreConnector implements WaitingGate {
       c.kvStoreMisses += keys.length - l.payloads.length;
       l.phase = l.payloads.length > 0 ? 'fetched' : 'done';
     } catch (e) {
+      // What the store holds is unknown now: these blocks are written again when this replica computes them.
+      this.forgetLookedUp(l);
       if (l.phase !== 'pending') return; // already given up on (timed out): counted then
       l.phase = 'done';
       c.kvStoreMisses += keys.length;

@@ -221,7 +221,7 @@ describeWithRedis('shared KV store (redis-server)', () => {
       backend: stories.backend,
       model: { maxNumTokens: 2048 },
     });
-    const twin = await replica({ loaded: same });
+    const twin = await replica({ loaded: same, timeoutMs: 60_000 });
     await generate(twin, [PREFIX]);
     expect(twin.metrics.counters.kvStoreHits).toBe(Math.floor((promptLen(twin, PREFIX) - 1) / 16));
   });
@@ -313,7 +313,8 @@ describeWithRedis('the shared KV store after it lost its data (redis-server)', (
     const expected = await generate(await replica({ store: false }), CYCLE);
     // 10 blocks hold one prompt and a half: every prompt of the cycle was evicted locally when it comes back, so
     // each pass after the first reads the store.
-    const w = await replica({ numGpuBlocks: 10 });
+    // A lookup may take a minute on a loaded machine: a timed-out one would lower a pass's hit rate.
+    const w = await replica({ numGpuBlocks: 10, timeoutMs: 60_000 });
     expect((await pass(w)).hits).toBe(0);
     await allStored(w);
     const warm = await pass(w);
