@@ -16,7 +16,7 @@ import { startReplica, type ReplicaProcess } from './replica-process.js';
 
 /** 16 prompts whose leading bytes differ, so HAProxy's hash spreads them over both replicas. */
 const PROMPTS = Array.from({ length: 16 }, (_, i) => `Story ${i}: once upon a time there was a little dog named Max.`);
-const LOOP = { clients: 6, ratePerS: 30, prompts: PROMPTS, maxRequests: 20_000, maxMs: 240_000 };
+const LOOP = { clients: 6, ratePerS: 30, prompts: PROMPTS, maxRequests: 20_000, maxMs: 500_000 };
 
 /** Requests a replica served to completion (all finish reasons). */
 async function served(url: string): Promise<number> {
