@@ -95,7 +95,13 @@ describeWithBrowser('the dashboard in chromium', () => {
       const { reading } = await compareWithMetrics(server, page);
       readings++;
       if (reading.dom['num-running'] > 0) sawRunning = true;
-      await new Promise((r) => setTimeout(r, 60));
+      // The next reading at another engine state: a step later.
+      const steps = server.handle.engine.getStats().numSteps;
+      await waitFor(
+        async () => server.handle.engine.getStats().numSteps > steps || !server.handle.engine.hasUnfinishedRequests(),
+        PAGE_WAIT_MS,
+        'an engine step',
+      );
     }
     expect(readings).toBe(4);
     expect(sawRunning).toBe(true);

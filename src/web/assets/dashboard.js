@@ -77,12 +77,12 @@ function applyHello(hello) {
   ];
   if (state.snapshot !== null) for (const g of state.grids) g.setSnapshot(state.snapshot);
   updateZoomBars();
-  if (first) {
-    state.charts = createCharts($('charts'), hello.historyCapacity ?? 1800);
-    state.charts.add(hello.history);
-    const last = hello.history[hello.history.length - 1];
-    if (last !== undefined) applyPoint(last);
-  }
+  if (first) state.charts = createCharts($('charts'), hello.historyCapacity ?? 1800);
+  // The whole history on the first hello; after a reconnection, the points made while the page was away.
+  const after = state.lastPoint?.t ?? -Infinity;
+  const missed = hello.history.filter((p) => p.t > after);
+  state.charts.add(missed);
+  if (missed.length > 0) applyPoint(missed[missed.length - 1]);
 }
 
 /**
