@@ -347,10 +347,16 @@ export class BlockGrid {
     return this.zoomTo(this.centerBlock() + direction * this.layout.windowBlocks, this.zoomSpan);
   }
 
-  /** The block at the middle of the view. */
+  /** The block at the middle of the view; of a folded overview, the middle of its cells not folded. */
   centerBlock() {
-    const { starts, numCells } = this.layout;
-    return this.first + Math.min(this.count - 1, Math.floor((starts[0] + starts[numCells]) / 2));
+    const { starts, numCells, folded } = this.layout;
+    let lo = 0;
+    let hi = numCells - 1;
+    if (folded !== null) {
+      while (lo < hi && folded[lo] === 1) lo++;
+      while (hi > lo && folded[hi] === 1) hi--;
+    }
+    return this.first + Math.min(this.count - 1, Math.floor((starts[lo] + starts[hi + 1]) / 2));
   }
 
   /** The block ids the view shows: { first, last, span, zoomed, folded (cells of folded stretches) }. */
