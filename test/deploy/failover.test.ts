@@ -102,6 +102,7 @@ describeWithHaproxy('deploy/haproxy.cfg losing one of two replicas under a stead
     } finally {
       await loop.stop();
     }
+    console.log(`SIGTERM: ${loop.failures.length} of ${loop.outcomes.length} requests failed`);
     expect(loop.outcomes.length).toBeGreaterThan(60);
     expect(loop.failures, describeOutcomes(loop.failures)).toEqual([]);
 
@@ -119,11 +120,19 @@ describeWithHaproxy('deploy/haproxy.cfg losing one of two replicas under a stead
 
   it('SIGKILL of one replica fails at most the requests it was running', async () => {
     const before = await Promise.all(running.map((r) => served(r!.url)));
-    const loop = new LoadLoop(haproxy!.url, LOOP);
+    // Longer answers (64 tokens), so the victim is running requests when it is killed.
+    const loop = new LoadLoop(haproxy!.url, { ...LOOP, maxTokens: 64 });
     let inFlightAtKill: number;
+    let victimRunning: number;
     try {
       await bothServing(before, 5);
       const victim = running[1]!;
+      const runningOn = async (): Promise<number> => {
+        const load = (await (await fetch(`${victim.url}/load`)).json()) as Record<string, number>;
+        return load.num_requests_running + load.num_requests_waiting;
+      };
+      await waitFor(async () => (await runningOn()) > 0, 120_000, 'requests running on r2');
+      victimRunning = await runningOn();
       // An upper bound of what the victim runs: every request in flight anywhere at the kill.
       inFlightAtKill = loop.inFlight;
       const killedAt = performance.now();
@@ -138,6 +147,10 @@ describeWithHaproxy('deploy/haproxy.cfg losing one of two replicas under a stead
     } finally {
       await loop.stop();
     }
+    console.log(
+      `SIGKILL: ${loop.failures.length} of ${loop.outcomes.length} requests failed; at the kill ${inFlightAtKill} ` +
+        `in flight, ${victimRunning} running or waiting on the killed replica`,
+    );
     expect(loop.failures.length, describeOutcomes(loop.failures)).toBeLessThanOrEqual(inFlightAtKill);
     await start(1);
     await bothUp();

@@ -28,7 +28,15 @@ export class LoadLoop {
    */
   constructor(
     private readonly url: string,
-    o: { clients: number; ratePerS: number; prompts: readonly string[]; maxRequests: number; maxMs: number },
+    o: {
+      clients: number;
+      ratePerS: number;
+      prompts: readonly string[];
+      maxRequests: number;
+      maxMs: number;
+      /** Tokens each completion generates (default 4). */
+      maxTokens?: number;
+    },
   ) {
     const interval = 1000 / o.ratePerS;
     const end = performance.now() + o.maxMs;
@@ -40,7 +48,7 @@ export class LoadLoop {
         if (slot > performance.now()) await new Promise((r) => setTimeout(r, slot - performance.now()));
         if (!this.running) return;
         const prompt = o.prompts[sent++ % o.prompts.length];
-        await this.send(prompt);
+        await this.send(prompt, o.maxTokens ?? 4);
       }
     };
     this.done = Promise.all(Array.from({ length: o.clients }, client)).then(() => undefined);
@@ -58,14 +66,14 @@ export class LoadLoop {
     return this.outcomes;
   }
 
-  private async send(prompt: string): Promise<void> {
+  private async send(prompt: string, maxTokens: number): Promise<void> {
     const sentAt = performance.now();
     this.inFlight++;
     try {
       const res = await fetch(`${this.url}/v1/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ prompt, max_tokens: 4, temperature: 0 }),
+        body: JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0 }),
         signal: AbortSignal.timeout(120_000),
       });
       await res.arrayBuffer();
