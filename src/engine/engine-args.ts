@@ -1,14 +1,16 @@
 import type { PoolingType } from './pooling/pooling-params.js';
 import { CacheEngine, makeKvCacheSpec } from '../cache/index.js';
 import { createBackend, type BackendKind, type KvCacheDType } from '../kernels/index.js';
-import { RedisKvBlockStore } from '../cache/redis-kv-block-store.js';
+import { parseStoreUrl, RedisKvBlockStore } from '../cache/redis-kv-block-store.js';
 import type { KvCacheSpec } from '../cache/index.js';
+import type { ModelConfig } from '../model/model-config.js';
 import type { ModelSource } from '../model/model-source.js';
 import { loadModel } from '../model/load-model.js';
 import { kvStoreModelIdentity } from './kv-store/kv-store-identity.js';
 import type { LLMEngineOptions } from './llm-engine.js';
 import { EngineConfigError } from './errors.js';
 import { LLMEngine } from './llm-engine.js';
+import { resolveEngineSettings } from './llm-engine-options.js';
 import type { PreemptionMode, SchedulingPolicy } from './sched/scheduler-config.js';
 import { createDraftModelProposer, draftBlockBytes, loadDraftModel } from './spec-decode/draft-model-loader.js';
 import { parseSpeculativeConfig, type SpecDecodeConfig } from './spec-decode/spec-decode-config.js';
@@ -93,26 +95,14 @@ export interface EngineArgs {
  * ⌊kvCacheMemory / (target block bytes + draft block bytes)⌋ and the draft gets that many blocks of its own.
  * Mirrors vLLM's `LLMEngine.from_engine_args`.
  *
- * @throws EngineConfigError for an invalid size or a cache too small for one block; the loaders' errors for an
+ * @throws EngineConfigError (with `fields`: see {@link checkEngineArgs}, which makes the checks that need no weights
+ *   before anything loads) for an invalid size or a cache too small for one block; the loaders' errors for an
  *   unreadable model; the kernels' errors for a backend that cannot start; SpeculativeConfigError for a malformed
  *   speculative config; DraftModelMismatchError for a draft whose tokenizer differs from the target's.
  */
 export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
-  const blockSize = args.blockSize ?? 16;
-  if (!Number.isSafeInteger(blockSize) || blockSize < 1) {
-    throw new EngineConfigError(`blockSize must be a positive integer, got ${String(blockSize)}`);
-  }
-  const kvCacheMemory = args.kvCacheMemory ?? DEFAULT_KV_CACHE_MEMORY;
-  const swapSpace = args.swapSpace ?? 0;
-  for (const [name, v] of [
-    ['kvCacheMemory', kvCacheMemory],
-    ['swapSpace', swapSpace],
-  ] as const) {
-    if (!Number.isFinite(v) || v < 0)
-      throw new EngineConfigError(`${name} must be a non-negative byte count, got ${v}`);
-  }
-  const cacheDtype: KvCacheDType =
-    args.kvCacheDtype === undefined || args.kvCacheDtype === 'auto' ? 'fp32' : args.kvCacheDtype;
+  const { blockSize, kvCacheMemory, swapSpace, cacheDtype } = checkSizes(args);
+  checkKvStoreArgs(args);
   const enablePrefixCaching = args.enablePrefixCaching ?? true;
 
   const backend = await createBackend({ kind: args.backend ?? 'wasm', threads: args.threads });
@@ -139,15 +129,8 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
     const spec = makeKvCacheSpec(config, { blockSize, cacheDtype });
     const blockBytes = CacheEngine.getCacheBlockSize(spec);
     const draftBytes = draft === null ? 0 : draftBlockBytes(draft, blockSize, cacheDtype);
-    const numGpuBlocks = args.numGpuBlocksOverride ?? Math.floor(kvCacheMemory / (blockBytes + draftBytes));
-    if (!Number.isSafeInteger(numGpuBlocks) || numGpuBlocks < 1) {
-      throw new EngineConfigError(
-        `the KV cache holds no block: kvCacheMemory ${kvCacheMemory} B is less than one ` +
-          `block of ${blockBytes + draftBytes} B (block size ${blockSize}, ${config.numLayers} layers, ` +
-          `${config.numKvHeads} KV heads × ${config.headSize}, ${cacheDtype}` +
-          `${draftBytes > 0 ? `, plus ${draftBytes} B of draft model KV` : ''}); raise kvCacheMemory`,
-      );
-    }
+    const numGpuBlocks =
+      args.numGpuBlocksOverride ?? numGpuBlocksFor(kvCacheMemory, blockBytes, draftBytes, config, spec);
     const numCpuBlocks = Math.floor(swapSpace / blockBytes);
     const cacheEngine = new CacheEngine(spec, backend, { numGpuBlocks, numCpuBlocks });
     kvStore = await kvStoreOptions(args, loaded.source, spec);
@@ -193,6 +176,129 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
 }
 
 /**
+ * Checks engine arguments against a model's config (its header: `readModelSource`) before anything is loaded, so a
+ * front end can refuse them at once instead of after the weights load: the block size and byte sizes, maxModelLen
+ * against the model's positions, the scheduler budgets (resolveEngineSettings), that the KV budget holds one block
+ * (of the target model; a draft model's share is checked when it loads), and the shared KV store's URL, timeout and
+ * need for prefix caching. `createLLMEngine` makes the same checks, with the same errors.
+ * @throws EngineConfigError with `fields` naming the options at fault (EngineArgs names) and a `fix`.
+ */
+export function checkEngineArgs(args: EngineArgs, config: ModelConfig): void {
+  const { blockSize, kvCacheMemory, cacheDtype } = checkSizes(args);
+  resolveEngineSettings(
+    {
+      scheduler: {
+        maxNumSeqs: args.maxNumSeqs,
+        maxNumBatchedTokens: args.maxNumBatchedTokens,
+        maxModelLen: args.maxModelLen,
+        enableChunkedPrefill: args.enableChunkedPrefill,
+        policy: args.schedulingPolicy,
+        preemptionMode: args.preemptionMode,
+      },
+      enablePrefixCaching: args.enablePrefixCaching,
+      seed: args.seed,
+      maxLogprobs: args.maxLogprobs,
+    },
+    config,
+    blockSize,
+  );
+  if (args.numGpuBlocksOverride === undefined) {
+    const spec = makeKvCacheSpec(config, { blockSize, cacheDtype });
+    numGpuBlocksFor(kvCacheMemory, CacheEngine.getCacheBlockSize(spec), 0, config, spec);
+  }
+  checkKvStoreArgs(args);
+}
+
+/**
+ * The block size, byte budgets and cache dtype of `args` with their defaults.
+ * @throws EngineConfigError for a block size that is not a positive integer or a negative / non-finite byte count.
+ */
+function checkSizes(args: EngineArgs): {
+  blockSize: number;
+  kvCacheMemory: number;
+  swapSpace: number;
+  cacheDtype: KvCacheDType;
+} {
+  const blockSize = args.blockSize ?? 16;
+  if (!Number.isSafeInteger(blockSize) || blockSize < 1) {
+    throw new EngineConfigError(`blockSize must be a positive integer, got ${String(blockSize)}`, {
+      fields: ['blockSize'],
+    });
+  }
+  const kvCacheMemory = args.kvCacheMemory ?? DEFAULT_KV_CACHE_MEMORY;
+  const swapSpace = args.swapSpace ?? 0;
+  for (const [name, v] of [
+    ['kvCacheMemory', kvCacheMemory],
+    ['swapSpace', swapSpace],
+  ] as const) {
+    if (!Number.isFinite(v) || v < 0) {
+      throw new EngineConfigError(`${name} must be a non-negative byte count, got ${v}`, { fields: [name] });
+    }
+  }
+  const override = args.numGpuBlocksOverride;
+  if (override !== undefined && (!Number.isSafeInteger(override) || override < 1)) {
+    throw new EngineConfigError(`numGpuBlocksOverride must be a positive integer, got ${String(override)}`, {
+      fields: ['numGpuBlocksOverride'],
+    });
+  }
+  const cacheDtype: KvCacheDType =
+    args.kvCacheDtype === undefined || args.kvCacheDtype === 'auto' ? 'fp32' : args.kvCacheDtype;
+  return { blockSize, kvCacheMemory, swapSpace, cacheDtype };
+}
+
+/**
+ * The compute-tier blocks `kvCacheMemory` holds: ⌊kvCacheMemory / (blockBytes + draftBytes)⌋.
+ * @throws EngineConfigError (fields kvCacheMemory, blockSize, kvCacheDtype) when that is not one block.
+ */
+function numGpuBlocksFor(
+  kvCacheMemory: number,
+  blockBytes: number,
+  draftBytes: number,
+  config: ModelConfig,
+  spec: KvCacheSpec,
+): number {
+  const numGpuBlocks = Math.floor(kvCacheMemory / (blockBytes + draftBytes));
+  if (!Number.isSafeInteger(numGpuBlocks) || numGpuBlocks < 1) {
+    throw new EngineConfigError(
+      `the KV cache holds no block: kvCacheMemory ${kvCacheMemory} B is less than one block of ` +
+        `${blockBytes + draftBytes} B (block size ${spec.blockSize}, ${config.numLayers} layers, ` +
+        `${config.numKvHeads} KV heads × ${config.headSize}, ${spec.cacheDtype}` +
+        `${draftBytes > 0 ? `, plus ${draftBytes} B of draft model KV` : ''})`,
+      {
+        fields: ['kvCacheMemory', 'blockSize', 'kvCacheDtype'],
+        fix: `raise {kvCacheMemory} to at least ${blockBytes + draftBytes} B, or lower {blockSize}`,
+      },
+    );
+  }
+  return numGpuBlocks;
+}
+
+/**
+ * Checks the shared KV store's arguments without connecting: the URL (redis:// or rediss://), the timeout, and
+ * that prefix caching is on. @throws EngineConfigError naming `kvCacheStore` (and the option in conflict).
+ */
+function checkKvStoreArgs(args: EngineArgs): void {
+  if (args.kvCacheStore === undefined) return;
+  if (args.enablePrefixCaching === false) {
+    throw new EngineConfigError('kvCacheStore needs prefix caching (fetched blocks enter the prefix cache)', {
+      fields: ['kvCacheStore', 'enablePrefixCaching'],
+      fix: 'enable prefix caching ({enablePrefixCaching})',
+    });
+  }
+  try {
+    parseStoreUrl(args.kvCacheStore);
+  } catch (e) {
+    throw new EngineConfigError((e as Error).message, { cause: e, fields: ['kvCacheStore'] });
+  }
+  const timeoutMs = args.kvCacheStoreTimeout ?? 200;
+  if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
+    throw new EngineConfigError(`kvCacheStoreTimeout must be a non-negative number of ms, got ${timeoutMs}`, {
+      fields: ['kvCacheStoreTimeout'],
+    });
+  }
+}
+
+/**
  * The engine's shared-KV-store options from the args: a Redis client and the model identity, or undefined without
  * `kvCacheStore`. @throws EngineConfigError for a bad URL, queue budget or timeout, or a store without prefix caching.
  */
@@ -202,13 +308,8 @@ async function kvStoreOptions(
   spec: KvCacheSpec,
 ): Promise<LLMEngineOptions['kvStore']> {
   if (args.kvCacheStore === undefined) return undefined;
-  if (args.enablePrefixCaching === false) {
-    throw new EngineConfigError('kvCacheStore needs prefix caching (fetched blocks enter the prefix cache): enable it');
-  }
+  checkKvStoreArgs(args);
   const timeoutMs = args.kvCacheStoreTimeout ?? 200;
-  if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
-    throw new EngineConfigError(`kvCacheStoreTimeout must be a non-negative number of ms, got ${timeoutMs}`);
-  }
   const log = args.kvCacheStoreLog ?? ((line: string): void => void process.stderr.write(`${line}\n`));
   const modelIdentity = await kvStoreModelIdentity(source, spec);
   let store: RedisKvBlockStore;
@@ -219,7 +320,7 @@ async function kvStoreOptions(
       onConnectionChange: (_up, line) => log?.(line),
     });
   } catch (e) {
-    throw new EngineConfigError((e as Error).message, { cause: e });
+    throw new EngineConfigError((e as Error).message, { cause: e, fields: ['kvCacheStore'] });
   }
   return { store, modelIdentity, timeoutMs, log };
 }

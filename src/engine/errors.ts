@@ -22,9 +22,52 @@ export class SamplingParamsError extends EngineError {
   }
 }
 
-/** An engine, scheduler or LLM option is invalid (a budget below 1, an unknown policy, a chunk size that does not fit). */
+/** What {@link EngineConfigError} takes besides its message: the standard `cause`, the options at fault, the fix. */
+export interface EngineConfigErrorOptions extends ErrorOptions {
+  /**
+   * The options at fault, by their `EngineArgs` names (`maxNumBatchedTokens`, `blockSize`), the one the rule
+   * is about first. Machine-readable: a front end maps them to its own spelling (the CLI's `--max-num-batched-tokens`).
+   */
+  readonly fields?: readonly string[];
+  /**
+   * What to do, with option names written `{maxNumBatchedTokens}`: the message renders them as the names themselves;
+   * {@link EngineConfigError.messageWith} renders them another way.
+   */
+  readonly fix?: string;
+}
+
+/**
+ * An engine, scheduler or LLM option is invalid (a budget below 1, an unknown policy, a chunk size that does not fit).
+ * The message is `problem; fix`. `fields` names the options at fault (EngineArgs names, possibly empty), so a front
+ * end can name its flags instead: the CLI prints `--block-size 7: …; pass --max-num-batched-tokens as a multiple of
+ * it` through {@link messageWith}.
+ */
 export class EngineConfigError extends EngineError {
   override readonly name: string = 'EngineConfigError';
+  /** The options at fault (EngineArgs names), the main one first; empty when the error concerns no single option. */
+  readonly fields: readonly string[];
+  /** What is wrong, without the fix. */
+  readonly problem: string;
+  /** What to do, with option names as `{field}` placeholders; undefined when the problem says it. */
+  readonly fix: string | undefined;
+
+  constructor(problem: string, options: EngineConfigErrorOptions = {}) {
+    const { fields = [], fix, ...errorOptions } = options;
+    super(fix === undefined ? problem : `${problem}; ${renderFieldNames(fix, (f) => f)}`, errorOptions);
+    this.fields = fields;
+    this.problem = problem;
+    this.fix = fix;
+  }
+
+  /** The message with the option names of the fix written by `nameOf` (e.g. `blockSize` → `--block-size`). */
+  messageWith(nameOf: (field: string) => string): string {
+    return this.fix === undefined ? this.problem : `${this.problem}; ${renderFieldNames(this.fix, nameOf)}`;
+  }
+}
+
+/** `text` with each `{field}` placeholder replaced by `nameOf(field)`. */
+function renderFieldNames(text: string, nameOf: (field: string) => string): string {
+  return text.replace(/\{([A-Za-z][A-Za-z0-9]*)\}/g, (_, field: string) => nameOf(field));
 }
 
 /** A request id is already in use by an unfinished request. */
@@ -88,7 +131,7 @@ export class SpeculativeConfigError extends EngineConfigError {
     readonly field: string,
     message: string,
   ) {
-    super(`invalid speculative config: ${message}`);
+    super(`invalid speculative config: ${message}`, { fields: ['speculativeConfig'] });
   }
 }
 
@@ -98,4 +141,7 @@ export class SpeculativeConfigError extends EngineConfigError {
  */
 export class DraftModelMismatchError extends EngineConfigError {
   override readonly name = 'DraftModelMismatchError';
+  constructor(message: string, options: ErrorOptions = {}) {
+    super(message, { ...options, fields: ['speculativeConfig'] });
+  }
 }

@@ -64,25 +64,35 @@ export interface EngineSettings {
 }
 
 /**
+ * Checks a maxModelLen against the model's positions (vLLM's `_get_and_verify_max_len`).
+ * @throws EngineConfigError (fields `maxModelLen`) when it is longer than `model.maxPositionEmbeddings`.
+ */
+export function checkMaxModelLen(maxModelLen: number, model: Pick<ModelConfig, 'maxPositionEmbeddings'>): void {
+  if (maxModelLen > model.maxPositionEmbeddings) {
+    throw new EngineConfigError(
+      `maxModelLen ${maxModelLen} is longer than the model's ${model.maxPositionEmbeddings} positions ` +
+        '(maxPositionEmbeddings)',
+      { fields: ['maxModelLen'], fix: `lower {maxModelLen} to at most ${model.maxPositionEmbeddings}` },
+    );
+  }
+}
+
+/**
  * Fills in the defaults of an engine's options (maxModelLen: the model's maxPositionEmbeddings; prefix caching on;
  * watermark 0.01; seed 0; maxLogprobs 20) and checks them against the model and the KV cache's `blockSize` (tokens
- * per block). Mirrors the checks vLLM's `VllmConfig` / `SchedulerConfig` make (vllm/config.py).
- * @throws EngineConfigError for a maxModelLen beyond the model's positions, a bad scheduler budget, chunked prefill +
- *   prefix caching with a token budget that is not a multiple of the block size, a seed that is not an integer, or
- *   maxLogprobs < 0.
+ * per block). Only the settings are read, so it can run before anything is loaded (see `checkEngineArgs`).
+ * Mirrors the checks vLLM's `VllmConfig` / `SchedulerConfig` make (vllm/config.py).
+ * @throws EngineConfigError, with `fields` naming the options at fault, for a maxModelLen beyond the model's
+ *   positions, a bad scheduler budget, chunked prefill + prefix caching with a token budget that is not a multiple
+ *   of the block size, a seed that is not an integer, or maxLogprobs < 0.
  */
 export function resolveEngineSettings(
-  options: LLMEngineOptions,
-  model: ModelConfig,
+  options: Pick<LLMEngineOptions, 'scheduler' | 'enablePrefixCaching' | 'watermark' | 'seed' | 'maxLogprobs'>,
+  model: Pick<ModelConfig, 'maxPositionEmbeddings'>,
   blockSize: number,
 ): EngineSettings {
   const maxModelLen = options.scheduler?.maxModelLen ?? model.maxPositionEmbeddings;
-  if (maxModelLen > model.maxPositionEmbeddings) {
-    throw new EngineConfigError(
-      `maxModelLen ${maxModelLen} is longer than the model's ` +
-        `${model.maxPositionEmbeddings} positions (maxPositionEmbeddings)`,
-    );
-  }
+  checkMaxModelLen(maxModelLen, model);
   const schedulerConfig = resolveSchedulerConfig({ ...options.scheduler, maxModelLen });
   const enablePrefixCaching = options.enablePrefixCaching ?? true;
   if (
@@ -90,17 +100,25 @@ export function resolveEngineSettings(
     schedulerConfig.enableChunkedPrefill &&
     schedulerConfig.maxNumBatchedTokens % blockSize !== 0
   ) {
+    const budget = schedulerConfig.maxNumBatchedTokens;
     throw new EngineConfigError(
-      `with chunked prefill and prefix caching, maxNumBatchedTokens ` +
-        `(${schedulerConfig.maxNumBatchedTokens}) must be a multiple of the block size (${blockSize}) so ` +
-        "chunks end on block boundaries (vLLM's rule)",
+      `maxNumBatchedTokens (${budget}) must be a multiple of the block size (blockSize ${blockSize}), so that ` +
+        "chunked prefill with prefix caching ends chunks on block boundaries (vLLM's rule)",
+      {
+        fields: ['maxNumBatchedTokens', 'blockSize'],
+        fix: `pass {maxNumBatchedTokens} as a multiple of it, e.g. ${Math.ceil(budget / blockSize) * blockSize}`,
+      },
     );
   }
   const seed = options.seed ?? 0;
-  if (!Number.isSafeInteger(seed)) throw new EngineConfigError(`seed must be an integer, got ${seed}`);
+  if (!Number.isSafeInteger(seed)) {
+    throw new EngineConfigError(`seed must be an integer, got ${seed}`, { fields: ['seed'] });
+  }
   const maxLogprobs = options.maxLogprobs ?? 20;
   if (!Number.isSafeInteger(maxLogprobs) || maxLogprobs < 0) {
-    throw new EngineConfigError(`maxLogprobs must be a non-negative integer, got ${maxLogprobs}`);
+    throw new EngineConfigError(`maxLogprobs must be a non-negative integer, got ${maxLogprobs}`, {
+      fields: ['maxLogprobs'],
+    });
   }
   return { schedulerConfig, enablePrefixCaching, watermark: options.watermark ?? 0.01, seed, maxLogprobs };
 }

@@ -39,7 +39,7 @@ export interface SchedulerConfigInit {
 
 function positiveInt(name: string, v: unknown): number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) {
-    throw new EngineConfigError(`${name} must be a positive integer, got ${String(v)}`);
+    throw new EngineConfigError(`${name} must be a positive integer, got ${String(v)}`, { fields: [name] });
   }
   return v;
 }
@@ -49,14 +49,16 @@ function positiveInt(name: string, v: unknown): number {
  * (vLLM 0.6's chunk size), else max(maxModelLen, 2048). Without chunked prefill the budget must hold a whole
  * prompt of maxModelLen tokens, and in any case it must hold one token per sequence (vLLM's checks).
  *
- * @throws EngineConfigError naming the bad field.
+ * @throws EngineConfigError naming the bad field (in its message and `fields`).
  */
 export function resolveSchedulerConfig(init: SchedulerConfigInit): SchedulerConfig {
   const maxModelLen = positiveInt('maxModelLen', init.maxModelLen);
   const maxNumSeqs = positiveInt('maxNumSeqs', init.maxNumSeqs ?? 256);
   const enableChunkedPrefill = init.enableChunkedPrefill ?? true;
   if (typeof enableChunkedPrefill !== 'boolean') {
-    throw new EngineConfigError(`enableChunkedPrefill must be a boolean, got ${String(enableChunkedPrefill)}`);
+    throw new EngineConfigError(`enableChunkedPrefill must be a boolean, got ${String(enableChunkedPrefill)}`, {
+      fields: ['enableChunkedPrefill'],
+    });
   }
   const maxNumBatchedTokens = positiveInt(
     'maxNumBatchedTokens',
@@ -65,26 +67,33 @@ export function resolveSchedulerConfig(init: SchedulerConfigInit): SchedulerConf
   );
   if (!enableChunkedPrefill && maxNumBatchedTokens < maxModelLen) {
     throw new EngineConfigError(
-      `maxNumBatchedTokens (${maxNumBatchedTokens}) is smaller than maxModelLen ` +
-        `(${maxModelLen}): without chunked prefill a prompt must fit in one step; raise maxNumBatchedTokens, lower ` +
-        'maxModelLen, or enable chunked prefill',
+      `maxNumBatchedTokens (${maxNumBatchedTokens}) is smaller than maxModelLen (${maxModelLen}): without chunked ` +
+        'prefill a prompt must fit in one step',
+      {
+        fields: ['maxNumBatchedTokens', 'maxModelLen', 'enableChunkedPrefill'],
+        fix: 'raise {maxNumBatchedTokens}, lower {maxModelLen}, or enable chunked prefill ({enableChunkedPrefill})',
+      },
     );
   }
   if (maxNumBatchedTokens < maxNumSeqs) {
     throw new EngineConfigError(
-      `maxNumBatchedTokens (${maxNumBatchedTokens}) must be at least maxNumSeqs ` +
-        `(${maxNumSeqs}) so that every running sequence can decode in one step`,
+      `maxNumBatchedTokens (${maxNumBatchedTokens}) must be at least maxNumSeqs (${maxNumSeqs}) so that every ` +
+        'running sequence can decode in one step',
+      { fields: ['maxNumBatchedTokens', 'maxNumSeqs'], fix: 'raise {maxNumBatchedTokens} or lower {maxNumSeqs}' },
     );
   }
   const policy = init.policy ?? 'fcfs';
   if (policy !== 'fcfs' && policy !== 'priority') {
-    throw new EngineConfigError(`policy must be 'fcfs' or 'priority', got ${JSON.stringify(policy)}`);
+    throw new EngineConfigError(`policy must be 'fcfs' or 'priority', got ${JSON.stringify(policy)}`, {
+      fields: ['policy'],
+    });
   }
   let preemptionMode: PreemptionMode | undefined;
   if (init.preemptionMode !== undefined && init.preemptionMode !== null) {
     if (init.preemptionMode !== 'recompute' && init.preemptionMode !== 'swap') {
       throw new EngineConfigError(
         `preemptionMode must be 'recompute' or 'swap', got ${JSON.stringify(init.preemptionMode)}`,
+        { fields: ['preemptionMode'] },
       );
     }
     preemptionMode = init.preemptionMode === 'swap' ? PreemptionMode.SWAP : PreemptionMode.RECOMPUTE;
