@@ -1,5 +1,6 @@
 import { createInterface } from 'node:readline';
 import { Command } from 'commander';
+import { checkEngineArgs } from '../engine/engine-args.js';
 import { AsyncLLMEngine, RequestOutputKind, SamplingParams } from '../engine/index.js';
 import { resolveChatTemplate, type ChatMessage, type ChatTemplate } from '../model/chat-template.js';
 import { ChatTemplateMissingError } from '../model/errors.js';
@@ -23,16 +24,37 @@ interface ChatCliOptions extends EngineCliOptions, SamplingCliOptions {
   chatTemplate?: string;
 }
 
+/** A slash command of `pagellm chat`: its names and what `/help` says of it. */
+interface ChatCommand {
+  readonly names: readonly string[];
+  readonly help: string;
+}
+
+/** The slash commands, in the order `/help` lists them. */
+export const CHAT_COMMANDS: readonly ChatCommand[] = [
+  { names: ['/help'], help: 'list these commands' },
+  { names: ['/reset'], help: 'clear the conversation and start over (a --system message stays)' },
+  { names: ['/exit', '/quit'], help: 'end the chat (so does Ctrl-D)' },
+];
+
+/** What `/help` prints. */
+export const CHAT_HELP =
+  'commands:\n' +
+  CHAT_COMMANDS.map((c) => `  ${c.names.join(', ').padEnd(14)} ${c.help}\n`).join('') +
+  'Ctrl-C stops a reply. Any other line is sent to the model; start it with // to send a line that begins with /.\n';
+
 /**
  * `pagellm chat`: an interactive conversation on the terminal with the model's chat template (or
- * `--chat-template`), the reply streamed token by token from the async engine. Type `/reset` to forget the
- * conversation, `/exit` (or end of input) to quit; Ctrl-C during a reply stops that reply. Reads lines from stdin
- * when it is not a terminal (each line is one user turn). A model without a chat template is refused with a clear
- * error. Mirrors `vllm chat` (vllm/entrypoints/cli/openai.py), run in-process instead of against a server.
+ * `--chat-template`), the reply streamed token by token from the async engine. Slash commands ({@link
+ * CHAT_COMMANDS}): `/help` lists them, `/reset` clears the conversation (and says so), `/exit` or `/quit` (or end of
+ * input) quits; any other `/word` is refused as an unknown command, never sent to the model. Ctrl-C during a reply
+ * stops that reply. Reads lines from stdin when it is not a terminal (each line is one user turn). A model without a
+ * chat template is refused with a clear error; the sampling and engine flags are checked before the model loads.
+ * Mirrors `vllm chat` (vllm/entrypoints/cli/openai.py), run in-process instead of against a server.
  */
 export function createChatCommand(): Command {
   const cmd = new Command('chat')
-    .description('chat with the model on the terminal (streaming replies)')
+    .description('chat with the model on the terminal (streaming replies; /help in the chat lists its commands)')
     .option('--system <prompt>', 'a system message to start the conversation with');
   addChatTemplateOption(cmd);
   addSamplingOptions(cmd, undefined);
@@ -41,10 +63,12 @@ export function createChatCommand(): Command {
     checkModelPath(opts.model, '--model <path> or PAGELLM_MODEL');
     const source = await readModelSourceForAnswers(opts.model, opts.allowRandomWeights === true);
     const template = chatTemplateOf(source, opts);
+    // Checked before the weights load: the sampling flags (each turn builds its own params) and the engine flags.
+    new SamplingParams({ ...samplingInitFromCli(opts, opts.maxTokens ?? null), outputKind: RequestOutputKind.DELTA });
     const progress = lazyByteProgress('loading weights');
-    const asyncEngine = await AsyncLLMEngine.fromEngineArgs(
-      engineArgsFromCli(opts, opts.model, progress.report),
-    ).finally(() => progress.stop());
+    const engineArgs = engineArgsFromCli(opts, opts.model, progress.report);
+    checkEngineArgs(engineArgs, source.config);
+    const asyncEngine = await AsyncLLMEngine.fromEngineArgs(engineArgs).finally(() => progress.stop());
     try {
       await converse(asyncEngine, template, opts, source.randomWeights === true);
     } finally {
@@ -74,7 +98,7 @@ function chatTemplateOf(source: ModelSource, opts: ChatCliOptions): ChatTemplate
 
 /**
  * The conversation loop: reads user turns from stdin (a prompt on a terminal; lines buffered while a reply streams,
- * so piped input is answered turn by turn), handles `/reset` and `/exit`, and streams each reply to stdout. Ctrl-C
+ * so piped input is answered turn by turn), runs the slash commands, and streams each reply to stdout. Ctrl-C
  * aborts the reply in progress, or ends the chat between replies.
  */
 async function converse(
@@ -86,7 +110,7 @@ async function converse(
   const interactive = process.stdin.isTTY === true;
   const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: interactive });
   if (randomWeights) out('[RANDOM WEIGHTS: replies are meaningless text]\n');
-  if (interactive) out(`chatting with ${defaultServedModelName(opts.model)} (/reset to start over, /exit to quit)\n`);
+  if (interactive) out(`chatting with ${defaultServedModelName(opts.model)} (/help lists the commands, /exit quits)\n`);
 
   const initial: ChatMessage[] = opts.system === undefined ? [] : [{ role: 'system', content: opts.system }];
   let messages: ChatMessage[] = [...initial];
@@ -103,9 +127,17 @@ async function converse(
   try {
     for await (const line of rl) {
       const text = line.trim();
-      if (text === '/exit' || text === '/quit') break;
-      if (text === '/reset') messages = [...initial];
-      else if (text !== '') await replyTo(asyncEngine, template, opts, messages, text, turn);
+      if (text.startsWith('/') && !text.startsWith('//')) {
+        const command = text.split(/\s/, 1)[0].toLowerCase();
+        if (command === '/exit' || command === '/quit') break;
+        if (command === '/reset') {
+          messages = [...initial];
+          out(`[conversation cleared${opts.system === undefined ? '' : '; the --system message stays'}]\n`);
+        } else if (command === '/help') out(CHAT_HELP);
+        else out(`[unknown command ${command}: nothing was sent to the model; /help lists the commands]\n`);
+      } else if (text !== '') {
+        await replyTo(asyncEngine, template, opts, messages, text.startsWith('//') ? text.slice(1) : text, turn);
+      }
       showPrompt();
     }
   } finally {

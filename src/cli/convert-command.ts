@@ -4,7 +4,8 @@ import { CONVERT_DTYPES } from '../model/quant-mixture.js';
 import { readModelSourceSync } from '../model/read-model-source.js';
 import { formatBytes } from '../server/format-bytes.js';
 import { createByteProgress } from './byte-progress.js';
-import { checkInputFile, checkModelPath } from './input-path.js';
+import { checkInputFile, checkModelPath, checkOutputFile } from './input-path.js';
+import { nonEmpty } from './option-parsers.js';
 
 /** Options of `pagellm convert`. */
 interface ConvertCliOptions {
@@ -28,10 +29,11 @@ export function createConvertCommand(): Command {
     .addOption(
       new Option('--dtype <dtype>', 'storage type of the matrices').choices([...CONVERT_DTYPES]).default('f32'),
     )
-    .option('--name <name>', 'general.name written into the file (default: the input file name)')
+    .option('--name <name>', 'general.name written into the file (default: the input file name)', nonEmpty('a name'))
     .action((input: string, opts: ConvertCliOptions) => {
       checkModelPath(input, 'the <input> argument (pagellm convert <input> --out model.gguf)');
       if (opts.tokenizer !== undefined) checkInputFile(opts.tokenizer, '--tokenizer');
+      checkOutputFile(opts.out, '--out');
       const source = readModelSourceSync(input, { tokenizerPath: opts.tokenizer });
       const totalF32 = source.tensors.reduce((a, t) => a + 4 * t.shape.reduce((x, y) => x * y, 1), 0);
       const progress = createByteProgress('converting', totalF32);

@@ -5,8 +5,8 @@ import type { GgufOutputDType } from '../model/convert.js';
 import { CONVERT_DTYPES } from '../model/quant-mixture.js';
 import { formatBytes } from '../server/format-bytes.js';
 import { createByteProgress } from './byte-progress.js';
-import { checkInputFile } from './input-path.js';
-import { anyInt, numberIn } from './option-parsers.js';
+import { checkInputFile, checkOutputFile } from './input-path.js';
+import { anyInt, chatTemplateText, numberIn } from './option-parsers.js';
 
 /** Options of `pagellm create-random-model`. */
 interface CreateRandomModelCliOptions {
@@ -47,10 +47,15 @@ export function createCreateRandomModelCommand(): Command {
       ]),
     )
     .option('--std <x>', 'standard deviation of the random matrix entries (default: 0.02)', numberIn(0, 10))
-    .option('--chat-template <template>', "a chat template to embed (overrides tokenizer_config.json's)")
+    .option(
+      '--chat-template <template>',
+      "a chat template to embed (overrides tokenizer_config.json's)",
+      chatTemplateText,
+    )
     .action((opts: CreateRandomModelCliOptions) => {
       checkInputFile(opts.config, '--config');
       checkInputFile(opts.tokenizer, '--tokenizer');
+      checkOutputFile(opts.out, '--out');
       const progress = createByteProgress('generating weights', undefined);
       try {
         const options: CreateRandomModelOptions = {

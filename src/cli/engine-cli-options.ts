@@ -1,7 +1,15 @@
 import { Option, type Command } from 'commander';
 import { POOLING_TYPES, type EngineArgs, type PoolingType, type SpecDecodeConfig } from '../engine/index.js';
 import { defaultModelPath } from './default-model.js';
-import { anyInt, byteSize, intAtLeast, speculativeConfig } from './option-parsers.js';
+import {
+  anyInt,
+  byteSize,
+  chatTemplateArgument,
+  intAtLeast,
+  intIn,
+  kvStoreUrl,
+  speculativeConfig,
+} from './option-parsers.js';
 
 /**
  * The engine flags `serve`, `generate` and `chat` share, with vLLM's names (vllm/engine/arg_utils.py
@@ -109,8 +117,8 @@ export function addEngineOptions(cmd: Command): Command {
     )
     .option(
       '--threads <n>',
-      'kernel threads, the main thread included (default: the number of CPU cores)',
-      intAtLeast(1),
+      'kernel threads, the main thread included, at most 256 (default: the number of CPU cores)',
+      intIn(1, 256),
     )
     .option('--seed <n>', "seed of the random sampling generator; a request's own seed wins (default: 0)", anyInt)
     .option('--allow-random-weights', 'run a model with random weights (create-random-model); its text is meaningless')
@@ -129,6 +137,7 @@ export function addChatTemplateOption(cmd: Command): Command {
   return cmd.option(
     '--chat-template <file-or-template>',
     "Jinja chat template, a file path or the template text (default: the model's own)",
+    chatTemplateArgument,
   );
 }
 
@@ -150,6 +159,7 @@ export function addKvStoreOptions(cmd: Command): Command {
       '--kv-cache-store <url>',
       'shared KV tier: redis://host:port[/db] (Redis or Valkey); replicas with the ' +
         'same model and KV layout write computed prompt blocks there and read them on a prefix-cache miss (off by default)',
+      kvStoreUrl,
     )
     .option(
       '--kv-cache-store-queue-bytes <bytes>',

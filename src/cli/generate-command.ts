@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { checkEngineArgs } from '../engine/engine-args.js';
 import { LLM, SamplingParams } from '../engine/index.js';
 import { readModelSourceForAnswers } from '../server/api-server.js';
 import { lazyByteProgress } from './byte-progress.js';
@@ -42,10 +43,12 @@ export function createGenerateCommand(): Command {
       ...samplingInitFromCli(opts, opts.maxTokens ?? GENERATE_DEFAULT_MAX_TOKENS),
       n: opts.n,
     });
-    const random =
-      (await readModelSourceForAnswers(opts.model, opts.allowRandomWeights === true)).randomWeights === true;
+    const source = await readModelSourceForAnswers(opts.model, opts.allowRandomWeights === true);
+    const random = source.randomWeights === true;
     const progress = lazyByteProgress('loading weights');
-    const llm = await LLM.create(engineArgsFromCli(opts, opts.model, progress.report)).finally(() => progress.stop());
+    const engineArgs = engineArgsFromCli(opts, opts.model, progress.report);
+    checkEngineArgs(engineArgs, source.config); // the engine flags against the model's header, before it loads
+    const llm = await LLM.create(engineArgs).finally(() => progress.stop());
     try {
       const outputs = await llm.generate(prompts, params);
       for (const [i, out] of outputs.entries()) {

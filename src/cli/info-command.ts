@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import { CacheEngine, makeKvCacheSpec } from '../cache/index.js';
 import { maxConcurrency } from '../core/index.js';
 import { DEFAULT_KV_CACHE_MEMORY } from '../engine/index.js';
+import { checkMaxModelLen } from '../engine/llm-engine-options.js';
 import type { KvCacheDType } from '../kernels/backend.js';
 import { relaxedSimdSupported } from '../kernels/wasm-module.js';
 import { readModelSource, totalTensorBytes } from '../model/read-model-source.js';
@@ -78,6 +79,7 @@ async function modelInfo(modelPath: string, opts: InfoCliOptions): Promise<Model
     numGpuBlocksOverride: opts.numGpuBlocksOverride,
   });
   const maxModelLen = opts.maxModelLen ?? c.maxPositionEmbeddings;
+  checkMaxModelLen(maxModelLen, c); // as the engine would refuse it
   const weightDtypes: Record<string, number> = {};
   const weightDtypeBytes: Record<string, number> = {};
   for (const t of source.tensors) {

@@ -6,6 +6,7 @@ import { createChatCommand } from './chat-command.js';
 import { createConvertCommand } from './convert-command.js';
 import { createCreateRandomModelCommand } from './create-random-model-command.js';
 import { PROJECT_ROOT } from './default-model.js';
+import { checkSwitchValues, flagMessageOf, recordGivenFlags } from './flag-error.js';
 import { createGenerateCommand } from './generate-command.js';
 import { createInfoCommand } from './info-command.js';
 import { createServeCommand } from './serve-command.js';
@@ -36,7 +37,11 @@ export function buildProgram(): Command {
   program.addCommand(createBenchCommand());
   for (const cmd of program.commands) {
     cmd.exitOverride();
-    for (const sub of cmd.commands) sub.exitOverride();
+    recordGivenFlags(cmd);
+    for (const sub of cmd.commands) {
+      sub.exitOverride();
+      recordGivenFlags(sub);
+    }
   }
   return program;
 }
@@ -54,12 +59,19 @@ export function errorMessage(err: unknown): string {
 
 /**
  * Runs the CLI on `argv` (process.argv form: node, script, args...) and returns the exit status: 0 on success,
- * 1 when a command failed (its message alone is printed on stderr; PAGELLM_DEBUG=1 prints the stack trace too),
- * commander's status for usage errors.
+ * 1 when a command failed (its message alone is printed on stderr, as one `error: …` line; PAGELLM_DEBUG=1 prints
+ * the stack trace too), commander's status for usage errors. A failure that concerns a flag names it as typed,
+ * `error: --block-size 7: …` (see flag-error.ts).
  */
 export async function main(argv: readonly string[]): Promise<number> {
   const program = buildProgram();
+  let active: Command | undefined;
+  program.hook('preAction', (_program, actionCommand) => {
+    active = actionCommand;
+  });
   try {
+    const command = program.commands.find((c) => c.name() === argv[2] || c.aliases().includes(argv[2]));
+    if (command !== undefined) checkSwitchValues(command, argv.slice(3));
     await program.parseAsync([...argv]);
     return 0;
   } catch (err) {
@@ -68,9 +80,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       return err.exitCode;
     }
     const debug = process.env.PAGELLM_DEBUG === '1';
-    process.stderr.write(
-      `error: ${debug && err instanceof Error && err.stack !== undefined ? err.stack : errorMessage(err)}\n`,
-    );
+    const message = (active === undefined ? undefined : flagMessageOf(err, active)) ?? errorMessage(err);
+    process.stderr.write(`error: ${message}\n`);
+    if (debug && err instanceof Error && err.stack !== undefined) process.stderr.write(`${err.stack}\n`);
     return 1;
   }
 }

@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
+import { checkEngineArgs } from '../engine/engine-args.js';
 import type { EngineArgs } from '../engine/index.js';
-import { startServer, type ServerHandle, type ServerOptions } from '../server/api-server.js';
+import { readModelSourceForAnswers, startServer, type ServerHandle, type ServerOptions } from '../server/api-server.js';
 import { startupLogLines } from '../server/startup-log.js';
 import { TOOL_CALL_PARSERS, type ToolCallParserName } from '../server/tool-call-parser.js';
 import { lazyByteProgress } from './byte-progress.js';
@@ -12,8 +13,10 @@ import {
   engineArgsFromCli,
   type EngineCliOptions,
 } from './engine-cli-options.js';
+import { flagError, type FlagError } from './flag-error.js';
 import { checkModelPath } from './input-path.js';
-import { intAtLeast, listValues, numberIn } from './option-parsers.js';
+import { isListenError, listenProblem, tryListen } from './listen-check.js';
+import { intAtLeast, listValues, nonEmpty, nonEmptyNames, numberIn, tcpPort } from './option-parsers.js';
 
 /** Options of `pagellm serve` beyond the engine's. */
 interface ServeCliOptions extends EngineCliOptions {
@@ -56,6 +59,8 @@ function log(line: string): void {
  * prints the startup summary (model, weight bytes, threads, KV cache, maximum concurrency, URL), logs throughput
  * and KV usage every 10 s while there is traffic, and shuts down cleanly on SIGINT / SIGTERM: new requests get 503
  * while those in flight finish (up to --drain-timeout), then the server closes (a second signal exits at once).
+ * Before the model loads it checks what can be checked without it: the option combinations, the listen addresses
+ * (a port in use, a host it cannot listen on) and the engine flags against the model's header.
  * Mirrors `vllm serve` (vllm/entrypoints/openai/api_server.py, cli_args.py).
  */
 export function createServeCommand(version: string): Command {
@@ -68,8 +73,16 @@ export function createServeCommand(version: string): Command {
     const progress = lazyByteProgress('loading weights');
     const engineArgs = engineArgsFromCli(opts, modelArg ?? opts.model, progress.report);
     checkServeOptions(cmd, opts);
+    await checkListenAddresses(cmd, opts);
+    const source = await readModelSourceForAnswers(engineArgs.model, opts.allowRandomWeights === true);
+    checkEngineArgs(engineArgs, source.config);
     log(`pagellm ${version} starting: model ${engineArgs.model}`);
-    const handle = await startServer(serverOptionsFromCli(engineArgs, opts, version)).finally(() => progress.stop());
+    const handle = await startServer(serverOptionsFromCli(engineArgs, opts, version))
+      .catch((err: unknown) => {
+        // Another program took the port while the model loaded: reported as the check before loading does.
+        throw isListenError(err) ? listenFlagError(cmd, opts, err) : err;
+      })
+      .finally(() => progress.stop());
     // Signal handlers go in before the URL is printed: a client may act on that line at once.
     let stopStats = (): void => undefined;
     const shutdown = waitForShutdownSignal(handle, opts.drainTimeout * 1000, () => stopStats());
@@ -85,22 +98,24 @@ function addServeOptions(cmd: Command): void {
   addEngineOptions(cmd).option(
     '--served-model-name <names...>',
     "model name(s) the API answers to (default: the model's folder/file name)",
+    nonEmptyNames,
   );
   addPoolingOption(cmd);
   addKvStoreOptions(cmd);
   addChatTemplateOption(cmd)
-    .option('--host <host>', 'interface to listen on', '127.0.0.1')
-    .option('--port <port>', 'TCP port (0: any free port)', intAtLeast(0), 8000)
+    .option('--host <host>', 'interface to listen on', nonEmpty('a host name or IP address'), '127.0.0.1')
+    .option('--port <port>', 'TCP port (0: any free port)', tcpPort, 8000)
     .option(
       '--agent-check-port <port>',
       'also answer HAProxy\'s agent check (a weight from the load, "drain" while ' +
         'shutting down) on this TCP port of --host (off by default)',
-      intAtLeast(0),
+      tcpPort,
     )
     .option(
       '--api-key <key>',
       'require "Authorization: Bearer <key>" on every route but /health; the dashboard ' +
         'asks for it once (env PAGELLM_API_KEY)',
+      nonEmpty('a key'),
     )
     .option('--metrics-public', 'serve /metrics without the API key')
     .option(
@@ -133,7 +148,7 @@ function addServeOptions(cmd: Command): void {
     .option(
       '--drain-notice <seconds>',
       'on SIGINT/SIGTERM, how long the agent check answers "drain" while requests are still served, before new ' +
-        'ones get 503 (default with --agent-check-port: 6, HAProxy\'s agent-inter + timeout check; 0: none)',
+        "ones get 503 (default with --agent-check-port: 6, HAProxy's agent-inter + timeout check; 0: none)",
       numberIn(0, 3600),
     )
     .option('--disable-log-stats', 'do not log throughput and KV usage every 10 s')
@@ -180,6 +195,46 @@ function checkServeOptions(cmd: Command, opts: ServeCliOptions): void {
         `output (${TOOL_CALL_PARSERS.join(', ')})`,
     );
   }
+}
+
+/**
+ * Binds --host:--port (and --agent-check-port) and releases them, before the model loads: a port in use, one the
+ * user may not listen on, or a host that is not an address of this machine is reported at once (see listen-check.ts).
+ * @throws FlagError naming --port, --agent-check-port or --host.
+ */
+async function checkListenAddresses(cmd: Command, opts: ServeCliOptions): Promise<void> {
+  if (opts.agentCheckPort !== undefined && opts.agentCheckPort !== 0 && opts.agentCheckPort === opts.port) {
+    throw flagError(
+      cmd,
+      'agentCheckPort',
+      `the HTTP server listens on this port (--port ${opts.port}); pass another port (0 picks a free one)`,
+    );
+  }
+  const ports: Array<['port' | 'agentCheckPort', number]> = [['port', opts.port]];
+  if (opts.agentCheckPort !== undefined) ports.push(['agentCheckPort', opts.agentCheckPort]);
+  for (const [attr, port] of ports) {
+    const err = await tryListen(opts.host, port);
+    if (err !== null) throw listenFlagError(cmd, opts, err, attr);
+  }
+}
+
+/**
+ * The flag error for a listen error: --host when the host is at fault, else the port's flag (`attr`; by default
+ * the one whose port the error names).
+ */
+function listenFlagError(
+  cmd: Command,
+  opts: ServeCliOptions,
+  err: NodeJS.ErrnoException & { port?: number },
+  attr: 'port' | 'agentCheckPort' = err.port !== undefined && err.port === opts.agentCheckPort && err.port !== opts.port
+    ? 'agentCheckPort'
+    : 'port',
+): FlagError {
+  const port = attr === 'port' ? opts.port : (opts.agentCheckPort ?? 0);
+  const problem = listenProblem(err, opts.host, port, attr === 'port' ? '--port' : '--agent-check-port');
+  return problem.at === 'host'
+    ? flagError(cmd, 'host', problem.reason, { cause: err, value: opts.host })
+    : flagError(cmd, attr, problem.reason, { cause: err, value: String(port) });
 }
 
 /** The server's options from the command line (seconds become ms; the API key falls back to PAGELLM_API_KEY). */

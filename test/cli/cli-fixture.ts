@@ -37,6 +37,36 @@ export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}, tim
   });
 }
 
+/**
+ * Runs `pagellm args...` in this process through the CLI's `main` (no child process: milliseconds per run, and the
+ * test's `vi.mock`s apply), capturing what it writes to stdout and stderr. For commands that end on their own:
+ * errors, `info`, `--help`; not `serve` once it listens, nor `chat` once it reads stdin.
+ */
+export async function runMain(args: readonly string[]): Promise<CliResult> {
+  const { main } = await import('../../src/cli/main.js');
+  let stdout = '';
+  let stderr = '';
+  const capture =
+    (append: (text: string) => void) =>
+    (chunk: string | Uint8Array, ...rest: unknown[]): boolean => {
+      append(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString());
+      const done = rest.find((r) => typeof r === 'function') as (() => void) | undefined;
+      done?.();
+      return true;
+    };
+  const writeOut = process.stdout.write;
+  const writeErr = process.stderr.write;
+  process.stdout.write = capture((t) => (stdout += t)) as typeof process.stdout.write;
+  process.stderr.write = capture((t) => (stderr += t)) as typeof process.stderr.write;
+  try {
+    const code = await main(['node', 'pagellm', ...args]);
+    return { code, stdout, stderr };
+  } finally {
+    process.stdout.write = writeOut;
+    process.stderr.write = writeErr;
+  }
+}
+
 /** Starts `pagellm args...` and leaves it running. */
 export function spawnCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): ChildProcessWithoutNullStreams {
   return spawn(process.execPath, [BIN, ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env } });

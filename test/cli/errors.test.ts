@@ -35,7 +35,7 @@ describe('pagellm errors', () => {
     ],
     [
       ['create-random-model', '--config', MISSING, '--tokenizer', MISSING, '--out', '/tmp/never-written.gguf'],
-      `no file at ${MISSING} (--config); check the path`,
+      `--config ${MISSING}: no such file; check the path`,
     ],
     [['generate', '--threads', '1'], 'give at least one prompt: pagellm generate "Once upon a time"'],
     [
@@ -50,7 +50,8 @@ describe('pagellm errors', () => {
         '--kv-cache-store',
         'http://127.0.0.1:6379',
       ],
-      '--kv-cache-store supports redis:// and rediss:// URLs (Redis, Valkey), got http://',
+      "option '--kv-cache-store <url>' argument 'http://127.0.0.1:6379' is invalid. --kv-cache-store supports " +
+        'redis:// and rediss:// URLs (Redis, Valkey), got http://.',
     ],
   ])(
     'pagellm %j says what to do',
@@ -62,7 +63,7 @@ describe('pagellm errors', () => {
     120_000,
   );
 
-  it('n > 1 with greedy sampling names n and what to change', async () => {
+  it('n > 1 with greedy sampling names --n and what to change', async () => {
     const r = await runCli([
       'generate',
       'hi',
@@ -79,7 +80,7 @@ describe('pagellm errors', () => {
     ]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
-      'error: invalid sampling parameter n: 2 sequences were asked for, but greedy sampling ' +
+      'error: --n 2: invalid sampling parameter n: 2 sequences were asked for, but greedy sampling ' +
         '(temperature 0) gives the same sequence every time; set n to 1, or raise the temperature above 0 to get ' +
         'different sequences\n',
     );
