@@ -31,7 +31,8 @@ interface DigestRecord {
 
 /**
  * The sha256 of every byte of the file at `path` (64 hex digits), computed once per file version and cached: beside
- * the file (`<file>.pagellm-sha256`), or, where that folder cannot be written, under `cacheDir`. A cached digest is
+ * the file (`<file>.pagellm-sha256`), or, where that folder cannot be written or has no write permission bit (even
+ * for root), under `cacheDir`. A cached digest is
  * used only while the file's size, mtime (ms) and inode are those it was computed for; a cache that cannot be read
  * or written is ignored (the digest is recomputed), never an error.
  *
@@ -46,7 +47,7 @@ export async function fileContentDigest(path: string, options: FileContentDigest
   const key = { path: abs, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino };
   const places = digestPlaces(
     abs,
-    options.besideFile ?? true,
+    (options.besideFile ?? true) && (await folderMayBeWritten(dirname(abs))),
     options.cacheDir === undefined ? defaultCacheDir() : options.cacheDir,
   );
   for (const place of places) {
@@ -57,6 +58,18 @@ export async function fileContentDigest(path: string, options: FileContentDigest
   const record: DigestRecord = { version: 1, algorithm: 'sha256', ...key, digest };
   for (const place of places) if (await writeRecord(place, record)) break;
   return digest;
+}
+
+/**
+ * False for a folder whose mode has no write bit (a read-only model folder): root could still write there, but it is
+ * not ours to write, so the digest goes to the user's cache folder instead.
+ */
+async function folderMayBeWritten(dir: string): Promise<boolean> {
+  try {
+    return ((await stat(dir)).mode & 0o222) !== 0;
+  } catch {
+    return false;
+  }
 }
 
 /** The user's cache folder for digests ($XDG_CACHE_HOME or ~/.cache, then pagellm/content-digests). */

@@ -5,7 +5,7 @@
  * folder refuses it, or recomputed; a changed file is hashed again.
  */
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -82,7 +82,7 @@ describe('fileContentDigest', () => {
     await mkdir(file + DIGEST_SUFFIX);
     const cacheDir = join(work, 'user-cache');
     expect(await fileContentDigest(file, { cacheDir })).toBe(sha256('weights'));
-    const [entry] = await import('node:fs/promises').then((fs) => fs.readdir(cacheDir));
+    const [entry] = await readdir(cacheDir);
     expect(entry).toMatch(/^w2\.bin\.[0-9a-f]{32}\.json$/);
     expect(JSON.parse(await readFile(join(cacheDir, entry), 'utf8')).digest).toBe(sha256('weights'));
     // A cache folder that cannot be made (a file is in the way): the digest is recomputed, serving goes on.
@@ -90,6 +90,22 @@ describe('fileContentDigest', () => {
     await writeFile(blocked, '');
     expect(await fileContentDigest(file, { cacheDir: join(blocked, 'sub') })).toBe(sha256('weights'));
     expect(await fileContentDigest(file, { cacheDir: null, besideFile: false })).toBe(sha256('weights'));
+  });
+
+  it('leaves a folder without write permission bits alone, even as root', async () => {
+    const folder = join(work, 'read-only');
+    await mkdir(folder);
+    const file = join(folder, 'w3.bin');
+    await writeFile(file, Buffer.from('more weights'));
+    await chmod(folder, 0o555);
+    try {
+      const cacheDir = join(work, 'user-cache-2');
+      expect(await fileContentDigest(file, { cacheDir })).toBe(sha256('more weights'));
+      expect(await readdir(folder)).toEqual(['w3.bin']);
+      expect(await readdir(cacheDir)).toHaveLength(1);
+    } finally {
+      await chmod(folder, 0o755);
+    }
   });
 
   it('rejects with the file system’s error for a missing file', async () => {
