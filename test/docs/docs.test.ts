@@ -1,6 +1,6 @@
 // Every command and code block of README.md and docs/*.md, run as a reader would run it, with its output checked
-// against what the page says it prints. docs/benchmarks.md is left out: its commands are long benchmark runs,
-// checked by the benchmarks' own tests.
+// against what the page says it prints. docs/benchmarks.md is left out: its commands are long benchmark runs;
+// benchmark-commands.test.ts checks that each names a script or command that exists and flags it reads.
 //
 // The convention the pages follow:
 // - ```sh blocks are shell commands (bash, -e -o pipefail). They run in an empty folder where the packed tarball
