@@ -233,24 +233,15 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     const address = app.server.address();
     const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 8000);
     const host = options.host ?? '127.0.0.1';
-    // The agent says `drain` from the start of a graceful shutdown, its notice included (the API still serves).
-    const notice = { given: false };
     if (options.agentCheckPort !== undefined) {
-      agentCheck = await AgentCheckServer.start({
-        host,
-        port: options.agentCheckPort,
-        report: () => (notice.given ? { ...created.load(), draining: true } : created.load()),
-      });
+      agentCheck = await AgentCheckServer.start({ host, port: options.agentCheckPort, report: () => created.load() });
     }
     const urlHost = host.includes(':') ? `[${host}]` : host;
     const noticeMs = options.drainNoticeMs ?? (agentCheck === undefined ? 0 : DEFAULT_DRAIN_NOTICE_MS);
     if (!Number.isFinite(noticeMs) || noticeMs < 0) {
       throw new RangeError(`drainNoticeMs must be a non-negative number of ms, got ${noticeMs}`);
     }
-    const { close, drain } = shutdownOf(created, context, [asyncEngine, app, agentCheck, preprocess], {
-      notice,
-      noticeMs,
-    });
+    const { close, drain } = shutdownOf(created, context, [asyncEngine, app, agentCheck, preprocess], noticeMs);
     return {
       app,
       asyncEngine,
@@ -302,14 +293,14 @@ async function checkServable(
  * The server's {@link ServerHandle.close} and {@link ServerHandle.drain}, each run once however often called.
  * Close: stop taking requests, abort those in flight, stop the engine, let the aborted responses write their last
  * bytes, then close the listener, the agent-check port and the preprocess pool (`parts`, in that order after the
- * engine). Drain: set `notice.given` (the agent answers `drain`) and keep serving for the notice, then stop taking
+ * engine). Drain: give the drain notice (the agent and `GET /load` say `drain`) and keep serving for `noticeMs`, then stop taking
  * requests, wait up to `timeoutMs` for those in flight, then close.
  */
 function shutdownOf(
   created: App,
   context: ServingContext,
   parts: [AsyncLLMEngine, FastifyInstance, AgentCheckServer | undefined, PreprocessPool],
-  drainNotice: { notice: { given: boolean }; noticeMs: number },
+  defaultNoticeMs: number,
 ): Pick<ServerHandle, 'close' | 'drain'> {
   const [asyncEngine, app, agentCheck, preprocess] = parts;
   let closing: Promise<void> | null = null;
@@ -330,9 +321,9 @@ function shutdownOf(
     })();
     return closing;
   };
-  const drain = (timeoutMs: number, noticeMs = drainNotice.noticeMs): Promise<void> => {
+  const drain = (timeoutMs: number, noticeMs = defaultNoticeMs): Promise<void> => {
     draining ??= (async () => {
-      drainNotice.notice.given = true;
+      created.giveDrainNotice();
       // HAProxy asks the agent once per agent-inter: until it has seen `drain` it still sends requests here, and
       // they are served, not refused. A close() meanwhile (a second signal) ends the wait.
       if (noticeMs > 0 && closing === null) {

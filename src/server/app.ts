@@ -74,9 +74,17 @@ export const REQUEST_VALIDATION_OPTIONS = {
 export interface App {
   readonly app: FastifyInstance;
   readonly metrics: PrometheusMetrics;
+  /**
+   * Starts the drain notice: `GET /load` and the agent check report `draining` while the API still serves, so a
+   * load balancer stops sending requests before any is refused; see ServerHandle.drain.
+   */
+  giveDrainNotice(): void;
   /** Starts answering every new request with 503 (the requests in flight go on); see ServerHandle.drain. */
   startDraining(): void;
-  /** The replica's load now (what `GET /load` and the agent check report); `draining` once shutdown began. */
+  /**
+   * The replica's load now (what `GET /load` and the agent check report); `draining` from the drain notice (or the
+   * start of shutdown) on.
+   */
   load(): ReplicaLoad;
 }
 
@@ -114,6 +122,7 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
   const auth = options.apiKey === undefined ? null : new ApiKeyAuth(options.apiKey);
   const hosts = HostAllowList.forBinding(options.host ?? '127.0.0.1', options.allowedHosts);
   let draining = false;
+  let noticeGiven = false;
   if (options.cors !== undefined) void app.register(cors, corsPluginOptions(options.cors));
   void app.register(httpGuards, {
     auth,
@@ -135,7 +144,11 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
     },
   );
   const load = (): ReplicaLoad =>
-    replicaLoad(engine.getStats(), engine.schedulerConfig.maxNumSeqs, draining || ctx.isClosing || engine.isClosed);
+    replicaLoad(
+      engine.getStats(),
+      engine.schedulerConfig.maxNumSeqs,
+      noticeGiven || draining || ctx.isClosing || engine.isClosed,
+    );
   app.get('/load', async () => loadResponseBody(load()));
 
   const access: DashboardAccess | undefined =
@@ -152,6 +165,9 @@ export function createApp(ctx: ServingContext, options: AppOptions = {}): App {
     app,
     metrics,
     load,
+    giveDrainNotice: () => {
+      noticeGiven = true;
+    },
     startDraining: () => {
       draining = true;
     },

@@ -83,7 +83,8 @@ it('drain: requests still running when the drain time is up end with 503', async
 });
 
 it('drain notice: the agent answers drain while new requests are still served, then they get 503 and it closes', async () => {
-  const server = await startTestServer({ agentCheckPort: 0, drainNoticeMs: 8000 });
+  // A notice long enough that the requests below finish inside it on a loaded machine.
+  const server = await startTestServer({ agentCheckPort: 0, drainNoticeMs: 20_000 });
   const agentPort = server.handle.agentCheckPort!;
   expect(await readAgent(agentPort)).toBe('up ready 100%\n');
   const complete = (): Promise<Response> =>
@@ -97,8 +98,11 @@ it('drain notice: the agent answers drain while new requests are still served, t
   void drained.then(() => {
     closed = true;
   });
-  // The notice: the agent says drain, the API serves as before (HAProxy may not have asked the agent yet).
+  // The notice: the agent and GET /load say drain, the API serves as before (HAProxy may not have asked the agent
+  // yet).
   expect(await readAgent(agentPort)).toBe('drain\n');
+  const load = (await (await fetch(`${server.url}/load`)).json()) as { draining: boolean; agent_response: string };
+  expect(load).toMatchObject({ draining: true, agent_response: 'drain' });
   const during = await complete();
   expect(during.status).toBe(200);
   expect((await fetch(`${server.url}/health`)).status).toBe(200);
