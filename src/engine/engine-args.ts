@@ -8,6 +8,7 @@ import type { ModelSource } from '../model/model-source.js';
 import { loadModel } from '../model/load-model.js';
 import { kvStoreModelIdentity } from './kv-store/kv-store-identity.js';
 import type { LLMEngineOptions } from './llm-engine.js';
+import type { SchedulerConfigInit } from './sched/scheduler-config.js';
 import { EngineConfigError } from './errors.js';
 import { LLMEngine } from './llm-engine.js';
 import { resolveEngineSettings } from './llm-engine-options.js';
@@ -156,14 +157,7 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
       seed: args.seed,
       maxLogprobs: args.maxLogprobs,
       poolerConfig: args.poolingType === undefined ? undefined : { poolingType: args.poolingType },
-      scheduler: {
-        maxNumSeqs: args.maxNumSeqs,
-        maxNumBatchedTokens: args.maxNumBatchedTokens,
-        maxModelLen: args.maxModelLen,
-        enableChunkedPrefill: args.enableChunkedPrefill,
-        policy: args.schedulingPolicy,
-        preemptionMode: args.preemptionMode,
-      },
+      scheduler: schedulerInitOf(args),
       speculativeConfig: specConfig,
       speculativeProposer,
       onClose: () => backend.close(),
@@ -173,6 +167,18 @@ export async function createLLMEngine(args: EngineArgs): Promise<LLMEngine> {
     await backend.close();
     throw e;
   }
+}
+
+/** The scheduler's settings among the engine arguments (vLLM's `SchedulerConfig` fields). */
+function schedulerInitOf(args: EngineArgs): Partial<SchedulerConfigInit> {
+  return {
+    maxNumSeqs: args.maxNumSeqs,
+    maxNumBatchedTokens: args.maxNumBatchedTokens,
+    maxModelLen: args.maxModelLen,
+    enableChunkedPrefill: args.enableChunkedPrefill,
+    policy: args.schedulingPolicy,
+    preemptionMode: args.preemptionMode,
+  };
 }
 
 /**
@@ -187,14 +193,7 @@ export function checkEngineArgs(args: EngineArgs, config: ModelConfig): void {
   const { blockSize, kvCacheMemory, cacheDtype } = checkSizes(args);
   resolveEngineSettings(
     {
-      scheduler: {
-        maxNumSeqs: args.maxNumSeqs,
-        maxNumBatchedTokens: args.maxNumBatchedTokens,
-        maxModelLen: args.maxModelLen,
-        enableChunkedPrefill: args.enableChunkedPrefill,
-        policy: args.schedulingPolicy,
-        preemptionMode: args.preemptionMode,
-      },
+      scheduler: schedulerInitOf(args),
       enablePrefixCaching: args.enablePrefixCaching,
       seed: args.seed,
       maxLogprobs: args.maxLogprobs,

@@ -28,7 +28,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'no
 import { dirname, join, normalize } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT, STORIES_DIR, waitFor } from '../server/server-fixture.js';
-import { installPackedPackage, SETUP_TIMEOUT_MS, withBuildLock } from '../package/packed-install.js';
+import { groupAlive, installPackedPackage, SETUP_TIMEOUT_MS, withBuildLock } from '../package/packed-install.js';
 import { extractBlocks, headingAnchors, outputMatches, relativeLinks, type DocBlock } from './doc-blocks.js';
 
 const BLOCK_TIMEOUT_MS = 180_000;
@@ -120,17 +120,6 @@ interface DocServer {
   readonly url: string;
   /** What it printed up to and including its "Serving" line. */
   readonly startup: string;
-}
-
-/** Whether any process of the process group `pgid` is still there. */
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
-    throw err;
-  }
 }
 
 /** A command's text with the model placeholder replaced by the real folder and the docs' address by `url`. */

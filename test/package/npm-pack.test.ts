@@ -7,21 +7,10 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readGolden, REPO_ROOT, STORIES_DIR, waitFor } from '../server/server-fixture.js';
-import { installPackedPackage, NPX, run, SETUP_TIMEOUT_MS } from './packed-install.js';
+import { groupAlive, installPackedPackage, NPX, run, SETUP_TIMEOUT_MS } from './packed-install.js';
 
 const golden = readGolden();
 const RUN_TIMEOUT_MS = 180_000;
-
-/** Whether any process of the process group `pgid` is still there. */
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
-    throw err;
-  }
-}
 
 /** The first example of docs/library.md ("Offline inference: `LLM`"), with the model's path made absolute. */
 function libraryExample(): string {

@@ -15,6 +15,18 @@ export const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 export const NPX = process.platform === 'win32' ? 'npx.cmd' : 'npx';
 /** Time allowed to build, pack and install (a loaded 2-core machine takes a minute or two). */
 export const SETUP_TIMEOUT_MS = 600_000;
+
+/** Whether any process of the process group `pgid` is still there. */
+export function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw err;
+  }
+}
+
 const RUN_TIMEOUT_MS = 180_000;
 /** A lock older than this is left over from a killed run and is taken over. */
 const STALE_LOCK_MS = 15 * 60_000;
