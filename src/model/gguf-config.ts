@@ -15,7 +15,7 @@ import { ggufFileType, type ConvertDType } from './quant-mixture.js';
  */
 
 /** The general.architecture values pagellm reads. */
-const GGUF_ARCHITECTURES: readonly string[] = ['llama', 'mistral', 'qwen2', 'qwen3'];
+export const GGUF_ARCHITECTURES: readonly string[] = ['llama', 'mistral', 'qwen2', 'qwen3'];
 
 /** Metadata key marking weights made by create-random-model. */
 export const RANDOM_WEIGHTS_KEY = 'pagellm.random_weights';

@@ -1,0 +1,190 @@
+import { createHash } from 'node:crypto';
+import {
+  createReadStream,
+  createWriteStream,
+  existsSync,
+  openSync,
+  closeSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+  mkdirSync,
+} from 'node:fs';
+import { dirname } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { HubChecksumError, HubError, HubHttpError, HubUnreachableError } from './hub-errors.js';
+import type { HubRepoCache } from './hub-cache.js';
+
+/** One file to bring into the cache's blobs/. */
+export interface BlobRequest {
+  /** The file's path in the repository (messages and progress). */
+  readonly path: string;
+  /** The `/resolve/<commit>/<path>` URL. */
+  readonly url: string;
+  /** The blob's name: the LFS sha256 for LFS files, else the git blob sha1 (the Hub's ETag). */
+  readonly hash: string;
+  /** Bytes. */
+  readonly size: number;
+  /** True when `hash` is the file's SHA-256 (an LFS file); else it is git's sha1 of `blob <size>\0<bytes>`. */
+  readonly lfs: boolean;
+}
+
+/** A download's progress: `received` bytes of the file on disk so far (a resumed part included) of `total`. */
+export interface HubDownloadEvent {
+  readonly path: string;
+  readonly phase: 'start' | 'progress' | 'done' | 'cached';
+  readonly received: number;
+  readonly total: number;
+  /** Bytes already on disk from an interrupted download when this one started (0 for a fresh one). */
+  readonly resumedFrom: number;
+}
+
+/** How to talk to the Hub for a download. */
+export interface BlobFetchOptions {
+  /** Headers for every request (Authorization when there is a token). */
+  readonly headers: Record<string, string>;
+  readonly fetch: typeof fetch;
+  readonly onProgress?: (event: HubDownloadEvent) => void;
+}
+
+/**
+ * Brings one file into `blobs/<hash>`, as huggingface_hub's `_download_to_tmp_and_move` does
+ * (huggingface_hub/file_download.py): the bytes go to `blobs/<hash>.incomplete`, an interrupted download is
+ * continued with a `Range: bytes=<have>-` request, and the file is checked against the Hub's hash (SHA-256 for
+ * LFS files, git's blob sha1 otherwise) before it is renamed to its final name, so a killed download never leaves
+ * a file that looks complete. One process at a time writes a blob: it holds `blobs/<hash>.lock` (created
+ * exclusively, holding its pid); others wait for the blob, and take over a lock whose process is gone.
+ * @returns the bytes fetched from the network (0 when the blob was already there).
+ * @throws HubChecksumError when the bytes do not match (the partial file is deleted), HubUnreachableError when the
+ *   connection failed (the partial file is kept for the next run), HubHttpError for another HTTP status.
+ */
+export async function downloadBlob(
+  cache: HubRepoCache,
+  repo: string,
+  req: BlobRequest,
+  opts: BlobFetchOptions,
+): Promise<number> {
+  const blob = cache.blobPath(req.hash);
+  mkdirSync(dirname(blob), { recursive: true });
+  for (;;) {
+    if (existsSync(blob)) {
+      opts.onProgress?.({ path: req.path, phase: 'cached', received: req.size, total: req.size, resumedFrom: 0 });
+      return 0;
+    }
+    const release = tryLock(`${blob}.lock`);
+    if (release === null) {
+      await sleep(50); // another process is writing this blob: wait for it to finish or die
+      continue;
+    }
+    try {
+      if (existsSync(blob)) continue; // finished by the process that held the lock before us
+      return await fetchToBlob(blob, repo, req, opts);
+    } finally {
+      release();
+    }
+  }
+}
+
+/** Takes `lockPath` (exclusive create, holding our pid); a lock whose pid is dead is removed. Null when held. */
+function tryLock(lockPath: string): (() => void) | null {
+  try {
+    const fd = openSync(lockPath, 'wx');
+    writeSync(fd, String(process.pid));
+    closeSync(fd);
+    return () => rmSync(lockPath, { force: true });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  }
+  let pid: number;
+  try {
+    pid = Number(readFileSync(lockPath, 'utf8'));
+  } catch {
+    return null; // released between our open and read: try again
+  }
+  if (Number.isInteger(pid) && pid > 0 && !processAlive(pid)) rmSync(lockPath, { force: true });
+  return null;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Downloads (or continues) `<blob>.incomplete`, verifies it and renames it to `blob`. Holds the blob's lock. */
+async function fetchToBlob(blob: string, repo: string, req: BlobRequest, opts: BlobFetchOptions): Promise<number> {
+  const partial = `${blob}.incomplete`;
+  let have = existsSync(partial) ? statSync(partial).size : 0;
+  if (have > req.size) {
+    rmSync(partial);
+    have = 0;
+  }
+  const resumedFrom = have;
+  opts.onProgress?.({ path: req.path, phase: 'start', received: have, total: req.size, resumedFrom });
+  let fetched = 0;
+  if (have < req.size) {
+    const headers = { ...opts.headers, ...(have > 0 ? { Range: `bytes=${have}-` } : {}) };
+    let res: Response;
+    try {
+      res = await opts.fetch(req.url, { headers, redirect: 'follow' });
+    } catch (e) {
+      throw new HubUnreachableError(repo, new URL(req.url).origin, e);
+    }
+    if (res.status !== 200 && res.status !== 206) throw new HubHttpError(repo, res.status, req.url);
+    if (res.status === 200) have = 0; // the server ignored the range: start over
+    if (res.body === null) throw new HubHttpError(repo, res.status, req.url);
+    let received = have;
+    const counted = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream<Uint8Array>);
+    counted.on('data', (chunk: Buffer) => {
+      received += chunk.length;
+      fetched += chunk.length;
+      opts.onProgress?.({ path: req.path, phase: 'progress', received, total: req.size, resumedFrom });
+    });
+    try {
+      await pipeline(counted, createWriteStream(partial, { flags: have > 0 ? 'a' : 'w' }));
+    } catch (e) {
+      if (e instanceof HubError) throw e;
+      throw new HubDownloadInterruptedError(repo, req.path, received, req.size, e);
+    }
+  }
+  const size = statSync(partial).size;
+  const actual = await fileHash(partial, req.lfs ? null : size);
+  if (size !== req.size || actual !== req.hash) {
+    rmSync(partial, { force: true });
+    throw new HubChecksumError(
+      repo,
+      req.path,
+      req.hash,
+      size !== req.size ? `${actual} (${size} of ${req.size} bytes)` : actual,
+    );
+  }
+  renameSync(partial, blob);
+  opts.onProgress?.({ path: req.path, phase: 'done', received: req.size, total: req.size, resumedFrom });
+  return fetched;
+}
+
+/** The connection dropped in the middle of a file; what arrived is kept in `.incomplete` and resumed next time. */
+export class HubDownloadInterruptedError extends HubError {
+  constructor(repo: string, path: string, received: number, total: number, cause: unknown) {
+    super(
+      repo,
+      `${repo}: the download of ${path} stopped at ${received} of ${total} bytes (${(cause as Error).message ?? String(cause)}); ` +
+        'run the command again to resume it',
+    );
+  }
+}
+
+/** SHA-256 of a file (hex), or git's blob sha1 (`blob <size>\0` + bytes) when `gitSize` is given. */
+async function fileHash(path: string, gitSize: number | null): Promise<string> {
+  const hash = createHash(gitSize === null ? 'sha256' : 'sha1');
+  if (gitSize !== null) hash.update(`blob ${gitSize}\0`);
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}

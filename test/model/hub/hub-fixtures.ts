@@ -1,0 +1,56 @@
+/**
+ * Small model files for the fake Hub, made with pagellm's own writers: a random-weight GGUF (the tiny config, the
+ * tiny byte-level BPE vocabulary), the same with another architecture name, and a sharded safetensors folder.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createRandomModel } from '../../../src/model/random-model.js';
+import { writeSafetensors } from '../safetensors-writer.js';
+import { TINY_BPE_TOKENIZER, writeTinyConfig } from '../model-files.js';
+import type { FakeFile } from './fake-hub.js';
+
+/** A runnable random-weight llama GGUF (about 0.4 MB, f32). */
+export function tinyGguf(dir: string, seed = 1): Uint8Array {
+  const out = join(dir, `tiny-${seed}.gguf`);
+  createRandomModel({
+    configPath: writeTinyConfig(dir),
+    tokenizerPath: TINY_BPE_TOKENIZER,
+    dtype: 'f32',
+    seed,
+    outPath: out,
+  });
+  return readFileSync(out);
+}
+
+/** `gguf` with its `general.architecture` value (`llama`) replaced by `arch` (5 letters), e.g. `gemma`. */
+export function withArchitecture(gguf: Uint8Array, arch: string): Uint8Array {
+  const copy = Buffer.from(gguf);
+  const key = copy.indexOf('general.architecture');
+  const value = copy.indexOf('llama', key);
+  copy.write(arch, value, 'utf8');
+  return copy;
+}
+
+/** A Hugging Face folder with two safetensors shards and an index (the shards hold placeholder tensors). */
+export function safetensorsRepoFiles(dir: string, configOverrides: Record<string, unknown> = {}): FakeFile[] {
+  const config = readFileSync(writeTinyConfig(dir, configOverrides));
+  const shard = (name: string, fill: number): Uint8Array => {
+    const path = join(dir, name);
+    writeSafetensors(path, [
+      { name: `w${fill}`, dtype: 'F32', shape: [64, 64], data: new Uint8Array(64 * 64 * 4).fill(fill) },
+    ]);
+    return readFileSync(path);
+  };
+  const shard1 = 'model-00001-of-00002.safetensors';
+  const shard2 = 'model-00002-of-00002.safetensors';
+  const index = { metadata: {}, weight_map: { w1: shard1, w2: shard2 } };
+  return [
+    { path: 'config.json', data: config },
+    { path: 'generation_config.json', data: Buffer.from('{"bos_token_id":1}') },
+    { path: 'tokenizer.json', data: readFileSync(TINY_BPE_TOKENIZER) },
+    { path: 'README.md', data: Buffer.from('# tiny\n') },
+    { path: 'model.safetensors.index.json', data: Buffer.from(JSON.stringify(index)) },
+    { path: shard1, data: shard(shard1, 1) },
+    { path: shard2, data: shard(shard2, 2) },
+  ];
+}
