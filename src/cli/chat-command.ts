@@ -14,11 +14,12 @@ import {
   engineArgsFromCli,
   type EngineCliOptions,
 } from './engine-cli-options.js';
-import { checkModelPath } from './input-path.js';
+import { addHubOptions, type HubCliOptions } from './hub-cli-options.js';
+import { resolveModelPath } from './input-path.js';
 import { addSamplingOptions, samplingInitFromCli, type SamplingCliOptions } from './sampling-cli-options.js';
 
 /** Options of `pagellm chat`. */
-interface ChatCliOptions extends EngineCliOptions, SamplingCliOptions {
+interface ChatCliOptions extends EngineCliOptions, SamplingCliOptions, HubCliOptions {
   system?: string;
   /** A chat template: a file path, or the Jinja text itself. */
   chatTemplate?: string;
@@ -58,9 +59,9 @@ export function createChatCommand(): Command {
     .option('--system <prompt>', 'a system message to start the conversation with');
   addChatTemplateOption(cmd);
   addSamplingOptions(cmd, undefined);
-  addEngineOptions(cmd);
+  addHubOptions(addEngineOptions(cmd));
   cmd.action(async (opts: ChatCliOptions) => {
-    checkModelPath(opts.model, '--model <path> or PAGELLM_MODEL');
+    opts.model = (await resolveModelPath(opts.model, '--model <path> or PAGELLM_MODEL', opts)).path;
     const source = await readModelSourceForAnswers(opts.model, opts.allowRandomWeights === true);
     const template = chatTemplateOf(source, opts);
     // Checked before the weights load: the sampling flags (each turn builds its own params) and the engine flags.

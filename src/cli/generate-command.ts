@@ -5,12 +5,13 @@ import { readModelSourceForAnswers } from '../server/api-server.js';
 import { lazyByteProgress } from './byte-progress.js';
 import { CliUsageError } from './cli-usage-error.js';
 import { addEngineOptions, engineArgsFromCli, type EngineCliOptions } from './engine-cli-options.js';
-import { checkModelPath } from './input-path.js';
+import { addHubOptions, type HubCliOptions } from './hub-cli-options.js';
+import { resolveModelPath } from './input-path.js';
 import { collect, intAtLeast } from './option-parsers.js';
 import { addSamplingOptions, samplingInitFromCli, type SamplingCliOptions } from './sampling-cli-options.js';
 
 /** Options of `pagellm generate`. */
-interface GenerateCliOptions extends EngineCliOptions, SamplingCliOptions {
+interface GenerateCliOptions extends EngineCliOptions, SamplingCliOptions, HubCliOptions {
   prompt?: string[];
   n: number;
   json?: boolean;
@@ -33,11 +34,11 @@ export function createGenerateCommand(): Command {
     .option('--n <n>', 'sequences per prompt', intAtLeast(1), 1)
     .option('--json', 'print one JSON object per sequence');
   addSamplingOptions(cmd, GENERATE_DEFAULT_MAX_TOKENS);
-  addEngineOptions(cmd);
+  addHubOptions(addEngineOptions(cmd));
   cmd.action(async (positional: string[], opts: GenerateCliOptions) => {
     const prompts = [...positional, ...(opts.prompt ?? [])];
     if (prompts.length === 0) throw new CliUsageError('give at least one prompt: pagellm generate "Once upon a time"');
-    checkModelPath(opts.model, '--model <path> or PAGELLM_MODEL');
+    opts.model = (await resolveModelPath(opts.model, '--model <path> or PAGELLM_MODEL', opts)).path;
     // Checked before the weights load, so a bad combination (--n 2 at --temperature 0) fails at once.
     const params = new SamplingParams({
       ...samplingInitFromCli(opts, opts.maxTokens ?? GENERATE_DEFAULT_MAX_TOKENS),

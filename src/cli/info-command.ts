@@ -8,11 +8,12 @@ import { relaxedSimdSupported } from '../kernels/wasm-module.js';
 import { readModelSource, totalTensorBytes } from '../model/read-model-source.js';
 import { formatBytes } from '../server/format-bytes.js';
 import { defaultModelPath } from './default-model.js';
-import { checkModelPath } from './input-path.js';
+import { addHubOptions, type HubCliOptions } from './hub-cli-options.js';
+import { resolveModelPath } from './input-path.js';
 import { byteSize, intAtLeast } from './option-parsers.js';
 
 /** Options of `pagellm info`. */
-interface InfoCliOptions {
+interface InfoCliOptions extends HubCliOptions {
   blockSize: number;
   kvCacheMemory?: number;
   numGpuBlocksOverride?: number;
@@ -147,7 +148,7 @@ function modelInfoLines(i: ModelInfo): string[] {
  * maximum-concurrency line, computed from the model's headers without loading weights.
  */
 export function createInfoCommand(): Command {
-  return new Command('info')
+  const cmd = new Command('info')
     .description(
       "show a model's architecture, weight bytes, KV bytes per block, blocks that fit and maximum concurrency",
     )
@@ -166,13 +167,13 @@ export function createInfoCommand(): Command {
       "tokens per request for the concurrency line (default: the model's context)",
       intAtLeast(1),
     )
-    .option('--json', 'print the figures as JSON')
-    .action(async (modelArg: string | undefined, opts: InfoCliOptions) => {
-      const model = modelArg ?? defaultModelPath();
-      checkModelPath(model, 'the first argument (pagellm info <model>) or PAGELLM_MODEL');
-      const info = await modelInfo(model, opts);
-      process.stdout.write(
-        opts.json === true ? `${JSON.stringify(info, null, 2)}\n` : `${modelInfoLines(info).join('\n')}\n`,
-      );
-    });
+    .option('--json', 'print the figures as JSON');
+  return addHubOptions(cmd).action(async (modelArg: string | undefined, opts: InfoCliOptions) => {
+    const how = 'the first argument (pagellm info <model>) or PAGELLM_MODEL';
+    const model = (await resolveModelPath(modelArg ?? defaultModelPath(), how, opts)).path;
+    const info = await modelInfo(model, opts);
+    process.stdout.write(
+      opts.json === true ? `${JSON.stringify(info, null, 2)}\n` : `${modelInfoLines(info).join('\n')}\n`,
+    );
+  });
 }

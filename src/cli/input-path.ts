@@ -1,7 +1,11 @@
 import { existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { UnsupportedModelError } from '../model/errors.js';
+import { parseHubModelId } from '../model/hub/hub-model-id.js';
 import { CliUsageError } from './cli-usage-error.js';
+import { createDownloadProgress } from './download-progress.js';
 import { FlagError } from './flag-error.js';
+import type { HubCliOptions } from './hub-cli-options.js';
 
 /**
  * Checks that a model path exists before anything opens it, so the user reads what was wrong and how to fix it
@@ -12,6 +16,73 @@ import { FlagError } from './flag-error.js';
 export function checkModelPath(path: string, how: string): void {
   if (!existsSync(path)) {
     throw new CliUsageError(`no model file or folder at ${path}; pass a model file or folder with ${how}`);
+  }
+}
+
+/** A model argument turned into a local path; `repo` is the Hub repository id when it came from the Hub. */
+export interface ResolvedModel {
+  readonly path: string;
+  readonly repo?: string;
+}
+
+/**
+ * Turns a model argument into the local path the model loads from, before anything opens it: a file or folder
+ * that exists is used as is (a local `org/name` folder wins over the Hub, as in vLLM); otherwise a Hub repository id
+ * (`org/name`, `org/name:QUANT`, `hf.co/org/name[:QUANT]`) is pulled into the Hugging Face cache (progress on
+ * stderr; HF_TOKEN, HF_ENDPOINT, HF_HUB_OFFLINE and the cache variables apply, `hub` flags win) and its snapshot
+ * path returned. Mirrors how `vllm serve <model>` resolves its argument (vllm/transformers_utils/config.py).
+ * @param how how to pass a model with this command, e.g. `--model <path>`.
+ * @throws CliUsageError "no model file or folder at <path>" with `how` when it is neither; the Hub errors of
+ *   pullHubModel (auth, not found, offline, checksum, file selection); UnsupportedModelError for a split GGUF
+ *   (downloaded, but pagellm cannot read split files yet) or an architecture pagellm does not run.
+ */
+export async function resolveModelPath(arg: string, how: string, hub: HubCliOptions = {}): Promise<ResolvedModel> {
+  if (existsSync(arg)) return { path: arg };
+  const ref = parseHubModelId(arg);
+  if (ref === null) {
+    throw new CliUsageError(`no model file or folder at ${arg}; pass a model file or folder with ${how}`);
+  }
+  const snapshot = await pullModel(arg, hub);
+  if (snapshot.splitCount > 1) {
+    throw new UnsupportedModelError(
+      { file: snapshot.modelPath },
+      `a split GGUF of ${snapshot.splitCount} parts (all downloaded to ${snapshot.snapshotDir}); pagellm cannot ` +
+        'read split GGUFs yet: merge them with llama.cpp (llama-gguf-split --merge <part 1> merged.gguf) and pass ' +
+        'the merged file, or pick a quantization that is one file',
+    );
+  }
+  return { path: snapshot.modelPath, repo: ref.repo };
+}
+
+/**
+ * Pulls the Hub model `arg` names into the cache with the environment's Hub settings and `hub`'s flags, showing
+ * the downloads on stderr (see resolveModelPath). Used by `pagellm pull` and every command that takes a model.
+ */
+export async function pullModel(
+  arg: string,
+  hub: HubCliOptions = {},
+): Promise<import('../model/hub/hub-model.js').HubSnapshot> {
+  const ref = parseHubModelId(arg);
+  if (ref === null) {
+    throw new CliUsageError(
+      `${arg} is not a Hub repository id; pass org/name or org/name:QUANT (e.g. Qwen/Qwen3-0.6B)`,
+    );
+  }
+  // Imported here so that commands given a local path never load @huggingface/hub.
+  const { hubOptionsFromEnv, pullHubModel } = await import('../model/hub/hub-model.js');
+  const progress = createDownloadProgress();
+  try {
+    return await pullHubModel(
+      ref,
+      hubOptionsFromEnv(process.env, {
+        revision: hub.revision,
+        token: hub.hfToken,
+        onProgress: progress.onProgress,
+        onWarning: (w) => process.stderr.write(`WARNING: ${w}\n`),
+      }),
+    );
+  } finally {
+    progress.stop();
   }
 }
 

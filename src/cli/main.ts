@@ -9,6 +9,9 @@ import { PROJECT_ROOT } from './default-model.js';
 import { checkSwitchValues, flagMessageOf, recordGivenFlags } from './flag-error.js';
 import { createGenerateCommand } from './generate-command.js';
 import { createInfoCommand } from './info-command.js';
+import { createLsCommand } from './ls-command.js';
+import { createPullCommand } from './pull-command.js';
+import { createRmCommand } from './rm-command.js';
 import { createServeCommand } from './serve-command.js';
 
 /** The package version, read from package.json. */
@@ -18,7 +21,7 @@ function packageVersion(): string {
 }
 
 /**
- * The `pagellm` command tree: serve, generate, chat, info, convert, create-random-model, bench serve. Mirrors vLLM's CLI
+ * The `pagellm` command tree: serve, generate, chat, info, convert, create-random-model, bench serve, pull, ls, rm. Mirrors vLLM's CLI
  * entry point (vllm/scripts.py: `vllm serve`, `vllm complete`, `vllm chat`).
  */
 export function buildProgram(): Command {
@@ -35,6 +38,9 @@ export function buildProgram(): Command {
   program.addCommand(createConvertCommand());
   program.addCommand(createCreateRandomModelCommand());
   program.addCommand(createBenchCommand());
+  program.addCommand(createPullCommand());
+  program.addCommand(createLsCommand());
+  program.addCommand(createRmCommand());
   for (const cmd of program.commands) {
     cmd.exitOverride();
     recordGivenFlags(cmd);

@@ -14,12 +14,13 @@ import {
   type EngineCliOptions,
 } from './engine-cli-options.js';
 import { flagError, type FlagError } from './flag-error.js';
-import { checkModelPath } from './input-path.js';
+import { addHubOptions, type HubCliOptions } from './hub-cli-options.js';
+import { resolveModelPath } from './input-path.js';
 import { isListenError, listenProblem, tryListen } from './listen-check.js';
 import { intAtLeast, listValues, nonEmpty, nonEmptyNames, numberIn, tcpPort } from './option-parsers.js';
 
 /** Options of `pagellm serve` beyond the engine's. */
-interface ServeCliOptions extends EngineCliOptions {
+interface ServeCliOptions extends EngineCliOptions, HubCliOptions {
   /** Names the API accepts in `model` (the first is reported); default: the model folder or file name. */
   servedModelName?: string[];
   /** A chat template: a file path, or the Jinja text itself. */
@@ -69,11 +70,16 @@ export function createServeCommand(version: string): Command {
     .argument('[model]', 'model file or folder (same as --model)');
   addServeOptions(cmd);
   cmd.action(async (modelArg: string | undefined, opts: ServeCliOptions) => {
-    checkModelPath(modelArg ?? opts.model, '--model <path>, as the first argument or with PAGELLM_MODEL');
+    const modelArgument = modelArg ?? opts.model;
     const progress = lazyByteProgress('loading weights');
-    const engineArgs = engineArgsFromCli(opts, modelArg ?? opts.model, progress.report);
+    const flagArgs = engineArgsFromCli(opts, modelArgument, progress.report);
     checkServeOptions(cmd, opts);
     await checkListenAddresses(cmd, opts);
+    // Last of the checks, as a Hub model is downloaded here.
+    const how = '--model <path>, as the first argument or with PAGELLM_MODEL';
+    const model = await resolveModelPath(modelArgument, how, opts);
+    opts.servedModelName ??= model.repo === undefined ? undefined : [model.repo]; // as `vllm serve org/name`
+    const engineArgs = { ...flagArgs, model: model.path };
     const source = await readModelSourceForAnswers(engineArgs.model, opts.allowRandomWeights === true);
     checkEngineArgs(engineArgs, source.config);
     log(`pagellm ${version} starting: model ${engineArgs.model}`);
@@ -95,7 +101,7 @@ export function createServeCommand(version: string): Command {
 
 /** Declares the options of `pagellm serve`: the engine's, then the server's (listen address, access, limits). */
 function addServeOptions(cmd: Command): void {
-  addEngineOptions(cmd).option(
+  addHubOptions(addEngineOptions(cmd)).option(
     '--served-model-name <names...>',
     "model name(s) the API answers to (default: the model's folder/file name)",
     nonEmptyNames,

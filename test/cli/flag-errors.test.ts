@@ -29,6 +29,8 @@ type Row = readonly [args: readonly string[], flag: string];
 /** Flags serve, generate and chat share (engine-cli-options.ts). */
 const ENGINE_ROWS: readonly Row[] = [
   [['--model', '/nonexistent/pagellm-model'], '--model'],
+  [['--revision', ''], '--revision'],
+  [['--hf-token', 'not-a-token'], '--hf-token'],
   [['--block-size', '0'], '--block-size'],
   [['--block-size', '7'], '--block-size'],
   [['--kv-cache-memory', 'lots'], '--kv-cache-memory'],
@@ -150,6 +152,8 @@ const TABLE: Record<string, { base: () => string[]; rows: readonly Row[] }> = {
       [['--max-model-len', '0'], '--max-model-len'],
       [['--max-model-len', '100000'], '--max-model-len'],
       [['--json=yes'], '--json'],
+      [['--revision', ''], '--revision'],
+      [['--hf-token', 'not-a-token'], '--hf-token'],
     ],
   },
   convert: {

@@ -41,6 +41,9 @@ describe('pagellm --help', () => {
       'create-random-model',
       'generate',
       'info',
+      'ls',
+      'pull',
+      'rm',
       'serve',
     ]);
   });

@@ -6,6 +6,7 @@ import {
   readdirSync,
   renameSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -137,5 +138,80 @@ export class HubRepoCache {
     if (!existsSync(this.root)) return false;
     rmSync(this.root, { recursive: true, force: true });
     return true;
+  }
+}
+
+/** One model repository in the cache, as `pagellm ls` lists it (huggingface_hub's CachedRepoInfo). */
+export interface CachedModel {
+  readonly repo: string;
+  /** `<cache>/models--org--name`. */
+  readonly path: string;
+  /** Bytes of its complete blobs (files shared by several snapshots count once). */
+  readonly size: number;
+  /** Bytes of interrupted downloads (`blobs/*.incomplete`), resumed by the next pull. */
+  readonly incompleteSize: number;
+  /** Each snapshot: its commit and the refs (branches, tags) that point to it, newest first. */
+  readonly revisions: ReadonlyArray<{
+    readonly commit: string;
+    readonly refs: readonly string[];
+    readonly files: number;
+  }>;
+}
+
+/**
+ * The model repositories in `cacheDir` (folders `models--org--name`; datasets and spaces are left out), sorted by
+ * id; [] when the folder does not exist. Mirrors huggingface_hub's `scan_cache_dir` (utils/_cache_manager.py),
+ * tolerating repositories that only hold an interrupted download.
+ */
+export function listCachedModels(cacheDir: string): CachedModel[] {
+  let names: string[];
+  try {
+    names = readdirSync(cacheDir);
+  } catch {
+    return [];
+  }
+  const out: CachedModel[] = [];
+  for (const name of names.sort()) {
+    const repo = repoIdOfFolder(name);
+    if (repo === null) continue;
+    const cache = new HubRepoCache(cacheDir, repo);
+    let size = 0;
+    let incompleteSize = 0;
+    for (const blob of safeReaddir(join(cache.root, 'blobs'))) {
+      const bytes = statSync(join(cache.root, 'blobs', blob)).size;
+      if (blob.endsWith('.incomplete')) incompleteSize += bytes;
+      else if (!blob.includes('.')) size += bytes;
+    }
+    const refs = new Map<string, string[]>();
+    const walkRefs = (dir: string, prefix: string): void => {
+      for (const ref of safeReaddir(dir)) {
+        const full = join(dir, ref);
+        if (lstatSync(full).isDirectory()) walkRefs(full, `${prefix}${ref}/`);
+        else if (!ref.endsWith('.tmp')) {
+          const commit = readFileSync(full, 'utf8').trim();
+          refs.set(commit, [...(refs.get(commit) ?? []), `${prefix}${ref}`]);
+        }
+      }
+    };
+    walkRefs(join(cache.root, 'refs'), '');
+    const revisions = safeReaddir(join(cache.root, 'snapshots'))
+      .map((commit) => ({
+        commit,
+        refs: refs.get(commit) ?? [],
+        files: cache.snapshotFiles(commit).length,
+        mtime: statSync(cache.snapshotPath(commit)).mtimeMs,
+      }))
+      .sort((a, b) => b.mtime - a.mtime)
+      .map(({ commit, refs: r, files }) => ({ commit, refs: r, files }));
+    out.push({ repo, path: cache.root, size, incompleteSize, revisions });
+  }
+  return out;
+}
+
+function safeReaddir(dir: string): string[] {
+  try {
+    return readdirSync(dir).sort();
+  } catch {
+    return [];
   }
 }

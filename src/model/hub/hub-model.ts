@@ -118,12 +118,17 @@ export async function pullHubModel(ref: HubModelRef, options: HubOptions = {}): 
   const byPath = new Map(entries.map((en) => [en.path, en]));
   const paths = [...byPath.keys()];
   let bytesFetched = 0;
+  const done = new Set<string>();
   const fetchFile = async (path: string): Promise<string> => {
-    const entry = byPath.get(path)!;
-    if (!cache.hasSnapshotFile(commit, path)) {
-      bytesFetched += await downloadBlob(cache, ref.repo, hub.blobRequest(commit, entry), hub.fetchOptions());
-      cache.linkSnapshot(commit, path, hub.blobRequest(commit, entry).hash);
+    const req = hub.blobRequest(commit, byPath.get(path)!);
+    if (done.has(path)) return cache.snapshotPath(commit, path);
+    if (cache.hasSnapshotFile(commit, path)) {
+      options.onProgress?.({ path, phase: 'cached', received: req.size, total: req.size, resumedFrom: 0 });
+    } else {
+      bytesFetched += await downloadBlob(cache, ref.repo, req, hub.fetchOptions());
+      cache.linkSnapshot(commit, path, req.hash);
     }
+    done.add(path);
     return cache.snapshotPath(commit, path);
   };
   let files = selectGgufFiles(ref.repo, paths, ref.quant);

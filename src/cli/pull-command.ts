@@ -1,0 +1,33 @@
+import { Command } from 'commander';
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { mib } from './download-progress.js';
+import { addHubOptions, type HubCliOptions } from './hub-cli-options.js';
+import { pullModel } from './input-path.js';
+
+/**
+ * `pagellm pull <org/name[:QUANT]>`: downloads a Hub model into the Hugging Face cache without serving it (as
+ * `ollama pull` and `huggingface-cli download`), then prints what it pulled and the path pagellm loads it from.
+ * A split GGUF is downloaded whole, with a note that pagellm cannot read it yet.
+ */
+export function createPullCommand(): Command {
+  const cmd = new Command('pull')
+    .description('download a model from the Hugging Face Hub into the cache, without serving it')
+    .argument('<model>', 'Hub repository id: org/name, org/name:QUANT (a GGUF quantization) or hf.co/org/name');
+  return addHubOptions(cmd).action(async (model: string, opts: HubCliOptions) => {
+    const snap = await pullModel(model, opts);
+    const bytes = snap.files.reduce((n, f) => n + statSync(join(snap.snapshotDir, f)).size, 0);
+    const what = snap.format === 'gguf' ? snap.files[0] : `${snap.files.length} files`;
+    process.stdout.write(
+      `pulled ${snap.repo} (${snap.revision}, commit ${snap.commit.slice(0, 12)}): ${what}, ${mib(bytes)}` +
+        `${snap.bytesFetched === 0 ? ', all in the cache already' : `, ${mib(snap.bytesFetched)} downloaded`}\n` +
+        `${snap.modelPath}\n`,
+    );
+    if (snap.splitCount > 1) {
+      process.stdout.write(
+        `note: a split GGUF of ${snap.splitCount} parts; pagellm cannot read split GGUFs yet: merge them with ` +
+          'llama-gguf-split --merge <part 1> merged.gguf\n',
+      );
+    }
+  });
+}
