@@ -1,5 +1,6 @@
 import cliProgress from 'cli-progress';
 import type { HubDownloadEvent } from '../model/hub/hub-download.js';
+import { formatBytes } from '../server/format-bytes.js';
 
 /** Receives the download events of a pull and shows them; `stop()` ends any bar left (also after a failure). */
 export interface DownloadProgress {
@@ -8,11 +9,6 @@ export interface DownloadProgress {
 }
 
 const MIB = 1024 * 1024;
-
-/** `12.3 MiB`. */
-export function mib(bytes: number): string {
-  return `${(bytes / MIB).toFixed(1)} MiB`;
-}
 
 /**
  * Shows Hub downloads on `stream` (default stderr): on a terminal one cli-progress bar per file with bytes, rate and
@@ -32,7 +28,7 @@ export function createDownloadProgress(stream: NodeJS.WriteStream = process.stde
   return {
     onProgress(e: HubDownloadEvent): void {
       if (e.phase === 'cached') {
-        stream.write(`${e.path}: in the cache (${mib(e.total)})\n`);
+        stream.write(`${e.path}: in the cache (${formatBytes(e.total)})\n`);
       } else if (e.phase === 'start') {
         started = e.resumedFrom;
         startedAt = Date.now();
@@ -57,9 +53,9 @@ export function createDownloadProgress(stream: NodeJS.WriteStream = process.stde
       } else {
         endBar();
         const seconds = (Date.now() - startedAt) / 1000;
-        const resumed = e.resumedFrom > 0 ? `, resumed at ${mib(e.resumedFrom)}` : '';
+        const resumed = e.resumedFrom > 0 ? `, resumed at ${formatBytes(e.resumedFrom)}` : '';
         stream.write(
-          `${e.path}: downloaded ${mib(e.total - e.resumedFrom)} in ${seconds.toFixed(1)} s ` +
+          `${e.path}: downloaded ${formatBytes(e.total - e.resumedFrom)} in ${seconds.toFixed(1)} s ` +
             `(${(rate(e.total) / MIB).toFixed(1)} MiB/s${resumed}), SHA-256 verified\n`,
         );
       }

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { hubCacheDir, listCachedModels } from '../model/hub/hub-cache.js';
-import { mib } from './download-progress.js';
+import { formatBytes } from '../server/format-bytes.js';
 
 /**
  * `pagellm ls`: the models in the Hugging Face cache (`$HF_HUB_CACHE`, `$HF_HOME/hub` or
@@ -26,7 +26,7 @@ export function createLsCommand(): Command {
         m.repo,
         m.revisions.map((r) => (r.refs.length > 0 ? `${r.refs.join(',')} ` : '') + r.commit.slice(0, 12)).join('; ') ||
           '(none)',
-        mib(m.size) + (m.incompleteSize > 0 ? ` (+${mib(m.incompleteSize)} incomplete)` : ''),
+        formatBytes(m.size) + (m.incompleteSize > 0 ? ` (+${formatBytes(m.incompleteSize)} incomplete)` : ''),
       ]);
       const table = [['REPO', 'REVISION', 'SIZE'], ...rows];
       const widths = [0, 1].map((c) => Math.max(...table.map((r) => r[c].length)));

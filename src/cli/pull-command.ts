@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
-import { mib } from './download-progress.js';
+import { formatBytes } from '../server/format-bytes.js';
 import { addHubOptions, type HubCliOptions } from './hub-cli-options.js';
 import { pullModel } from './input-path.js';
 
@@ -19,8 +19,8 @@ export function createPullCommand(): Command {
     const bytes = snap.files.reduce((n, f) => n + statSync(join(snap.snapshotDir, f)).size, 0);
     const what = snap.format === 'gguf' ? snap.files[0] : `${snap.files.length} files`;
     process.stdout.write(
-      `pulled ${snap.repo} (${snap.revision}, commit ${snap.commit.slice(0, 12)}): ${what}, ${mib(bytes)}` +
-        `${snap.bytesFetched === 0 ? ', all in the cache already' : `, ${mib(snap.bytesFetched)} downloaded`}\n` +
+      `pulled ${snap.repo} (${snap.revision}, commit ${snap.commit.slice(0, 12)}): ${what}, ${formatBytes(bytes)}` +
+        `${snap.bytesFetched === 0 ? ', all in the cache already' : `, ${formatBytes(snap.bytesFetched)} downloaded`}\n` +
         `${snap.modelPath}\n`,
     );
     if (snap.splitCount > 1) {

@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { HubRepoCache, hubCacheDir, listCachedModels } from '../model/hub/hub-cache.js';
 import { parseHubModelId } from '../model/hub/hub-model-id.js';
 import { CliUsageError } from './cli-usage-error.js';
-import { mib } from './download-progress.js';
+import { formatBytes } from '../server/format-bytes.js';
 
 /**
  * `pagellm rm <org/name>`: deletes a model repository from the Hugging Face cache (all its revisions, blobs and
@@ -22,6 +22,6 @@ export function createRmCommand(): Command {
       if (cached === undefined || !new HubRepoCache(dir, ref.repo).remove()) {
         throw new CliUsageError(`${ref.repo} is not in the cache (${dir}); pagellm ls lists the cached models`);
       }
-      process.stdout.write(`removed ${ref.repo} (${mib(cached.size + cached.incompleteSize)}) from ${dir}\n`);
+      process.stdout.write(`removed ${ref.repo} (${formatBytes(cached.size + cached.incompleteSize)}) from ${dir}\n`);
     });
 }

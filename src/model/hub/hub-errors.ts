@@ -36,6 +36,17 @@ export class HubAuthError extends HubError {
   }
 }
 
+/** A token that is not a Hugging Face access token (they start with `hf_`); nothing was sent. */
+export class HubTokenFormatError extends HubError {
+  constructor(repo: string) {
+    super(
+      repo,
+      `${repo}: the token (HF_TOKEN or --hf-token) is not a Hugging Face access token, which starts with hf_; ` +
+        'copy one from huggingface.co/settings/tokens',
+    );
+  }
+}
+
 /** 404: no such repository, revision or file (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError). */
 export class HubNotFoundError extends HubError {
   readonly what: 'repository' | 'revision' | 'file';

@@ -12,6 +12,7 @@ import {
   HubHttpError,
   HubNotFoundError,
   HubOfflineError,
+  HubTokenFormatError,
   HubUnreachableError,
 } from './hub-errors.js';
 import {
@@ -261,9 +262,7 @@ class HubSession {
       this.lastErrorCode = res.ok ? null : res.headers.get('x-error-code');
       return res;
     };
-    if (options.token !== undefined && !options.token.startsWith('hf_')) {
-      throw new HubAuthError(repo, 401, true);
-    }
+    if (options.token !== undefined && !options.token.startsWith('hf_')) throw new HubTokenFormatError(repo);
   }
 
   /** The commit the revision points to (`/api/models/{repo}/revision/{rev}`'s `sha`). */

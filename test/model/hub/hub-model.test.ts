@@ -9,6 +9,7 @@ import {
   HubFileSelectionError,
   HubNotFoundError,
   HubOfflineError,
+  HubTokenFormatError,
   HubUnreachableError,
 } from '../../../src/model/hub/hub-errors.js';
 import { pullHubModel, type HubOptions } from '../../../src/model/hub/hub-model.js';
@@ -177,6 +178,11 @@ describe('pullHubModel', () => {
     await expect(pullHubModel(ref('test/gated-GGUF'), opts({ token: 'hf_wrong' }))).rejects.toThrow(/HTTP 403/);
     const ok = await pullHubModel(ref('test/gated-GGUF'), opts({ token: GOOD_TOKEN }));
     expect(ok.files).toEqual(['m-Q4_K_M.gguf']);
+    const seen = hub.requests.length;
+    await expect(pullHubModel(ref('test/gated-GGUF'), opts({ token: 'not-a-token' }))).rejects.toThrow(
+      HubTokenFormatError,
+    );
+    expect(hub.requests.length).toBe(seen);
     await expect(pullHubModel(ref('test/nope'), opts())).rejects.toThrow(/no such repository/);
     const rev = pullHubModel(ref('test/tiny-GGUF'), opts({ revision: 'v9' }));
     await expect(rev).rejects.toThrow(HubNotFoundError);
