@@ -132,7 +132,8 @@ export async function pullHubModel(ref: HubModelRef, options: HubOptions = {}): 
     done.add(path);
     return cache.snapshotPath(commit, path);
   };
-  let files = selectGgufFiles(ref.repo, paths, ref.quant);
+  let files =
+    ref.quant === undefined && hasSafetensorsModel(paths) ? null : selectGgufFiles(ref.repo, paths, ref.quant);
   if (files === null) {
     const shards = byPath.has(SAFETENSORS_INDEX)
       ? safetensorsIndexShards(readFileSync(await fetchFile(SAFETENSORS_INDEX), 'utf8'), ref.repo)
@@ -164,7 +165,7 @@ export function cachedSnapshot(ref: HubModelRef, revision: string, cache: HubRep
   if (paths.length === 0) throw new HubOfflineError(ref.repo, revision, cache.cacheDir);
   let files: HubModelFiles | null;
   try {
-    files = selectGgufFiles(ref.repo, paths, ref.quant);
+    files = ref.quant === undefined && hasSafetensorsModel(paths) ? null : selectGgufFiles(ref.repo, paths, ref.quant);
     if (files === null) {
       const shards = paths.includes(SAFETENSORS_INDEX)
         ? safetensorsIndexShards(readFileSync(cache.snapshotPath(commit, SAFETENSORS_INDEX), 'utf8'), ref.repo)
@@ -200,6 +201,14 @@ function snapshotOf(
     splitCount: files.splitCount,
     bytesFetched,
   };
+}
+
+/**
+ * True when `paths` hold a Hugging Face model (config.json and safetensors weights): without a tag it is what is
+ * served, as `vllm serve org/name` would, even when the repository also carries GGUF files.
+ */
+function hasSafetensorsModel(paths: readonly string[]): boolean {
+  return paths.includes('config.json') && (paths.includes('model.safetensors') || paths.includes(SAFETENSORS_INDEX));
 }
 
 /** Up to `bytes` first bytes of the file at `path` (none when it does not exist). */

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRandomModel } from '../../../src/model/random-model.js';
+import { readModelSourceSync, readTensorBytes } from '../../../src/model/read-model-source.js';
 import { writeSafetensors } from '../safetensors-writer.js';
 import { TINY_BPE_TOKENIZER, writeTinyConfig } from '../model-files.js';
 import type { FakeFile } from './fake-hub.js';
@@ -52,5 +53,52 @@ export function safetensorsRepoFiles(dir: string, configOverrides: Record<string
     { path: 'model.safetensors.index.json', data: Buffer.from(JSON.stringify(index)) },
     { path: shard1, data: shard(shard1, 1) },
     { path: shard2, data: shard(shard2, 2) },
+  ];
+}
+
+/** Hugging Face names of the GGUF tensors of a llama model (llama.cpp's convert_hf_to_gguf.py, reversed). */
+const HF_NAMES: Record<string, string> = {
+  attn_norm: 'input_layernorm',
+  attn_q: 'self_attn.q_proj',
+  attn_k: 'self_attn.k_proj',
+  attn_v: 'self_attn.v_proj',
+  attn_output: 'self_attn.o_proj',
+  ffn_norm: 'post_attention_layernorm',
+  ffn_gate: 'mlp.gate_proj',
+  ffn_up: 'mlp.up_proj',
+  ffn_down: 'mlp.down_proj',
+};
+
+/**
+ * A loadable Hugging Face folder made of the tensors of the GGUF at `ggufPath` (two shards and an index), with the
+ * tiny config and tokenizer. The q/k rows are left in GGUF order: the model loads, its text is not meaningful.
+ */
+export function loadableSafetensorsFiles(ggufPath: string, dir: string): FakeFile[] {
+  const src = readModelSourceSync(ggufPath);
+  const tensors = src.tensors.map((t) => {
+    const m = /^blk\.(\d+)\.(\w+)\.weight$/.exec(t.name);
+    const name =
+      m !== null
+        ? `model.layers.${m[1]}.${HF_NAMES[m[2]]}.weight`
+        : t.name === 'token_embd.weight'
+          ? 'model.embed_tokens.weight'
+          : t.name === 'output_norm.weight'
+            ? 'model.norm.weight'
+            : 'lm_head.weight';
+    return { name, dtype: 'F32', shape: t.shape, data: readTensorBytes(t) };
+  });
+  const half = tensors.length >> 1;
+  const shards = ['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors'];
+  writeSafetensors(join(dir, shards[0]), tensors.slice(0, half));
+  writeSafetensors(join(dir, shards[1]), tensors.slice(half));
+  const index = {
+    metadata: {},
+    weight_map: Object.fromEntries(tensors.map((t, i) => [t.name, shards[i < half ? 0 : 1]])),
+  };
+  return [
+    { path: 'config.json', data: readFileSync(writeTinyConfig(dir)) },
+    { path: 'tokenizer.json', data: readFileSync(TINY_BPE_TOKENIZER) },
+    { path: 'model.safetensors.index.json', data: Buffer.from(JSON.stringify(index)) },
+    ...shards.map((s) => ({ path: s, data: readFileSync(join(dir, s)) })),
   ];
 }

@@ -1,4 +1,4 @@
-import { existsSync, lstatSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UnsupportedModelError } from '../../../src/model/errors.js';
@@ -17,7 +17,7 @@ import { parseHubModelId } from '../../../src/model/hub/hub-model-id.js';
 import { readModelSource } from '../../../src/model/read-model-source.js';
 import { makeTempDir } from '../model-files.js';
 import { FakeHub, GOOD_TOKEN } from './fake-hub.js';
-import { safetensorsRepoFiles, tinyGguf, withArchitecture } from './hub-fixtures.js';
+import { loadableSafetensorsFiles, safetensorsRepoFiles, tinyGguf, withArchitecture } from './hub-fixtures.js';
 
 const tmp = makeTempDir('hub-model');
 const hub = new FakeHub();
@@ -50,6 +50,11 @@ beforeAll(async () => {
   hub.addCommit('test/tiny-st', safetensorsRepoFiles(tmp.dir));
   hub.addCommit('test/gemma-GGUF', [{ path: 'g-Q4_K_M.gguf', data: withArchitecture(gguf, 'gemma') }]);
   hub.addCommit('test/gemma-st', safetensorsRepoFiles(tmp.dir, { model_type: 'gemma3' }));
+  const ggufPath = join(tmp.dir, 'loadable.gguf');
+  writeFileSync(ggufPath, gguf);
+  mkdirSync(join(tmp.dir, 'loadable'));
+  hub.addCommit('test/loadable-st', loadableSafetensorsFiles(ggufPath, join(tmp.dir, 'loadable')));
+  hub.addCommit('test/mixed', [...safetensorsRepoFiles(tmp.dir), { path: 'extra-Q4_K_M.gguf', data: gguf }]);
   hub.addCommit('test/gated-GGUF', [{ path: 'm-Q4_K_M.gguf', data: gguf }], ['main'], true);
   await hub.start();
 });
@@ -115,6 +120,19 @@ describe('pullHubModel', () => {
       'model.safetensors.index.json',
       'tokenizer.json',
     ]);
+  });
+
+  it('loads a safetensors model from its snapshot of links into blobs/', async () => {
+    const snap = await pullHubModel(ref('test/loadable-st'), opts());
+    const source = await readModelSource(snap.modelPath);
+    expect(source.format).toBe('safetensors');
+    expect(source.config).toMatchObject({ architecture: 'llama', numLayers: 2 });
+  });
+
+  it('prefers the safetensors model of a repository that also holds a GGUF, unless a tag asks for the GGUF', async () => {
+    const o = opts();
+    expect((await pullHubModel(ref('test/mixed'), o)).format).toBe('safetensors');
+    expect((await pullHubModel(ref('test/mixed:Q4_K_M'), o)).files).toEqual(['extra-Q4_K_M.gguf']);
   });
 
   it('pins a revision: a tag, a branch or a commit', async () => {
