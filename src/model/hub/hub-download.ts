@@ -9,9 +9,11 @@ import {
   renameSync,
   rmSync,
   statSync,
+  utimesSync,
   writeSync,
   mkdirSync,
 } from 'node:fs';
+import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -57,7 +59,8 @@ export interface BlobFetchOptions {
  * continued with a `Range: bytes=<have>-` request, and the file is checked against the Hub's hash (SHA-256 for
  * LFS files, git's blob sha1 otherwise) before it is renamed to its final name, so a killed download never leaves
  * a file that looks complete. One process at a time writes a blob: it holds `blobs/<hash>.lock` (created
- * exclusively, holding its pid); others wait for the blob, and take over a lock whose process is gone.
+ * exclusively, holding its pid and host, touched while held); others wait for the blob, and take over a lock whose
+ * process is gone or that was not touched for {@link LOCK_STALE_MS}.
  * @returns the bytes fetched from the network (0 when the blob was already there).
  * @throws HubChecksumError when the bytes do not match (the partial file is deleted), HubUnreachableError when the
  *   connection failed (the partial file is kept for the next run), HubHttpError for another HTTP status.
@@ -89,24 +92,68 @@ export async function downloadBlob(
   }
 }
 
-/** Takes `lockPath` (exclusive create, holding our pid); a lock whose pid is dead is removed. Null when held. */
+/** Locks this process holds (a lock file naming our pid and host that is not in here was left by a predecessor). */
+const heldLocks = new Set<string>();
+/** A holder touches its lock this often (ms)... */
+const LOCK_HEARTBEAT_MS = 10_000;
+/** ...and a lock not touched for this long (ms) is stale, whatever its pid says (pids are reused, containers). */
+export const LOCK_STALE_MS = 60_000;
+
+/**
+ * Takes `lockPath`: created exclusively, holding `<pid>@<host>`, touched every 10 s while held. A lock is stale, and
+ * removed, when its process is gone (same host, dead pid, or our own pid without us holding it: a restarted
+ * container) or when it was not touched for a minute. Returns the release function, or null while another holds it.
+ */
 function tryLock(lockPath: string): (() => void) | null {
+  const me = `${process.pid}@${hostname()}`;
   try {
     const fd = openSync(lockPath, 'wx');
-    writeSync(fd, String(process.pid));
+    writeSync(fd, me);
     closeSync(fd);
-    return () => rmSync(lockPath, { force: true });
+    heldLocks.add(lockPath);
+    const heartbeat = setInterval(() => {
+      const now = new Date();
+      try {
+        utimesSync(lockPath, now, now);
+      } catch {
+        // released meanwhile
+      }
+    }, LOCK_HEARTBEAT_MS);
+    heartbeat.unref();
+    return () => {
+      clearInterval(heartbeat);
+      heldLocks.delete(lockPath);
+      rmSync(lockPath, { force: true });
+    };
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
   }
-  let pid: number;
+  let owner: string;
+  let touched: number;
   try {
-    pid = Number(readFileSync(lockPath, 'utf8'));
+    owner = readFileSync(lockPath, 'utf8');
+    touched = statSync(lockPath).mtimeMs;
   } catch {
     return null; // released between our open and read: try again
   }
-  if (Number.isInteger(pid) && pid > 0 && !processAlive(pid)) rmSync(lockPath, { force: true });
+  const [pidText, host] = owner.split('@');
+  const pid = Number(pidText);
+  const sameHost = host === hostname();
+  const gone =
+    (sameHost && pid === process.pid && !heldLocks.has(lockPath)) ||
+    (sameHost && Number.isInteger(pid) && pid > 0 && pid !== process.pid && !processAlive(pid)) ||
+    Date.now() - touched > LOCK_STALE_MS;
+  // Re-read just before removing: another waiter may have taken over the stale lock meanwhile.
+  if (gone && readIfExists(lockPath) === owner) rmSync(lockPath, { force: true });
   return null;
+}
+
+function readIfExists(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
 }
 
 function processAlive(pid: number): boolean {
