@@ -63,7 +63,7 @@ export function addEngineOptions(cmd: Command): Command {
   return cmd
     .option(
       '--model <path>',
-      'model file or folder (llama2.c folder, .gguf, Hugging Face folder); env PAGELLM_MODEL',
+      'model file or folder (llama2.c folder, .gguf, Hugging Face folder) or Hub id org/name[:QUANT]; env PAGELLM_MODEL',
       defaultModelPath(),
     )
     .option('--block-size <tokens>', 'tokens per KV cache block', intAtLeast(1), 16)

@@ -152,7 +152,10 @@ export function createInfoCommand(): Command {
     .description(
       "show a model's architecture, weight bytes, KV bytes per block, blocks that fit and maximum concurrency",
     )
-    .argument('[model]', 'model file or folder (default: $PAGELLM_MODEL or ../shared/models/stories260K)')
+    .argument(
+      '[model]',
+      'model file or folder, or Hub id org/name[:QUANT] (default: $PAGELLM_MODEL or ../shared/models/stories260K)',
+    )
     .option('--block-size <tokens>', 'tokens per KV cache block', intAtLeast(1), 16)
     .option('--kv-cache-memory <bytes>', 'KV cache budget, e.g. 512MiB (default: 512MiB)', byteSize)
     .option('--num-gpu-blocks-override <n>', 'exact number of KV blocks', intAtLeast(1))

@@ -67,7 +67,7 @@ function log(line: string): void {
 export function createServeCommand(version: string): Command {
   const cmd = new Command('serve')
     .description('start the OpenAI-compatible HTTP server')
-    .argument('[model]', 'model file or folder (same as --model)');
+    .argument('[model]', 'model file or folder, or Hub id org/name[:QUANT] (same as --model)');
   addServeOptions(cmd);
   cmd.action(async (modelArg: string | undefined, opts: ServeCliOptions) => {
     const modelArgument = modelArg ?? opts.model;

@@ -323,7 +323,12 @@ class HubSession {
   }
 
   fetchOptions(): { headers: Record<string, string>; fetch: typeof fetch; onProgress?: HubOptions['onProgress'] } {
-    return { headers: this.authHeaders(), fetch: this.fetchFn, onProgress: this.options.onProgress };
+    // identity: the bytes on disk are the bytes the Hub hashed, and a range resumes them exactly.
+    return {
+      headers: { ...this.authHeaders(), 'Accept-Encoding': 'identity' },
+      fetch: this.fetchFn,
+      onProgress: this.options.onProgress,
+    };
   }
 
   /** The first `bytes` bytes of a file (a range request). */
