@@ -377,6 +377,8 @@ class HubSession {
   }
 
   private statusError(status: number, url: string, path: string | undefined): never {
+    // The Hub answers 401 RepoNotFound for a repository that does not exist or that the caller may not see.
+    if (this.lastErrorCode === 'RepoNotFound') throw new HubNotFoundError(this.repo, 'repository', '');
     if (status === 401 || status === 403) throw new HubAuthError(this.repo, status, this.options.token !== undefined);
     if (status === 404) {
       const code = this.lastErrorCode;

@@ -126,7 +126,9 @@ export class FakeHub {
     const { org, name } = req.params as { org: string; name: string };
     const repo = this.repos.get(`${org}/${name}`);
     if (repo === undefined) {
-      void reply.code(404).header('x-error-code', 'RepoNotFound').send({ error: 'Repository not found' });
+      // As the Hub: 401 without a token (the repository could be private), 404 with one.
+      const status = req.headers.authorization === undefined ? 401 : 404;
+      void reply.code(status).header('x-error-code', 'RepoNotFound').send({ error: 'Repository not found' });
       return null;
     }
     if (repo.gated) {

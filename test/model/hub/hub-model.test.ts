@@ -202,6 +202,7 @@ describe('pullHubModel', () => {
     );
     expect(hub.requests.length).toBe(seen);
     await expect(pullHubModel(ref('test/nope'), opts())).rejects.toThrow(/no such repository/);
+    await expect(pullHubModel(ref('test/nope'), opts({ token: GOOD_TOKEN }))).rejects.toThrow(HubNotFoundError);
     const rev = pullHubModel(ref('test/tiny-GGUF'), opts({ revision: 'v9' }));
     await expect(rev).rejects.toThrow(HubNotFoundError);
     await expect(pullHubModel(ref('test/tiny-GGUF'), opts({ revision: 'v9' }))).rejects.toThrow(
