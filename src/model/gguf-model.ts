@@ -1,7 +1,8 @@
 import type { WeightDType } from '../kernels/backend.js';
 import { ModelFormatError, UnsupportedTensorTypeError } from './errors.js';
 import { WEIGHT_DTYPES, WEIGHT_LAYOUTS, weightDtypeOfGgmlType } from '../kernels/ggml-quant-types.js';
-import { ggmlTypeName, readGguf, type GgufFile, type GgufTensorEntry } from './gguf.js';
+import { ggmlTypeName, type GgufFile, type GgufTensorEntry } from './gguf.js';
+import { readGgufParts } from './gguf-split.js';
 import { RANDOM_WEIGHTS_KEY, modelConfigFromGguf } from './gguf-config.js';
 import { checkTensors } from './gguf-tensor-names.js';
 import { tokenizerFromGguf } from './gguf-tokenizer.js';
@@ -41,16 +42,17 @@ function ggufTensorInfo(file: GgufFile, t: GgufTensorEntry): TensorInfo {
 }
 
 /**
- * Reads the GGUF file at `path` (header only) as a ModelSource. `rope_freqs.weight` is left out when the file
- * carries pagellm's Llama-3 scaling keys (config.ropeScaling describes the same factors). Throws the errors of
- * readGguf, modelConfigFromGguf, ggufTensorInfo, checkTensors (missing tensor, wrong shape) and tokenizerFromGguf.
+ * Reads the GGUF file at `path` (header only; every part of a split GGUF when it is part 1) as a ModelSource.
+ * `rope_freqs.weight` is left out when the file carries pagellm's Llama-3 scaling keys (config.ropeScaling describes
+ * the same factors). Throws the errors of readGgufParts, modelConfigFromGguf, ggufTensorInfo, checkTensors (missing
+ * tensor, wrong shape) and tokenizerFromGguf.
  */
 export function readGgufModel(path: string): ModelSource {
-  const file = readGguf(path);
+  const { file, partOf } = readGgufParts(path); // one file, or every part of a split one
   const config = modelConfigFromGguf(file);
   const tensors = file.tensors
     .filter((t) => !(t.name === 'rope_freqs.weight' && config.ropeScaling !== undefined))
-    .map((t) => ggufTensorInfo(file, t));
+    .map((t) => ggufTensorInfo(partOf(t), t));
   checkTensors(path, config, tensors);
   const tokenizer = tokenizerFromGguf(file);
   const chatTemplate = file.has('tokenizer.chat_template') ? file.getString('tokenizer.chat_template') : undefined;

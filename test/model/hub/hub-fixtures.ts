@@ -3,6 +3,9 @@
  * tiny byte-level BPE vocabulary), the same with another architecture name, and a sharded safetensors folder.
  */
 import { readFileSync } from 'node:fs';
+import { ggufValue, readGguf } from '../../../src/model/gguf.js';
+import { ggufSplitPath } from '../../../src/model/gguf-split.js';
+import { writeGguf } from '../../../src/model/gguf-writer.js';
 import { join } from 'node:path';
 import { createRandomModel } from '../../../src/model/random-model.js';
 import { readModelSourceSync, readTensorBytes } from '../../../src/model/read-model-source.js';
@@ -101,4 +104,36 @@ export function loadableSafetensorsFiles(ggufPath: string, dir: string): FakeFil
     { path: 'model.safetensors.index.json', data: Buffer.from(JSON.stringify(index)) },
     ...shards.map((s) => ({ path: s, data: readFileSync(join(dir, s)) })),
   ];
+}
+
+/**
+ * Splits the GGUF at `path` into `count` parts as llama.cpp's gguf-split does: part 1 holds every metadata entry,
+ * every part holds `split.no` / `split.count` / `split.tensors.count` and its share of the tensors.
+ * @returns the parts' paths, `<prefix>-00001-of-0000N.gguf` first.
+ */
+export function splitGgufFile(path: string, prefix: string, count: number): string[] {
+  const file = readGguf(path);
+  const bytes = readFileSync(path);
+  const per = Math.ceil(file.tensors.length / count);
+  const out: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const split: Array<[string, ReturnType<typeof ggufValue.u16>]> = [
+      ['split.no', ggufValue.u16(i)],
+      ['split.count', ggufValue.u16(count)],
+      ['split.tensors.count', ggufValue.i32(file.tensors.length)],
+    ];
+    const meta = i === 0 ? [...file.metadata.entries(), ...split] : split;
+    const tensors = file.tensors
+      .slice(i * per, (i + 1) * per)
+      .map((t) => ({
+        name: t.name,
+        type: t.type,
+        shape: t.shape,
+        data: bytes.subarray(t.offset, t.offset + t.byteLength!),
+      }));
+    const partPath = ggufSplitPath(prefix, i + 1, count);
+    writeGguf(partPath, meta, tensors);
+    out.push(partPath);
+  }
+  return out;
 }
