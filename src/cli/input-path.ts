@@ -1,6 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { UnsupportedModelError } from '../model/errors.js';
 import { parseHubModelId } from '../model/hub/hub-model-id.js';
 import { CliUsageError } from './cli-usage-error.js';
 import { createDownloadProgress } from './download-progress.js';
@@ -33,8 +32,8 @@ export interface ResolvedModel {
  * path returned. Mirrors how `vllm serve <model>` resolves its argument (vllm/transformers_utils/config.py).
  * @param how how to pass a model with this command, e.g. `--model <path>`.
  * @throws CliUsageError "no model file or folder at <path>" with `how` when it is neither; the Hub errors of
- *   pullHubModel (auth, not found, offline, checksum, file selection); UnsupportedModelError for a split GGUF
- *   (downloaded, but pagellm cannot read split files yet) or an architecture pagellm does not run.
+ *   pullHubModel (auth, not found, offline, checksum, file selection); UnsupportedModelError for an architecture
+ *   pagellm does not run.
  */
 export async function resolveModelPath(arg: string, how: string, hub: HubCliOptions = {}): Promise<ResolvedModel> {
   if (existsSync(arg)) return { path: arg };
@@ -43,14 +42,6 @@ export async function resolveModelPath(arg: string, how: string, hub: HubCliOpti
     throw new CliUsageError(`no model file or folder at ${arg}; pass a model file or folder with ${how}`);
   }
   const snapshot = await pullModel(arg, hub);
-  if (snapshot.splitCount > 1) {
-    throw new UnsupportedModelError(
-      { file: snapshot.modelPath },
-      `a split GGUF of ${snapshot.splitCount} parts (all downloaded to ${snapshot.snapshotDir}); pagellm cannot ` +
-        'read split GGUFs yet: merge them with llama.cpp (llama-gguf-split --merge <part 1> merged.gguf) and pass ' +
-        'the merged file, or pick a quantization that is one file',
-    );
-  }
   return { path: snapshot.modelPath, repo: ref.repo };
 }
 

@@ -2,11 +2,11 @@
  * `pagellm pull`, `ls`, `rm` and Hub ids as the model argument of info / generate, against the fake Hub on
  * loopback (HF_ENDPOINT), each test in its own cache folder (HF_HUB_CACHE).
  */
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeHub, GOOD_TOKEN } from '../model/hub/fake-hub.js';
-import { safetensorsRepoFiles, tinyGguf } from '../model/hub/hub-fixtures.js';
+import { safetensorsRepoFiles, splitGgufFile, tinyGguf } from '../model/hub/hub-fixtures.js';
 import { runCli, runMain, spawnCli, startServe, tempDir } from './cli-fixture.js';
 
 const tmp = tempDir('hub-cli');
@@ -35,10 +35,15 @@ beforeAll(async () => {
     { path: 'tiny-Q8_0.gguf', data: gguf8 },
     { path: 'tiny-Q4_K_M.gguf', data: gguf },
   ]);
-  hub.addCommit('test/split-GGUF', [
-    { path: 'tiny-00001-of-00002.gguf', data: gguf.subarray(0, 200_000) },
-    { path: 'tiny-00002-of-00002.gguf', data: gguf.subarray(200_000) },
-  ]);
+  writeFileSync(join(tmp.dir, 'whole.gguf'), gguf);
+  mkdirSync(join(tmp.dir, 'split'));
+  hub.addCommit(
+    'test/split-GGUF',
+    splitGgufFile(join(tmp.dir, 'whole.gguf'), join(tmp.dir, 'split', 'tiny-F32'), 2).map((p) => ({
+      path: basename(p),
+      data: readFileSync(p),
+    })),
+  );
   hub.addCommit('test/tiny-st', safetensorsRepoFiles(tmp.dir));
   hub.addCommit('test/gated-GGUF', [{ path: 'm-Q4_K_M.gguf', data: gguf }], ['main'], true);
   await hub.start();
@@ -82,15 +87,20 @@ describe('pagellm pull / ls / rm', () => {
     ]);
   });
 
-  it('pulls a safetensors repository and the parts of a split GGUF', async () => {
+  it('pulls a safetensors repository, and a split GGUF that info reads as one model', async () => {
     freshCache();
     const st = await runMain(['pull', 'test/tiny-st']);
     expect(st.stdout).toContain('6 files');
     const split = await runMain(['pull', 'test/split-GGUF']);
     expect(split.code, split.stderr).toBe(0);
-    expect(split.stdout).toContain('note: a split GGUF of 2 parts; pagellm cannot read split GGUFs yet');
-    const info = await runMain(['info', 'test/split-GGUF']);
-    expect(errorLines(info.stderr)[0]).toMatch(/split GGUF of 2 parts .*llama-gguf-split --merge/);
+    expect(split.stdout).toContain('tiny-F32-00001-of-00002.gguf (split in 2 parts)');
+    const info = await runMain(['info', 'test/split-GGUF', '--json']);
+    expect(info.code, info.stderr).toBe(0);
+    const whole = await runMain(['info', join(tmp.dir, 'whole.gguf'), '--json']);
+    expect(JSON.parse(info.stdout)).toEqual({
+      ...JSON.parse(whole.stdout),
+      model: expect.stringMatching(/tiny-F32-00001-of-00002\.gguf$/),
+    });
   });
 
   it('runs info and generate on a Hub id, and offline from the cache', async () => {
