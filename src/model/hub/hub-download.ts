@@ -78,16 +78,17 @@ export async function downloadBlob(
       opts.onProgress?.({ path: req.path, phase: 'cached', received: req.size, total: req.size, resumedFrom: 0 });
       return 0;
     }
-    const release = tryLock(`${blob}.lock`);
-    if (release === null) {
+    const lock = tryLock(`${blob}.lock`);
+    if (lock === null) {
       await sleep(50); // another process is writing this blob: wait for it to finish or die
       continue;
     }
     try {
       if (existsSync(blob)) continue; // finished by the process that held the lock before us
-      return await fetchToBlob(blob, repo, req, opts);
+      const fetched = await fetchToBlob(blob, repo, req, opts, lock.held);
+      if (fetched !== null) return fetched; // else the lock was taken over: wait for the new holder
     } finally {
-      release();
+      lock.release();
     }
   }
 }
@@ -102,9 +103,10 @@ export const LOCK_STALE_MS = 60_000;
 /**
  * Takes `lockPath`: created exclusively, holding `<pid>@<host>`, touched every 10 s while held. A lock is stale, and
  * removed, when its process is gone (same host, dead pid, or our own pid without us holding it: a restarted
- * container) or when it was not touched for a minute. Returns the release function, or null while another holds it.
+ * container) or when it was not touched for a minute. Returns the release function and a check that the lock is
+ * still ours (not taken over meanwhile), or null while another holds it.
  */
-function tryLock(lockPath: string): (() => void) | null {
+function tryLock(lockPath: string): { release: () => void; held: () => boolean } | null {
   const me = `${process.pid}@${hostname()}`;
   try {
     const fd = openSync(lockPath, 'wx');
@@ -120,10 +122,14 @@ function tryLock(lockPath: string): (() => void) | null {
       }
     }, LOCK_HEARTBEAT_MS);
     heartbeat.unref();
-    return () => {
-      clearInterval(heartbeat);
-      heldLocks.delete(lockPath);
-      rmSync(lockPath, { force: true });
+    const held = (): boolean => readIfExists(lockPath) === me;
+    return {
+      release: () => {
+        clearInterval(heartbeat);
+        heldLocks.delete(lockPath);
+        if (held()) rmSync(lockPath, { force: true });
+      },
+      held,
     };
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
@@ -165,8 +171,17 @@ function processAlive(pid: number): boolean {
   }
 }
 
-/** Downloads (or continues) `<blob>.incomplete`, verifies it and renames it to `blob`. Holds the blob's lock. */
-async function fetchToBlob(blob: string, repo: string, req: BlobRequest, opts: BlobFetchOptions): Promise<number> {
+/**
+ * Downloads (or continues) `<blob>.incomplete`, verifies it and renames it to `blob`, holding the blob's lock.
+ * @returns the bytes fetched, or null when the lock was taken over meanwhile (the blob is then left to its holder).
+ */
+async function fetchToBlob(
+  blob: string,
+  repo: string,
+  req: BlobRequest,
+  opts: BlobFetchOptions,
+  held: () => boolean,
+): Promise<number | null> {
   const partial = `${blob}.incomplete`;
   let have = existsSync(partial) ? statSync(partial).size : 0;
   if (have > req.size) {
@@ -212,6 +227,9 @@ async function fetchToBlob(blob: string, repo: string, req: BlobRequest, opts: B
       size !== req.size ? `${actual} (${size} of ${req.size} bytes)` : actual,
     );
   }
+  // A holder whose lock was taken over (it stalled past LOCK_STALE_MS) leaves the file to the new holder, which may
+  // be appending to it: renaming it now would let those writes land in the final blob.
+  if (!held()) return null;
   renameSync(partial, blob);
   opts.onProgress?.({ path: req.path, phase: 'done', received: req.size, total: req.size, resumedFrom });
   return fetched;

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -72,5 +72,23 @@ describe('downloadBlob locks', () => {
     rmSync(lock);
     expect(await pending).toBe(0);
     expect(hub.served.filter((s) => s.path === 'w.safetensors')).toHaveLength(3); // the first two tests only
+  });
+
+  it('a holder whose lock was taken over does not rename the file the new holder is writing', async () => {
+    const { cache, req, lock } = setup();
+    const partial = `${cache.blobPath(sha)}.incomplete`;
+    const takeOver: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      writeFileSync(lock, `${process.ppid}@${hostname()}`); // a live process took the lock meanwhile
+      return res;
+    };
+    const pending = downloadBlob(cache, 'test/blob', req, { headers: {}, fetch: takeOver });
+    while (!existsSync(partial) || statSync(partial).size < data.length) await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(existsSync(cache.blobPath(sha))).toBe(false);
+    expect(readFileSync(lock, 'utf8')).toBe(`${process.ppid}@${hostname()}`);
+    renameSync(partial, cache.blobPath(sha)); // the new holder finishes
+    rmSync(lock);
+    expect(await pending).toBe(0);
   });
 });
