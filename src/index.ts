@@ -64,6 +64,7 @@ export {
   DraftModelMismatchError,
 } from './engine/index.js';
 export { loadModel, type LoadModelOptions, type LoadedModel } from './model/load-model.js';
+export { bundledModelPath } from './model/bundled-model.js';
 export type { ModelSource } from './model/model-source.js';
 export type { ModelConfig, Architecture, Llama3RopeScaling } from './model/model-config.js';
 export type { Tokenizer } from './model/tokenizer.js';

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { bundledModelPath } from '../model/bundled-model.js';
 
 /** The project root: two folders above this file (src/cli/ → the repository root). */
 export const PROJECT_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -42,10 +43,15 @@ function localOrigin(root: string): string | null {
 /**
  * The model `serve`, `generate`, `chat` and `info` use without `--model`: `$PAGELLM_MODEL` when set (relative paths
  * are taken from the current directory), else `models/stories260K` in {@link sharedDir} (`../shared/` beside the
- * project root).
+ * project root) where it exists or `$PAGELLM_SHARED_DIR` names it, else the copy the npm package ships ({@link bundledModelPath}) where that exists;
+ * else the shared path, so a missing model is reported where a checkout expects it.
  */
 export function defaultModelPath(env: NodeJS.ProcessEnv = process.env): string {
   const fromEnv = env.PAGELLM_MODEL;
   if (fromEnv !== undefined && fromEnv.trim() !== '') return resolve(fromEnv);
-  return join(sharedDir(env), 'models', 'stories260K');
+  const shared = join(sharedDir(env), 'models', 'stories260K');
+  const sharedFromEnv = env.PAGELLM_SHARED_DIR !== undefined && env.PAGELLM_SHARED_DIR.trim() !== '';
+  if (sharedFromEnv || existsSync(shared)) return shared;
+  const bundled = bundledModelPath();
+  return existsSync(bundled) ? bundled : shared;
 }

@@ -6,18 +6,18 @@ import { once } from 'node:events';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readGolden, REPO_ROOT, STORIES_DIR, waitFor } from '../server/server-fixture.js';
+import { readGolden, REPO_ROOT, waitFor } from '../server/server-fixture.js';
 import { groupAlive, installPackedPackage, NPX, run, SETUP_TIMEOUT_MS } from './packed-install.js';
 
 const golden = readGolden();
 const RUN_TIMEOUT_MS = 180_000;
 
-/** The first example of docs/library.md ("Offline inference: `LLM`"), with the model's path made absolute. */
+/** The first example of docs/library.md ("Offline inference: `LLM`"): it runs the model the package ships. */
 function libraryExample(): string {
   const page = readFileSync(join(REPO_ROOT, 'docs/library.md'), 'utf8');
   const example = /```js\n([\s\S]*?)```/.exec(page.slice(page.indexOf('## Offline inference')))?.[1];
   if (example === undefined) throw new Error('docs/library.md has no ```js example under "## Offline inference"');
-  return example.replace("'/path/to/shared/models/stories260K'", JSON.stringify(STORIES_DIR));
+  return example;
 }
 
 /** A TypeScript user of the three entry points: it type-checks only when each one's `types` resolve. */
@@ -68,6 +68,9 @@ describe('the npm package', () => {
       'dist/kernels/kernel-worker.mjs',
       'dist/web/assets/index.html',
       'dist/web/assets/dashboard.js',
+      'models/stories260K/stories260K.bin',
+      'models/stories260K/tok512.bin',
+      'models/stories260K/README.md',
     ]) {
       expect(packedFiles).toContain(path);
     }
@@ -80,8 +83,8 @@ describe('the npm package', () => {
     "runs the library's first example (import { LLM } from 'pagellm'): the golden greedy text",
     async () => {
       const example = libraryExample();
-      expect(example).toContain("import { LLM } from 'pagellm';");
-      expect(example).toContain(JSON.stringify(STORIES_DIR));
+      expect(example).toContain("import { LLM, bundledModelPath } from 'pagellm';");
+      expect(example).toContain('model: bundledModelPath()');
       expect(example.trim().split('\n').length).toBeLessThanOrEqual(10);
       writeFileSync(join(dir, 'example.mjs'), example);
       expect(await run(process.execPath, ['example.mjs'], dir)).toBe(`${golden.text}\n`);
@@ -137,14 +140,14 @@ describe('the npm package', () => {
   );
 
   it(
-    'serves with `npx pagellm serve` (health, dashboard, a completion) and stops on SIGTERM',
+    'serves the model the package ships with a bare `npx pagellm serve` (health, dashboard, a completion) and stops on SIGTERM',
     async () => {
       // Its own process group (npx → sh → node), signalled as a terminal signals the foreground job.
-      const proc = spawn(
-        NPX,
-        ['pagellm', 'serve', '--model', STORIES_DIR, '--port', '0', '--threads', '2', '--kv-cache-memory', '8MiB'],
-        { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
-      );
+      const proc = spawn(NPX, ['pagellm', 'serve', '--port', '0', '--threads', '2', '--kv-cache-memory', '8MiB'], {
+        cwd: dir,
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       server = proc;
       let log = '';
       proc.stdout.on('data', (d: Buffer) => {
@@ -163,6 +166,7 @@ describe('the npm package', () => {
         proc.on('exit', () => reject(new Error(`npx pagellm serve exited before serving:\n${log}`)));
       });
 
+      expect(log).toMatch(/starting: model \S*node_modules\/pagellm\/models\/stories260K/);
       const health = await fetch(`${url}/health`);
       expect(health.status).toBe(200);
       const page = await fetch(`${url}/`);

@@ -93,13 +93,15 @@ export interface PackedInstall {
 
 /**
  * Compiles `src/` into dist/ (`npm run build:dist`; build/*.wasm exist since install, and `--ignore-scripts` keeps
- * `prepare` from rebuilding them while other test files read them), packs the package into a new temp folder named
+ * `prepack` from rebuilding them while other test files read them), bundles the default model as `prepack` does,
+ * packs the package into a new temp folder named
  * after `prefix` and installs it there with npm, as a user would in an empty project.
  */
 export async function installPackedPackage(prefix: string): Promise<PackedInstall> {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   const packed = await withBuildLock(async () => {
     await run(NPM, ['run', 'build:dist'], REPO_ROOT, SETUP_TIMEOUT_MS);
+    await run(process.execPath, [join(REPO_ROOT, 'scripts', 'bundle-default-model.mjs')], REPO_ROOT);
     const out = await run(NPM, ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], REPO_ROOT);
     return JSON.parse(out) as Array<{ filename: string; files: Array<{ path: string }> }>;
   });
