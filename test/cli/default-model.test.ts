@@ -26,6 +26,8 @@ describe('sharedDir / defaultModelPath', () => {
       const script = `import { sharedDir } from ${JSON.stringify(join(clone, 'src/cli/default-model.ts'))}; console.log(sharedDir({}));`;
       mkdirSync(join(clone, 'src/cli'), { recursive: true });
       cpSync(join(PROJECT_ROOT, 'src/cli/default-model.ts'), join(clone, 'src/cli/default-model.ts'));
+      mkdirSync(join(clone, 'src/model'), { recursive: true });
+      cpSync(join(PROJECT_ROOT, 'src/model/bundled-model.ts'), join(clone, 'src/model/bundled-model.ts'));
       cpSync(join(PROJECT_ROOT, 'package.json'), join(clone, 'package.json')); // ES module scope for tsx
       const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
         cwd: PROJECT_ROOT,
