@@ -16,9 +16,10 @@ import {
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { Readable } from 'node:stream';
+import { statfs } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { HubChecksumError, HubError, HubHttpError, HubUnreachableError } from './hub-errors.js';
+import { HubChecksumError, HubDiskFullError, HubError, HubHttpError, HubUnreachableError } from './hub-errors.js';
 import type { HubRepoCache } from './hub-cache.js';
 
 /** One file to bring into the cache's blobs/. */
@@ -51,6 +52,14 @@ export interface BlobFetchOptions {
   readonly headers: Record<string, string>;
   readonly fetch: typeof fetch;
   readonly onProgress?: (event: HubDownloadEvent) => void;
+  /** Free bytes on the disk holding `dir` (default: `statfs`); the download checks it before fetching. */
+  readonly freeBytes?: (dir: string) => Promise<number>;
+}
+
+/** Free bytes for an unprivileged writer on the file system holding `dir` (statfs: available blocks × block size). */
+async function statfsFreeBytes(dir: string): Promise<number> {
+  const st = await statfs(dir);
+  return st.bavail * st.bsize;
 }
 
 /**
@@ -62,7 +71,9 @@ export interface BlobFetchOptions {
  * exclusively, holding its pid and host, touched while held); others wait for the blob, and take over a lock whose
  * process is gone or that was not touched for {@link LOCK_STALE_MS}.
  * @returns the bytes fetched from the network (0 when the blob was already there).
- * @throws HubChecksumError when the bytes do not match (the partial file is deleted), HubUnreachableError when the
+ * @throws HubDiskFullError when the disk has no room for the rest of the file (checked first; a write's ENOSPC too;
+ *   the partial file is kept), HubChecksumError when the bytes do not match (the partial file is deleted),
+ *   HubUnreachableError when the
  *   connection failed (the partial file is kept for the next run), HubHttpError for another HTTP status.
  */
 export async function downloadBlob(
@@ -192,6 +203,9 @@ async function fetchToBlob(
   opts.onProgress?.({ path: req.path, phase: 'start', received: have, total: req.size, resumedFrom });
   let fetched = 0;
   if (have < req.size) {
+    const dir = dirname(blob);
+    const free = await (opts.freeBytes ?? statfsFreeBytes)(dir);
+    if (free < req.size - have) throw new HubDiskFullError(repo, req.path, req.size - have, free, dir);
     const headers = { ...opts.headers, ...(have > 0 ? { Range: `bytes=${have}-` } : {}) };
     let res: Response;
     try {
@@ -213,6 +227,9 @@ async function fetchToBlob(
       await pipeline(counted, createWriteStream(partial, { flags: have > 0 ? 'a' : 'w' }));
     } catch (e) {
       if (e instanceof HubError) throw e;
+      if ((e as NodeJS.ErrnoException).code === 'ENOSPC') {
+        throw new HubDiskFullError(repo, req.path, req.size - statSync(partial).size, null, dirname(blob));
+      }
       throw new HubDownloadInterruptedError(repo, req.path, received, req.size, e);
     }
   }

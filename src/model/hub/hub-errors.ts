@@ -96,6 +96,21 @@ export class HubHttpError extends HubError {
   }
 }
 
+/**
+ * The disk holding the cache has no room for a file: found before its download (free bytes below what is still to
+ * come) or when a write failed with ENOSPC. What arrived is kept in `.incomplete`, so the next run resumes it.
+ */
+export class HubDiskFullError extends HubError {
+  constructor(repo: string, path: string, needed: number, free: number | null, dir: string) {
+    super(
+      repo,
+      `${repo}: no room for ${path} in ${dir}: ${needed} more bytes are needed` +
+        (free === null ? ' and the disk is full' : `, ${free} are free`) +
+        '; free some space, or point HF_HUB_CACHE (or HF_HOME) at a disk with room, then run the command again',
+    );
+  }
+}
+
 /** A downloaded file whose SHA-256 differs from the Hub's (its LFS oid); the file was deleted. */
 export class HubChecksumError extends HubError {
   constructor(repo: string, path: string, expected: string, actual: string) {

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HubRepoCache } from '../../../src/model/hub/hub-cache.js';
 import { downloadBlob, LOCK_STALE_MS, type BlobRequest } from '../../../src/model/hub/hub-download.js';
+import { HubDiskFullError } from '../../../src/model/hub/hub-errors.js';
 import { makeTempDir } from '../model-files.js';
 import { FakeHub } from './fake-hub.js';
 
@@ -41,6 +42,31 @@ afterAll(async () => {
   tmp.cleanup();
 });
 
+describe('downloadBlob and the disk', () => {
+  it('refuses a file the disk has no room for before fetching it, keeping a partial download for later', async () => {
+    const { cache, req } = setup();
+    const partial = `${cache.blobPath(sha)}.incomplete`;
+    writeFileSync(partial, data.subarray(0, 100_000));
+    let fetches = 0;
+    const counting: typeof fetch = (input, init) => {
+      fetches++;
+      return fetch(input, init);
+    };
+    const full = { headers: {}, fetch: counting, freeBytes: async () => 199_999 };
+    const err = await downloadBlob(cache, 'test/blob', req, full).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HubDiskFullError);
+    expect((err as Error).message).toMatch(
+      /no room for w\.safetensors in .*: 200000 more bytes are needed, 199999 are free; free some space, or point HF_HUB_CACHE/,
+    );
+    expect(fetches).toBe(0);
+    expect(statSync(partial).size).toBe(100_000);
+    // With room, the same call resumes the partial file and completes the blob.
+    const roomy = { headers: {}, fetch: counting, freeBytes: async () => 200_000 };
+    expect(await downloadBlob(cache, 'test/blob', req, roomy)).toBe(200_000);
+    expect(readFileSync(cache.blobPath(sha)).equals(data)).toBe(true);
+  });
+});
+
 describe('downloadBlob locks', () => {
   it('takes over a lock naming this process that it does not hold (a restarted container reusing the pid)', async () => {
     const { cache, req, lock } = setup();
@@ -64,6 +90,7 @@ describe('downloadBlob locks', () => {
   it('waits while a live process holds the lock, then finds the blob it wrote', async () => {
     const { cache, req, lock } = setup();
     writeFileSync(lock, `${process.ppid}@${hostname()}`);
+    const fetchesBefore = hub.served.filter((s) => s.path === 'w.safetensors').length;
     let settled = false;
     const pending = downloadBlob(cache, 'test/blob', req, fetchOpts).finally(() => (settled = true));
     await new Promise((r) => setTimeout(r, 200));
@@ -71,7 +98,7 @@ describe('downloadBlob locks', () => {
     writeFileSync(cache.blobPath(sha), data); // what the holder wrote
     rmSync(lock);
     expect(await pending).toBe(0);
-    expect(hub.served.filter((s) => s.path === 'w.safetensors')).toHaveLength(3); // the first two tests only
+    expect(hub.served.filter((s) => s.path === 'w.safetensors')).toHaveLength(fetchesBefore); // it fetched nothing
   });
 
   it('a holder whose lock was taken over does not rename the file the new holder is writing', async () => {
