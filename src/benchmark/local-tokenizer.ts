@@ -1,9 +1,10 @@
-import { closeSync, existsSync, openSync, readFileSync, readSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join } from 'node:path';
-import { ChatTemplate, chatTemplateFromTokenizerConfig, templateSpecialTokens } from '../model/chat-template.js';
-import { GGUF_MAGIC, readGguf } from '../model/gguf.js';
+import { ChatTemplate, templateSpecialTokens } from '../model/chat-template.js';
+import { readGguf } from '../model/gguf.js';
 import { tokenizerFromGguf } from '../model/gguf-tokenizer.js';
-import { HfTokenizer } from '../model/hf-tokenizer.js';
+import { readHfTokenizerFiles } from '../model/hf-model.js';
+import { startsWithGguf } from '../model/read-model-source.js';
 import { findLlama2cTokenizer, isLlama2cTokenizerName, readLlama2cHeader } from '../model/llama2c.js';
 import { loadLlama2cTokenizer } from '../model/llama2c-tokenizer.js';
 import type { Tokenizer } from '../model/tokenizer.js';
@@ -22,17 +23,6 @@ export interface BenchTokenizer {
   readonly chatTemplate: ChatTemplate | null;
 }
 
-/** The first 4 bytes of `path` are GGUF's magic. */
-function isGguf(path: string): boolean {
-  const fd = openSync(path, 'r');
-  try {
-    const head = Buffer.alloc(4);
-    return readSync(fd, head, 0, 4, 0) === 4 && head.readUInt32LE(0) === GGUF_MAGIC;
-  } finally {
-    closeSync(fd);
-  }
-}
-
 /** A number or the first of a list of numbers in a config.json field, else undefined. */
 function firstId(v: unknown): number | undefined {
   const x = Array.isArray(v) ? (v as unknown[])[0] : v;
@@ -49,15 +39,7 @@ function readHfTokenizer(tokenizerJson: string): { tokenizer: Tokenizer; chatTem
   const bos = firstId(config.bos_token_id);
   const eosRaw = config.eos_token_id;
   const eos = (Array.isArray(eosRaw) ? eosRaw : [eosRaw]).filter((x): x is number => typeof x === 'number');
-  const tokenizer = HfTokenizer.fromFiles(tokenizerJson, join(folder, 'tokenizer_config.json'), {
-    ...(bos !== undefined ? { bosTokenId: bos } : {}),
-    eosTokenIds: eos,
-  });
-  const jinja = join(folder, 'chat_template.jinja');
-  const chatTemplate = existsSync(jinja)
-    ? readFileSync(jinja, 'utf8')
-    : chatTemplateFromTokenizerConfig(tokenizer.tokenizerConfig);
-  return { tokenizer, ...(chatTemplate !== undefined ? { chatTemplate } : {}) };
+  return readHfTokenizerFiles(tokenizerJson, { ...(bos !== undefined ? { bosTokenId: bos } : {}), eosTokenIds: eos });
 }
 
 /** The llama2.c tokenizer of a checkpoint `.bin` (found beside it) or of a `tok*.bin` file itself. */
@@ -90,7 +72,7 @@ export function readLocalTokenizer(
   if (!existsSync(path)) return fail('no such file or folder');
   try {
     if (statSync(path).isFile()) {
-      if (isGguf(path)) return ggufTokenizer(path);
+      if (startsWithGguf(path)) return ggufTokenizer(path);
       if (basename(path) === 'tokenizer.json' || extname(path) === '.json') return readHfTokenizer(path);
       if (extname(path) === '.bin') return readLlama2cTokenizerOf(path);
       return fail('not a GGUF file, a tokenizer.json or a llama2.c tokenizer (.bin)', false);

@@ -1,5 +1,5 @@
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { WeightDType } from '../kernels/backend.js';
 import { chatTemplateFromTokenizerConfig } from './chat-template.js';
 import {
@@ -120,19 +120,14 @@ export function readHfModel(folder: string): ModelSource {
   }
   checkTensors(folder, config, tensors);
 
-  const tokenizerConfigPath = join(folder, 'tokenizer_config.json');
   const generation = readJsonIfExists(join(folder, 'generation_config.json'));
   const genEos = generation?.eos_token_id;
   const eos = new Set<number>(config.eosTokenIds);
   for (const id of Array.isArray(genEos) ? genEos : typeof genEos === 'number' ? [genEos] : []) eos.add(id as number);
-  const tokenizer = HfTokenizer.fromFiles(join(folder, 'tokenizer.json'), tokenizerConfigPath, {
+  const { tokenizer, chatTemplate } = readHfTokenizerFiles(join(folder, 'tokenizer.json'), {
     ...(config.bosTokenId !== undefined ? { bosTokenId: config.bosTokenId } : {}),
     eosTokenIds: [...eos],
   });
-  const jinjaPath = join(folder, 'chat_template.jinja');
-  const chatTemplate = existsSync(jinjaPath)
-    ? readFileSync(jinjaPath, 'utf8')
-    : chatTemplateFromTokenizerConfig(tokenizer.tokenizerConfig);
   return {
     format: 'safetensors',
     path: folder,
@@ -141,4 +136,26 @@ export function readHfModel(folder: string): ModelSource {
     tokenizer,
     ...(chatTemplate !== undefined ? { chatTemplate } : {}),
   };
+}
+
+/**
+ * The Hugging Face tokenizer of `tokenizerJson` with its folder's `tokenizer_config.json`, and the chat template:
+ * `chat_template.jinja` beside it, else the tokenizer config's `chat_template`. `ids` are the BOS id and EOS ids the
+ * model's configs give (config.json, generation_config.json). Reads no weights.
+ * @throws the tokenizer library's errors for a malformed tokenizer.json, fs errors for a missing one.
+ */
+export function readHfTokenizerFiles(
+  tokenizerJson: string,
+  ids: { readonly bosTokenId?: number; readonly eosTokenIds: readonly number[] },
+): { tokenizer: HfTokenizer; chatTemplate?: string } {
+  const folder = dirname(tokenizerJson);
+  const tokenizer = HfTokenizer.fromFiles(tokenizerJson, join(folder, 'tokenizer_config.json'), {
+    ...(ids.bosTokenId !== undefined ? { bosTokenId: ids.bosTokenId } : {}),
+    eosTokenIds: [...ids.eosTokenIds],
+  });
+  const jinjaPath = join(folder, 'chat_template.jinja');
+  const chatTemplate = existsSync(jinjaPath)
+    ? readFileSync(jinjaPath, 'utf8')
+    : chatTemplateFromTokenizerConfig(tokenizer.tokenizerConfig);
+  return { tokenizer, ...(chatTemplate !== undefined ? { chatTemplate } : {}) };
 }

@@ -20,7 +20,8 @@ export interface ReadModelSourceOptions {
   readonly tokenizerPath?: string;
 }
 
-function startsWithGguf(path: string): boolean {
+/** Whether the file at `path` begins with GGUF's magic (its first 4 bytes). */
+export function startsWithGguf(path: string): boolean {
   const fd = openSync(path, 'r');
   try {
     const b = Buffer.alloc(4);
